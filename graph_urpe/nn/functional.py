@@ -130,9 +130,11 @@ def _attention_block(
 ) -> tuple[Tensor, Tensor]:
     nq, nk = q.shape[-2], k.shape[-2]
     scale = 1.0 / math.sqrt(q.shape[-1])
-    scores = torch.matmul(q * scale, k.transpose(-2, -1)).float()
+    # Softmax in at least float32 (float64 stays float64), also for bf16/fp16 inputs.
+    acc = torch.promote_types(q.dtype, torch.float32)
+    scores = torch.matmul(q * scale, k.transpose(-2, -1)).to(acc)
     if attn_bias is not None:
-        scores = scores + attn_bias.float()
+        scores = scores + attn_bias.to(acc)
     hidden = _hidden_mask(key_padding_mask, is_causal, q_start, nq, nk, q.device)
     if hidden is not None:
         # A finite fill keeps fully hidden rows NaN-free (in values and gradients); their

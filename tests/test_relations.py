@@ -1,0 +1,91 @@
+"""Relation tables and Toeplitz relation ids against hand-worked examples and the T5 formula."""
+
+import math
+
+import pytest
+import torch
+
+from graph_urpe.nn import RelationEmbedding, num_relative_positions, relative_position_ids
+
+
+def test_unique_bidirectional_ids_hand_worked():
+    expected = torch.tensor([[2, 3, 4, 4], [1, 2, 3, 4], [0, 1, 2, 3], [0, 0, 1, 2]])
+    assert torch.equal(relative_position_ids(4, max_distance=2), expected)
+    assert num_relative_positions(2) == 5
+
+
+def test_unique_causal_ids_hand_worked():
+    expected = torch.tensor([[0, 0, 0], [1, 0, 0], [2, 1, 0]])
+    assert torch.equal(relative_position_ids(3, max_distance=5, causal=True), expected)
+    assert num_relative_positions(5, causal=True) == 6
+
+
+def test_ids_are_toeplitz_and_rectangular():
+    ids = relative_position_ids(5, 8, max_distance=10)
+    assert ids.shape == (5, 8)
+    for i in range(5):
+        for j in range(8):
+            assert ids[i, j] == j - i + 10
+
+
+def t5_bucket_reference(rel, num_buckets, max_distance, bidirectional):
+    """Mesh-TensorFlow / T5 `_relative_position_bucket` written out for one scalar (n = i - j)."""
+    n = -rel
+    ret = 0
+    if bidirectional:
+        num_buckets //= 2
+        if n < 0:
+            ret += num_buckets
+        n = abs(n)
+    else:
+        n = max(n, 0)
+    max_exact = num_buckets // 2
+    if n < max_exact:
+        return ret + n
+    val = max_exact + int(
+        math.log(n / max_exact) / math.log(max_distance / max_exact) * (num_buckets - max_exact)
+    )
+    return ret + min(val, num_buckets - 1)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_t5_buckets_match_reference(causal):
+    n, nb, md = 40, 16, 32
+    ids = relative_position_ids(n, max_distance=md, num_buckets=nb, causal=causal)
+    for i in range(n):
+        for j in range(n):
+            assert ids[i, j] == t5_bucket_reference(j - i, nb, md, not causal), (i, j)
+    assert ids.max() < num_relative_positions(md, causal, nb)
+
+
+def test_invalid_arguments():
+    with pytest.raises(ValueError, match="max_distance"):
+        relative_position_ids(3, max_distance=-1)
+    with pytest.raises(ValueError, match="even"):
+        relative_position_ids(3, max_distance=4, num_buckets=5)
+    with pytest.raises(ValueError, match="init"):
+        RelationEmbedding(3, 2, init="uniform")
+    with pytest.raises(ValueError, match="padding_idx"):
+        RelationEmbedding(3, 2, padding_idx=3)
+
+
+def test_relation_embedding_shapes_init_and_padding():
+    torch.manual_seed(0)
+    c = RelationEmbedding(6, 4, init="ones", padding_idx=5)
+    ids = torch.tensor([[[0, 5], [2, 3]]])  # [1, 2, 2]
+    out = c(ids)
+    assert out.shape == (1, 4, 2, 2)
+    expected = torch.ones(1, 4, 2, 2)
+    expected[0, :, 0, 1] = 0.0  # the padding relation gives C = 0
+    torch.testing.assert_close(out, expected)
+    out.sum().backward()
+    assert torch.all(c.weight.grad[5] == 0)
+    b = RelationEmbedding(1000, 3, init="normal", std=0.02)
+    assert abs(b.weight.std().item() - 0.02) < 0.003
+    assert torch.all(RelationEmbedding(4, 2, init="zeros").weight == 0)
+    # value check: out[..., h, i, j] = weight[ids[i, j], h]
+    ids2 = torch.randint(0, 1000, (3, 5, 5))
+    out2 = b(ids2)
+    for h in range(3):
+        torch.testing.assert_close(out2[:, h], b.weight[:, h][ids2])
+    assert "RelationEmbedding(1000, num_heads=3" in repr(b)
