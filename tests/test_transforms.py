@@ -1,0 +1,159 @@
+"""AddShortestPathDistance against networkx: distances, predecessor paths, clipping, bad input."""
+
+import itertools
+
+import networkx as nx
+import numpy as np
+import pytest
+import torch
+from rdkit import Chem
+from torch_geometric.data import Batch, Data
+
+from graph_urpe.transforms import MAX_NODES, UNREACHABLE, AddShortestPathDistance
+
+SMILES = [
+    "C",  # single atom
+    "[Na+].[Cl-]",  # salt: two components, no bonds
+    "CC(=O)O.c1ccccc1",  # two molecules
+    "c1ccc2ccccc2c1",  # fused rings
+    "CC(C)(C)c1ccc2occ(CC(=O)Nc3ccccc3F)c2c1",  # ZINC-like drug molecule
+    "Cn1cnc2c1c(=O)n(C)c(=O)n2C",  # caffeine
+    "C1CC2CCC1CC2",  # bridged bicycle
+    "[13CH3][N+](C)(C)CCO",  # isotope and charge
+]
+
+
+def _data(graph: nx.Graph) -> Data:
+    """PyG graph with both directions of every networkx edge, nodes 0..n-1."""
+    pairs = [(u, v) for u, v in graph.edges() if u != v]
+    both = pairs + [(v, u) for u, v in pairs]
+    edge_index = torch.tensor(both, dtype=torch.long).t().reshape(2, -1)
+    return Data(edge_index=edge_index, num_nodes=graph.number_of_nodes())
+
+
+def _mol_graph(smiles: str) -> nx.Graph:
+    mol = Chem.MolFromSmiles(smiles)
+    graph = nx.Graph()
+    graph.add_nodes_from(range(mol.GetNumAtoms()))
+    graph.add_edges_from((b.GetBeginAtomIdx(), b.GetEndAtomIdx()) for b in mol.GetBonds())
+    return graph
+
+
+def _graphs() -> list[tuple[str, nx.Graph]]:
+    cases = [
+        ("path", nx.path_graph(7)),
+        ("ring", nx.cycle_graph(8)),
+        ("odd ring", nx.cycle_graph(5)),
+        ("tree", nx.balanced_tree(2, 3)),
+        ("random tree", nx.random_labeled_tree(15, seed=3)),
+        (
+            "disconnected",
+            nx.disjoint_union_all([nx.path_graph(3), nx.cycle_graph(4), nx.empty_graph(2)]),
+        ),
+        ("single node", nx.empty_graph(1)),
+        ("no edges", nx.empty_graph(4)),
+        ("grid", nx.grid_2d_graph(3, 4)),
+        ("sparse random", nx.gnp_random_graph(20, 0.12, seed=7)),
+    ]
+    cases += [(f"mol {s}", _mol_graph(s)) for s in SMILES]
+    return [(name, nx.convert_node_labels_to_integers(g)) for name, g in cases]
+
+
+def _expected_spd(graph: nx.Graph) -> np.ndarray:
+    n = graph.number_of_nodes()
+    expected = np.full((n, n), UNREACHABLE)
+    for i, lengths in nx.all_pairs_shortest_path_length(graph):
+        for j, d in lengths.items():
+            expected[i, j] = d
+    return expected
+
+
+@pytest.mark.parametrize(("name", "graph"), _graphs(), ids=[name for name, _ in _graphs()])
+def test_spd_and_paths_match_networkx(name, graph):
+    data = AddShortestPathDistance()(_data(graph))
+    n = graph.number_of_nodes()
+    assert data.spd.dtype == torch.int16 and data.spd.shape == (n * n,)
+    assert data.spd_pred.dtype == torch.int16 and data.spd_pred.shape == (n * n,)
+    spd = data.spd.view(n, n).numpy()
+    pred = data.spd_pred.view(n, n).numpy()
+    expected = _expected_spd(graph)
+    np.testing.assert_array_equal(spd, expected)
+    for i in range(n):
+        for j in range(n):
+            if i == j or expected[i, j] == UNREACHABLE:
+                assert pred[i, j] == -1
+                continue
+            # Walk back from j along row i of the predecessor matrix.
+            path = [j]
+            while path[-1] != i:
+                assert len(path) <= n, "predecessor walk does not terminate"
+                path.append(int(pred[i, path[-1]]))
+            assert len(path) - 1 == expected[i, j]
+            assert all(graph.has_edge(u, v) for u, v in itertools.pairwise(path))
+
+
+def test_max_distance_clips_reachable_pairs_only():
+    graph = nx.disjoint_union(nx.path_graph(9), nx.path_graph(2))
+    full = AddShortestPathDistance()(_data(graph))
+    clipped = AddShortestPathDistance(max_distance=3)(_data(graph))
+    expected = _expected_spd(graph)
+    expected = np.where(expected == UNREACHABLE, UNREACHABLE, np.minimum(expected, 3))
+    np.testing.assert_array_equal(clipped.spd.view(11, 11).numpy(), expected)
+    assert (clipped.spd == UNREACHABLE).sum() == 2 * 9 * 2
+    # Paths are the full shortest paths, not truncated.
+    assert torch.equal(clipped.spd_pred, full.spd_pred)
+
+
+def test_paths_false_stores_distances_only():
+    data = AddShortestPathDistance(paths=False)(_data(nx.cycle_graph(6)))
+    assert "spd_pred" not in data
+    np.testing.assert_array_equal(data.spd.view(6, 6).numpy(), _expected_spd(nx.cycle_graph(6)))
+
+
+def test_hand_worked_path_graph():
+    # 0 - 1 - 2, listed in one direction only: treated as undirected.
+    data = Data(edge_index=torch.tensor([[0, 1], [1, 2]]), num_nodes=3)
+    data = AddShortestPathDistance()(data)
+    assert data.spd.tolist() == [0, 1, 2, 1, 0, 1, 2, 1, 0]
+    assert data.spd_pred.tolist() == [-1, 0, 1, 1, -1, 1, 1, 2, -1]
+
+
+def test_empty_graph_and_duplicate_edges_and_self_loops():
+    empty = AddShortestPathDistance()(
+        Data(edge_index=torch.empty(2, 0, dtype=torch.long), num_nodes=0)
+    )
+    assert empty.spd.shape == (0,) and empty.spd_pred.shape == (0,)
+    data = Data(edge_index=torch.tensor([[0, 0, 1, 1, 2], [1, 1, 0, 1, 2]]), num_nodes=3)
+    data = AddShortestPathDistance()(data)
+    assert data.spd.tolist() == [0, 1, -1, 1, 0, -1, -1, -1, 0]
+
+
+def test_collate_concatenates_without_offsets():
+    graphs = [nx.path_graph(3), nx.cycle_graph(4)]
+    datas = [AddShortestPathDistance()(_data(g)) for g in graphs]
+    batch = Batch.from_data_list(datas)
+    assert torch.equal(batch.spd, torch.cat([d.spd for d in datas]))
+    assert torch.equal(batch.spd_pred, torch.cat([d.spd_pred for d in datas]))
+
+
+# Data() with no attributes makes PyG warn that it cannot infer num_nodes: that is the point.
+@pytest.mark.filterwarnings("ignore:Unable to accurately infer 'num_nodes'")
+def test_bad_input_is_refused_loudly():
+    with pytest.raises(ValueError, match="too large"):
+        AddShortestPathDistance()(
+            Data(edge_index=torch.empty(2, 0, dtype=torch.long), num_nodes=MAX_NODES + 1)
+        )
+    with pytest.raises(ValueError, match="outside"):
+        AddShortestPathDistance()(Data(edge_index=torch.tensor([[0], [5]]), num_nodes=3))
+    with pytest.raises(ValueError, match="shape"):
+        AddShortestPathDistance()(Data(edge_index=torch.tensor([0, 1, 2]), num_nodes=3))
+    with pytest.raises(ValueError, match="max_distance"):
+        AddShortestPathDistance(max_distance=0)
+    with pytest.raises(ValueError, match="unknown number of nodes"):
+        AddShortestPathDistance()(Data())
+
+
+def test_repr():
+    assert repr(AddShortestPathDistance(5, paths=False)) == (
+        "AddShortestPathDistance(max_distance=5, paths=False)"
+    )
