@@ -1,0 +1,171 @@
+"""Padded SPD and path-edge tensors of a batch against per-graph networkx and to_dense_batch."""
+
+import networkx as nx
+import pytest
+import torch
+from rdkit import Chem
+from torch_geometric.data import Batch, Data
+from torch_geometric.utils import to_dense_batch
+
+from graph_urpe.dense import to_dense_path_edges, to_dense_spd
+from graph_urpe.transforms import UNREACHABLE, AddShortestPathDistance
+
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+def _data(graph: nx.Graph, both_directions: bool = True) -> Data:
+    pairs = list(graph.edges())
+    if both_directions:
+        pairs = pairs + [(v, u) for u, v in pairs]
+    edge_index = torch.tensor(pairs, dtype=torch.long).t().reshape(2, -1)
+    # Shuffle the edge order so edge ids are not trivially sorted.
+    perm = torch.randperm(edge_index.size(1), generator=torch.Generator().manual_seed(0))
+    data = Data(edge_index=edge_index[:, perm], num_nodes=graph.number_of_nodes())
+    data.x = torch.arange(graph.number_of_nodes()).unsqueeze(1)
+    return AddShortestPathDistance()(data)
+
+
+def _mol(smiles: str) -> nx.Graph:
+    mol = Chem.MolFromSmiles(smiles)
+    graph = nx.Graph()
+    graph.add_nodes_from(range(mol.GetNumAtoms()))
+    graph.add_edges_from((b.GetBeginAtomIdx(), b.GetEndAtomIdx()) for b in mol.GetBonds())
+    return graph
+
+
+def _graphs() -> list[nx.Graph]:
+    return [
+        nx.path_graph(6),
+        nx.empty_graph(1),
+        nx.empty_graph(0),
+        nx.cycle_graph(7),
+        nx.disjoint_union(nx.path_graph(3), nx.cycle_graph(5)),
+        nx.empty_graph(3),
+        _mol("CC(C)(C)c1ccc2occ(CC(=O)Nc3ccccc3F)c2c1"),
+        nx.convert_node_labels_to_integers(nx.balanced_tree(2, 3)),
+    ]
+
+
+def _networkx_spd(graph: nx.Graph) -> dict[tuple[int, int], int]:
+    return {
+        (i, j): d
+        for i, lengths in nx.all_pairs_shortest_path_length(graph)
+        for j, d in lengths.items()
+    }
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_to_dense_spd_matches_networkx_and_to_dense_batch(device):
+    graphs = _graphs()
+    batch = Batch.from_data_list([_data(g) for g in graphs]).to(device)
+    spd, mask = to_dense_spd(batch)
+    num_max = max(g.number_of_nodes() for g in graphs)
+    assert spd.shape == (len(graphs), num_max, num_max) and spd.dtype == torch.long
+    assert spd.device.type == device and mask.device.type == device
+    _, node_mask = to_dense_batch(batch.x, batch.batch, batch_size=len(graphs))
+    assert torch.equal(mask, ~node_mask)
+    for b, graph in enumerate(graphs):
+        lengths = _networkx_spd(graph)
+        n = graph.number_of_nodes()
+        for i in range(num_max):
+            for j in range(num_max):
+                if i < n and j < n:
+                    assert spd[b, i, j] == lengths.get((i, j), UNREACHABLE)
+                else:
+                    assert spd[b, i, j] == UNREACHABLE
+
+
+def test_to_dense_spd_single_data_is_a_batch_of_one():
+    graph = nx.cycle_graph(5)
+    spd, mask = to_dense_spd(_data(graph))
+    assert spd.shape == (1, 5, 5) and not mask.any()
+    assert spd[0, 0].tolist() == [0, 1, 2, 2, 1]
+
+
+def test_to_dense_spd_keeps_clipped_values():
+    data = AddShortestPathDistance(max_distance=2)(
+        Data(edge_index=_data(nx.path_graph(5)).edge_index, num_nodes=5)
+    )
+    spd, _ = to_dense_spd(Batch.from_data_list([data]))
+    assert spd[0, 0].tolist() == [0, 1, 2, 2, 2]
+
+
+def _check_path_edges(batch, graphs, max_hops):
+    edges = to_dense_path_edges(batch, max_hops)
+    num_max = max(g.number_of_nodes() for g in graphs)
+    assert edges.shape == (len(graphs), num_max, num_max, max_hops) and edges.dtype == torch.long
+    assert edges.device == batch.edge_index.device
+    edge_index = batch.edge_index.cpu()
+    edges = edges.cpu()
+    for b, graph in enumerate(graphs):
+        lengths = _networkx_spd(graph)
+        start = int(batch.ptr[b])
+        n = graph.number_of_nodes()
+        for i in range(num_max):
+            for j in range(num_max):
+                ids = edges[b, i, j].tolist()
+                if i >= n or j >= n:
+                    assert ids == [-1] * max_hops
+                    continue
+                hops = min(lengths.get((i, j), 0), max_hops)
+                assert all(e >= 0 for e in ids[:hops]) and ids[hops:] == [-1] * (max_hops - hops)
+                # The edges chain from i along graph edges; a complete path ends at j.
+                node = i
+                for e in ids[:hops]:
+                    u, v = (int(x) - start for x in edge_index[:, e])
+                    assert graph.has_edge(u, v)
+                    assert node in (u, v)
+                    node = v if node == u else u
+                if (i, j) in lengths and hops == lengths[(i, j)]:
+                    assert node == j
+    return edges
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("max_hops", [1, 3, 20])
+def test_to_dense_path_edges_are_shortest_paths(device, max_hops):
+    graphs = _graphs()
+    batch = Batch.from_data_list([_data(g) for g in graphs]).to(device)
+    edges = _check_path_edges(batch, graphs, max_hops)
+    # With both directions listed, edge k leaves the k-th node: its source is that node.
+    ptr = batch.ptr.cpu()
+    first = edges[..., 0]
+    valid = first >= 0
+    sources = batch.edge_index.cpu()[0, first[valid]]
+    rows = torch.nonzero(valid)
+    assert torch.equal(sources, ptr[rows[:, 0]] + rows[:, 1])
+
+
+def test_to_dense_path_edges_one_direction_listed():
+    graphs = [nx.path_graph(4), nx.cycle_graph(6)]
+    batch = Batch.from_data_list([_data(g, both_directions=False) for g in graphs])
+    _check_path_edges(batch, graphs, max_hops=5)
+
+
+def test_to_dense_path_edges_hand_worked():
+    # 0 -e0/e1- 1 -e2/e3- 2: path 0 -> 2 uses edge (0, 1) = column 0, then (1, 2) = column 2.
+    edge_index = torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]])
+    data = AddShortestPathDistance()(Data(edge_index=edge_index, num_nodes=3))
+    edges = to_dense_path_edges(data, max_hops=3)
+    assert edges[0, 0, 2].tolist() == [0, 2, -1]
+    assert edges[0, 2, 0].tolist() == [3, 1, -1]
+    assert edges[0, 1, 1].tolist() == [-1, -1, -1]
+
+
+def test_errors_name_the_fix():
+    data = Data(edge_index=torch.tensor([[0, 1], [1, 0]]), num_nodes=2)
+    with pytest.raises(ValueError, match="AddShortestPathDistance"):
+        to_dense_spd(data)
+    with_spd = AddShortestPathDistance(paths=False)(data.clone())
+    with pytest.raises(ValueError, match="spd_pred"):
+        to_dense_path_edges(with_spd, max_hops=2)
+    with pytest.raises(ValueError, match="max_hops"):
+        to_dense_path_edges(AddShortestPathDistance()(data.clone()), max_hops=0)
+    grown = AddShortestPathDistance()(data.clone())
+    grown.num_nodes = 3
+    with pytest.raises(ValueError, match="sum\\(n\\^2\\)"):
+        to_dense_spd(grown)
+    dropped = AddShortestPathDistance()(data.clone())
+    dropped.edge_index = dropped.edge_index[:, :0]
+    with pytest.raises(ValueError, match="missing from edge_index"):
+        to_dense_path_edges(dropped, max_hops=2)
