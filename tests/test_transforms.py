@@ -9,6 +9,7 @@ import torch
 from rdkit import Chem
 from torch_geometric.data import Batch, Data
 
+from graph_urpe import transforms
 from graph_urpe.transforms import MAX_NODES, UNREACHABLE, AddShortestPathDistance
 
 SMILES = [
@@ -21,6 +22,14 @@ SMILES = [
     "C1CC2CCC1CC2",  # bridged bicycle
     "[13CH3][N+](C)(C)CCO",  # isotope and charge
 ]
+
+
+@pytest.fixture(params=["floyd_warshall", "dijkstra"])
+def routine(request, monkeypatch):
+    """Runs a test with each of the two SciPy routines (chosen by graph size) on every graph."""
+    threshold = MAX_NODES if request.param == "floyd_warshall" else 0
+    monkeypatch.setattr(transforms, "FLOYD_WARSHALL_MAX_NODES", threshold)
+    return request.param
 
 
 def _data(graph: nx.Graph) -> Data:
@@ -69,7 +78,7 @@ def _expected_spd(graph: nx.Graph) -> np.ndarray:
 
 
 @pytest.mark.parametrize(("name", "graph"), _graphs(), ids=[name for name, _ in _graphs()])
-def test_spd_and_paths_match_networkx(name, graph):
+def test_spd_and_paths_match_networkx(name, graph, routine):
     data = AddShortestPathDistance()(_data(graph))
     n = graph.number_of_nodes()
     assert data.spd.dtype == torch.int16 and data.spd.shape == (n * n,)
@@ -92,7 +101,24 @@ def test_spd_and_paths_match_networkx(name, graph):
             assert all(graph.has_edge(u, v) for u, v in itertools.pairwise(path))
 
 
-def test_max_distance_clips_reachable_pairs_only():
+def test_large_graph_uses_default_dispatch_correctly():
+    # 320 nodes > FLOYD_WARSHALL_MAX_NODES: the Dijkstra branch, with the real threshold.
+    graph = nx.convert_node_labels_to_integers(nx.grid_2d_graph(20, 16))
+    assert graph.number_of_nodes() > transforms.FLOYD_WARSHALL_MAX_NODES
+    data = AddShortestPathDistance()(_data(graph))
+    n = graph.number_of_nodes()
+    np.testing.assert_array_equal(data.spd.view(n, n).numpy(), _expected_spd(graph))
+    pred = data.spd_pred.view(n, n).numpy()
+    for i in (0, 17, 319):
+        for j in range(n):
+            path = [j]
+            while path[-1] != i:
+                path.append(int(pred[i, path[-1]]))
+            assert len(path) - 1 == nx.shortest_path_length(graph, i, j)
+            assert all(graph.has_edge(u, v) for u, v in itertools.pairwise(path))
+
+
+def test_max_distance_clips_reachable_pairs_only(routine):
     graph = nx.disjoint_union(nx.path_graph(9), nx.path_graph(2))
     full = AddShortestPathDistance()(_data(graph))
     clipped = AddShortestPathDistance(max_distance=3)(_data(graph))
@@ -104,13 +130,13 @@ def test_max_distance_clips_reachable_pairs_only():
     assert torch.equal(clipped.spd_pred, full.spd_pred)
 
 
-def test_paths_false_stores_distances_only():
+def test_paths_false_stores_distances_only(routine):
     data = AddShortestPathDistance(paths=False)(_data(nx.cycle_graph(6)))
     assert "spd_pred" not in data
     np.testing.assert_array_equal(data.spd.view(6, 6).numpy(), _expected_spd(nx.cycle_graph(6)))
 
 
-def test_hand_worked_path_graph():
+def test_hand_worked_path_graph(routine):
     # 0 - 1 - 2, listed in one direction only: treated as undirected.
     data = Data(edge_index=torch.tensor([[0, 1], [1, 2]]), num_nodes=3)
     data = AddShortestPathDistance()(data)
@@ -118,7 +144,7 @@ def test_hand_worked_path_graph():
     assert data.spd_pred.tolist() == [-1, 0, 1, 1, -1, 1, 1, 2, -1]
 
 
-def test_empty_graph_and_duplicate_edges_and_self_loops():
+def test_empty_graph_and_duplicate_edges_and_self_loops(routine):
     empty = AddShortestPathDistance()(
         Data(edge_index=torch.empty(2, 0, dtype=torch.long), num_nodes=0)
     )
