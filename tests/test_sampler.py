@@ -156,6 +156,11 @@ def test_hand_worked_budget_and_padding():
     assert sampler.padding_fraction == pytest.approx(1 - 42 / 52)
 
 
+def test_empty_dataset_has_no_batches():
+    sampler = SizeBucketBatchSampler([], max_nodes=10, num_replicas=2, rank=1)
+    assert len(sampler) == 0 and list(sampler) == [] and sampler.padding_fraction == 0.0
+
+
 def test_too_large_graph_is_refused_with_index_and_size():
     with pytest.raises(ValueError, match="graph 2 with 50 nodes"):
         SizeBucketBatchSampler([3, 4, 50, 60], max_nodes=40)

@@ -81,6 +81,8 @@ class SizeBucketBatchSampler(Sampler[list[int]]):
         max_batch_size: int | None = None,
     ) -> None:
         sizes = np.asarray(sizes.cpu() if isinstance(sizes, torch.Tensor) else sizes)
+        if sizes.size == 0:  # an empty dataset: no batches
+            sizes = sizes.reshape(-1).astype(np.int64)
         if sizes.ndim != 1 or not np.issubdtype(sizes.dtype, np.integer) or (sizes < 0).any():
             raise ValueError("sizes must be a 1-D sequence of non-negative integer node counts")
         if max_nodes is None and max_cells is None and max_batch_size is None:
