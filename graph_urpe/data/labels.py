@@ -1,0 +1,66 @@
+"""Reading label columns of a table into a float matrix, refusing values that are not labels.
+
+Missing labels (empty cells, ``NaN``, ``NA``) become NaN and are kept: losses and metrics mask them.
+A non-numeric value (a typo, a unit) is an error naming the column and rows, never a silent NaN.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+TASKS = ("regression", "classification")
+
+
+def label_matrix(frame: pd.DataFrame, columns: Sequence[str], task: str = "regression",
+                 source: str = "the input") -> np.ndarray:
+    r"""Returns the label columns as a ``float64`` ``[N, T]`` matrix (NaN = missing).
+
+    Args:
+        frame (pandas.DataFrame): the table.
+        columns (Sequence[str]): label column names (``T`` of them).
+        task (str, optional): ``"regression"`` or ``"classification"`` (labels must then be 0 or 1,
+            or missing). (default: :obj:`"regression"`)
+        source (str, optional): name of the input, for messages.
+
+    Raises:
+        ValueError: for an unknown task, no or missing columns, a non-numeric value, or a
+            classification label other than 0/1.
+    """
+    if task not in TASKS:
+        raise ValueError(f"task must be one of {TASKS}, got {task!r}")
+    columns = list(columns)
+    if not columns:
+        raise ValueError("give at least one label (target) column")
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise ValueError(
+            f"label columns {missing} not found in {source}; available columns: "
+            f"{list(frame.columns)}"
+        )
+    out = np.empty((len(frame), len(columns)), dtype=np.float64)
+    for t, column in enumerate(columns):
+        raw = frame[column]
+        values = pd.to_numeric(raw, errors="coerce")
+        blank = raw.isna() | raw.astype(str).str.strip().isin(["", "nan", "NaN", "NA"])
+        bad = np.flatnonzero(values.isna().to_numpy() & ~blank.to_numpy())
+        if len(bad):
+            shown = ", ".join(f"row {i}: {raw.iloc[i]!r}" for i in bad[:10])
+            raise ValueError(
+                f"label column {column!r} of {source} has {len(bad)} non-numeric values ({shown});"
+                " leave a cell empty for a missing label"
+            )
+        out[:, t] = values.to_numpy(dtype=np.float64)
+        if task == "classification":
+            known = out[:, t][~np.isnan(out[:, t])]
+            wrong = np.flatnonzero(~np.isnan(out[:, t]) & ~np.isin(out[:, t], [0.0, 1.0]))
+            if len(wrong):
+                shown = ", ".join(f"row {i}: {out[i, t]!r}" for i in wrong[:10])
+                raise ValueError(
+                    f"classification label column {column!r} of {source} must hold 0, 1 or an "
+                    f"empty cell; found {len(wrong)} other values ({shown}) among {len(known)} "
+                    "labels. Use task='regression' for continuous targets."
+                )
+    return out

@@ -1,0 +1,172 @@
+"""Turning many SMILES rows into PyG graphs: featurisation, size check, labels and the
+``pre_transform``, in parallel worker processes with a progress bar.
+
+This is the expensive part of building a dataset (RDKit parsing and the all-pairs shortest paths of
+:class:`graph_urpe.transforms.AddShortestPathDistance`); datasets run it once and cache the result
+with PyG's :class:`~torch_geometric.data.InMemoryDataset` machinery.
+"""
+
+from __future__ import annotations
+
+import functools
+import multiprocessing
+import os
+import pickle
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from torch_geometric.data import Data
+from tqdm.auto import tqdm
+
+from graph_urpe.data.featurize import FEATURIZATIONS, MoleculeError, smiles_to_graph
+from graph_urpe.data.row_errors import RowError
+
+AUTO_PARALLEL_MIN_ITEMS = 5000
+"""With ``num_workers=None``, inputs smaller than this are processed in the calling process."""
+
+
+def resolve_num_workers(num_workers: int | None, num_items: int) -> int:
+    r"""Number of worker processes to use: :obj:`num_workers` if given (0 = in-process), else 0 for
+    small inputs and ``min(8, available CPUs)`` for inputs of at least
+    :data:`AUTO_PARALLEL_MIN_ITEMS` items.
+
+    Raises:
+        ValueError: for a negative :obj:`num_workers`.
+    """
+    if num_workers is not None:
+        if num_workers < 0:
+            raise ValueError(f"num_workers must be >= 0 (0 = no worker processes), got {num_workers}")
+        return int(num_workers)
+    if num_items < AUTO_PARALLEL_MIN_ITEMS:
+        return 0
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, min(8, cpus or 1))
+
+
+def parallel_map(fn: Callable[[Any], Any], items: Sequence[Any], num_workers: int | None = None,
+                 chunksize: int | None = None, desc: str | None = None,
+                 progress: bool = True) -> list[Any]:
+    r"""``[fn(item) for item in items]``, in a :class:`multiprocessing.Pool` when
+    :func:`resolve_num_workers` says so, in order, with a :mod:`tqdm` progress bar.
+
+    Args:
+        fn (Callable): a picklable function (module-level, or a :func:`functools.partial` of one).
+        items (Sequence): the inputs (picklable).
+        num_workers (int, optional): worker processes; 0 runs in the calling process.
+            (default: :obj:`None`, see :func:`resolve_num_workers`)
+        chunksize (int, optional): items sent to a worker at a time.
+            (default: :obj:`None`, about ``len(items) / (8 * num_workers)``, at most 1000)
+        desc (str, optional): progress bar label. (default: :obj:`None`)
+        progress (bool, optional): show the progress bar. (default: :obj:`True`)
+    """
+    workers = resolve_num_workers(num_workers, len(items))
+    bar = functools.partial(tqdm, total=len(items), desc=desc, disable=not progress)
+    if workers == 0:
+        return [fn(item) for item in bar(items)]
+    if chunksize is None:
+        chunksize = max(1, min(1000, len(items) // (8 * workers)))
+    with multiprocessing.get_context().Pool(workers) as pool:
+        packed = pool.imap(functools.partial(_call_packed, fn), items, chunksize=chunksize)
+        return [pickle.loads(blob) for blob in bar(packed)]
+
+
+def _call_packed(fn: Callable[[Any], Any], item: Any) -> bytes:
+    # Results travel back as plain pickle bytes: the pool's own pickler would move every tensor
+    # into its own shared-memory segment (torch.multiprocessing's reducers), which is very slow
+    # for many small tensors.
+    return pickle.dumps(fn(item), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _row_to_graph(item: tuple[int, Any, np.ndarray | None], featurization: str,
+                  max_nodes: int | None, pre_transform: Callable[[Data], Data] | None,
+                  keep_smiles: bool) -> Data | RowError:
+    row, smiles, label = item
+    try:
+        data = smiles_to_graph(smiles, featurization)
+    except MoleculeError as exc:
+        return RowError(row, str(smiles), str(exc))
+    if max_nodes is not None and data.num_nodes > max_nodes:
+        return RowError(row, str(smiles),
+                        f"graph has {data.num_nodes} nodes > max_nodes={max_nodes}")
+    if label is not None:
+        data.y = torch.tensor(label, dtype=torch.float32).view(1, -1)
+    if keep_smiles:
+        data.smiles = smiles
+    data.row = row
+    if pre_transform is not None:
+        try:
+            data = pre_transform(data)
+        except Exception as exc:
+            raise RuntimeError(
+                f"pre_transform {pre_transform!r} failed on row {row} ({smiles!r}): {exc}"
+            ) from exc
+    return data
+
+
+def molecules_to_graphs(
+    smiles: Sequence[str],
+    labels: np.ndarray | None = None,
+    featurization: str = "ogb",
+    max_nodes: int | None = None,
+    pre_transform: Callable[[Data], Data] | None = None,
+    keep_smiles: bool = True,
+    rows: Iterable[int] | None = None,
+    num_workers: int | None = None,
+    chunksize: int | None = None,
+    desc: str | None = "Featurising molecules",
+    progress: bool = True,
+) -> tuple[list[Data], list[RowError]]:
+    r"""Featurises SMILES strings into graphs, in parallel, keeping labels with their graphs.
+
+    Each valid row becomes a :class:`~torch_geometric.data.Data` with the featurisation's ``x``,
+    ``edge_index``, ``edge_attr``; ``y`` ``torch.float32`` ``[1, T]`` (NaN = missing label, kept);
+    ``smiles`` (str, if :obj:`keep_smiles`); ``row`` (int, the input row it came from); then
+    :obj:`pre_transform` is applied. Rows that fail (invalid SMILES, unknown ZINC atom type, more
+    than :obj:`max_nodes` nodes) are returned as :class:`~graph_urpe.data.row_errors.RowError` and
+    have no graph, so no label is ever paired with the wrong graph.
+
+    Args:
+        smiles (Sequence[str]): SMILES strings.
+        labels (numpy.ndarray, optional): ``[N, T]`` float labels (NaN allowed). (default: :obj:`None`)
+        featurization (str, optional): ``"ogb"`` or ``"zinc"``. (default: :obj:`"ogb"`)
+        max_nodes (int, optional): refuse graphs with more nodes. (default: :obj:`None`, no limit)
+        pre_transform (Callable, optional): picklable transform applied to each graph, e.g.
+            :class:`graph_urpe.transforms.AddShortestPathDistance`. (default: :obj:`None`)
+        keep_smiles (bool, optional): store ``smiles`` on each graph. (default: :obj:`True`)
+        rows (Iterable[int], optional): row numbers to report (default: ``0 .. N-1``).
+        num_workers (int, optional): worker processes (see :func:`resolve_num_workers`).
+            (default: :obj:`None`, automatic)
+        chunksize (int, optional): rows per worker task. (default: :obj:`None`, automatic)
+        desc (str, optional): progress bar label.
+        progress (bool, optional): show a progress bar. (default: :obj:`True`)
+
+    Returns:
+        ``(graphs, errors)``: the graphs in input order, and the failed rows in input order.
+
+    Raises:
+        ValueError: for an unknown :obj:`featurization`, :obj:`labels` without one row per SMILES,
+            or :obj:`max_nodes` < 1.
+        RuntimeError: if :obj:`pre_transform` raises (naming the row).
+    """
+    n = len(smiles)
+    if featurization not in FEATURIZATIONS:
+        raise ValueError(f"featurization must be one of {FEATURIZATIONS}, got {featurization!r}")
+    if labels is not None:
+        labels = np.asarray(labels, dtype=np.float64)
+        if labels.ndim == 1:
+            labels = labels[:, None]
+        if labels.ndim != 2 or labels.shape[0] != n:
+            raise ValueError(f"labels must have shape [{n}, T], got {list(labels.shape)}")
+    if max_nodes is not None and max_nodes < 1:
+        raise ValueError(f"max_nodes must be a positive integer or None, got {max_nodes}")
+    rows = list(range(n)) if rows is None else [int(r) for r in rows]
+    items = [(rows[i], smiles[i], None if labels is None else labels[i]) for i in range(n)]
+    fn = functools.partial(_row_to_graph, featurization=featurization, max_nodes=max_nodes,
+                           pre_transform=pre_transform, keep_smiles=keep_smiles)
+    results = parallel_map(fn, items, num_workers=num_workers, chunksize=chunksize, desc=desc,
+                           progress=progress)
+    graphs = [r for r in results if isinstance(r, Data)]
+    errors = [r for r in results if isinstance(r, RowError)]
+    return graphs, errors

@@ -1,0 +1,104 @@
+"""Rows of an input table that cannot become a graph: invalid SMILES, unknown atom types, graphs
+larger than the configured maximum.
+
+Every such row is reported by its row number and SMILES text. A training dataset skips them (the
+labels go with their graphs, so nothing is misaligned), warns with the count and writes the full
+list to a CSV file; with ``strict=True`` it refuses the whole input instead.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import warnings
+from collections.abc import Sequence
+
+import pandas as pd
+
+REPORT_COLUMNS = ("row", "line", "smiles", "reason")
+
+
+@dataclasses.dataclass(frozen=True)
+class RowError:
+    r"""One input row that was not turned into a graph.
+
+    Args:
+        row (int): 0-based position of the row in the input table (header excluded).
+        smiles (str): the SMILES text as given.
+        reason (str): what is wrong, e.g. ``"invalid SMILES: ..."`` or
+            ``"graph has 45 nodes > max_nodes=40"``.
+    """
+
+    row: int
+    smiles: str
+    reason: str
+
+    @property
+    def line(self) -> int:
+        """1-based line number in a CSV file with one header line."""
+        return self.row + 2
+
+    def __str__(self) -> str:
+        return f"row {self.row} (CSV line {self.line}) {self.smiles!r}: {self.reason}"
+
+
+class InvalidRowsError(ValueError):
+    r"""Raised in strict mode when some rows cannot be turned into graphs; :attr:`errors` lists
+    them all."""
+
+    def __init__(self, errors: Sequence[RowError], total: int, source: str):
+        self.errors = list(errors)
+        shown = "\n  ".join(str(e) for e in self.errors[:20])
+        more = f"\n  ... and {len(self.errors) - 20} more" if len(self.errors) > 20 else ""
+        super().__init__(
+            f"{len(self.errors)} of {total} rows of {source} cannot be used:\n  {shown}{more}\n"
+            "Fix or remove these rows, or run without strict mode to skip them (they are then "
+            "listed in invalid_rows.csv)."
+        )
+
+
+def write_row_errors(errors: Sequence[RowError], path: str | os.PathLike) -> None:
+    r"""Writes the rows as a CSV with columns ``row, line, smiles, reason`` (header only if none)."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    frame = pd.DataFrame(
+        [(e.row, e.line, e.smiles, e.reason) for e in errors], columns=list(REPORT_COLUMNS)
+    )
+    frame.to_csv(path, index=False)
+
+
+def read_row_errors(path: str | os.PathLike) -> list[RowError]:
+    r"""Reads a file written by :func:`write_row_errors` (an empty list if it does not exist)."""
+    if not os.path.exists(path):
+        return []
+    frame = pd.read_csv(path, keep_default_na=False, dtype={"smiles": str, "reason": str})
+    return [RowError(int(r), s, reason) for r, s, reason in
+            zip(frame["row"], frame["smiles"], frame["reason"])]
+
+
+def handle_row_errors(errors: Sequence[RowError], total: int, source: str, report_path: str,
+                      strict: bool) -> None:
+    r"""Applies the bad-row policy: always writes :obj:`report_path`; then raises
+    :class:`InvalidRowsError` if :obj:`strict` and there are errors, else warns with the count.
+
+    Args:
+        errors (Sequence[RowError]): the rows that failed.
+        total (int): number of rows in the input.
+        source (str): name of the input for messages (e.g. a file path).
+        report_path (str): CSV file listing the failed rows (written even when empty, so an empty
+            report proves that nothing was skipped).
+        strict (bool): refuse the input instead of skipping the rows.
+
+    Raises:
+        InvalidRowsError: if :obj:`strict` and :obj:`errors` is not empty.
+    """
+    write_row_errors(errors, report_path)
+    if not errors:
+        return
+    if strict:
+        raise InvalidRowsError(errors, total, source)
+    first = "; ".join(str(e) for e in errors[:3])
+    warnings.warn(
+        f"skipped {len(errors)} of {total} rows of {source} (their labels were skipped with "
+        f"them); full list in {report_path}. First: {first}",
+        stacklevel=3,
+    )

@@ -1,0 +1,209 @@
+"""Your own molecules: a PyG dataset from a CSV file with a SMILES column and label columns."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import os.path as osp
+from collections.abc import Callable, Sequence
+
+import pandas as pd
+import torch
+from torch_geometric.data import Data, InMemoryDataset
+
+from graph_urpe.data.featurize import FEATURIZATIONS
+from graph_urpe.data.labels import TASKS, label_matrix
+from graph_urpe.data.processing import molecules_to_graphs
+from graph_urpe.data.row_errors import RowError, handle_row_errors, read_row_errors
+from graph_urpe.data.splits import column_split, random_split, scaffold_split
+from graph_urpe.data.wheels import sha256_of
+
+
+class SmilesCSVDataset(InMemoryDataset):
+    r"""Molecular graphs and labels from a CSV file (one molecule per row), processed once and cached.
+
+    Each graph is a :class:`~torch_geometric.data.Data` with ``x`` ``torch.long`` ``[n, F]`` and
+    ``edge_attr`` ``torch.long`` ``[E, F_e]`` from :obj:`featurization` (see
+    :mod:`graph_urpe.data.featurize`; ``"ogb"``: ``F = 9``, ``F_e = 3``; ``"zinc"``: ``F = F_e =
+    1``), ``edge_index`` ``[2, E]`` (both directions), ``y`` ``torch.float32`` ``[1, T]`` (NaN =
+    missing label, kept), ``smiles`` (str), ``row`` (int: the CSV data row, 0-based, header
+    excluded), plus what :obj:`pre_transform` adds (e.g. ``spd``, ``spd_pred``).
+
+    Rows whose SMILES is invalid, whose molecule cannot be featurised, or whose graph has more than
+    :obj:`max_nodes` nodes are skipped together with their labels; a warning gives the count and the
+    list is written to ``<processed_dir>/invalid_rows.csv`` (also :attr:`invalid_rows`). With
+    :obj:`strict`, such rows make processing fail with
+    :class:`~graph_urpe.data.row_errors.InvalidRowsError` listing every one of them.
+
+    Processing runs once; the result is stored under ``root/processed/<key>/`` where ``<key>``
+    hashes the CSV content and every option that changes the graphs (featurisation, columns, task,
+    split, :obj:`max_nodes`, ``repr(pre_transform)``), so changing any of them processes again
+    instead of returning stale graphs, and a second run with the same options does no graph work.
+
+    Args:
+        root (str): folder for the processed files.
+        csv_path (str): the CSV file (any pandas-readable CSV, optionally compressed).
+        smiles_column (str, optional): column with SMILES. (default: :obj:`"smiles"`)
+        target_columns (str or Sequence[str], optional): label column(s); ``T`` = their number.
+            (default: :obj:`"target"`)
+        task (str, optional): ``"regression"`` or ``"classification"`` (labels 0/1/empty).
+            (default: :obj:`"regression"`)
+        split (str, optional): ``"random"`` (seeded), ``"scaffold"`` (Murcko scaffolds, OGB style)
+            or the name of a column holding ``train``/``valid``/``test`` per row.
+            (default: :obj:`"random"`)
+        split_fractions (Sequence[float], optional): train/valid/test fractions for ``"random"``
+            and ``"scaffold"``. (default: ``(0.8, 0.1, 0.1)``)
+        seed (int, optional): seed of the random split. (default: :obj:`0`)
+        featurization (str, optional): ``"ogb"`` or ``"zinc"``. (default: :obj:`"ogb"`)
+        max_nodes (int, optional): refuse graphs with more nodes (reported like invalid rows).
+            (default: :obj:`None`, no limit)
+        strict (bool, optional): fail on any unusable row instead of skipping it.
+            (default: :obj:`False`)
+        num_workers (int, optional): worker processes for processing (0 = none).
+            (default: :obj:`None`, automatic: parallel from 5,000 rows)
+        transform (Callable, optional): applied on every access. (default: :obj:`None`)
+        pre_transform (Callable, optional): applied once before saving, e.g.
+            :class:`graph_urpe.transforms.AddShortestPathDistance`. (default: :obj:`None`)
+        force_reload (bool, optional): process again even if cached. (default: :obj:`False`)
+        log (bool, optional): print progress. (default: :obj:`True`)
+
+    Raises:
+        FileNotFoundError: if :obj:`csv_path` does not exist.
+        ValueError: for unknown options, missing columns, non-numeric labels, classification labels
+            other than 0/1, a bad split column, or no usable row at all.
+        InvalidRowsError: in :obj:`strict` mode, if a row cannot be used.
+
+    Example:
+        >>> ds = SmilesCSVDataset("data/my", "my.csv", "smiles", ["logS"],
+        ...                       pre_transform=AddShortestPathDistance())  # doctest: +SKIP
+        >>> split = ds.get_idx_split(); train = ds[split["train"]]  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        root: str,
+        csv_path: str,
+        smiles_column: str = "smiles",
+        target_columns: str | Sequence[str] = "target",
+        task: str = "regression",
+        split: str = "random",
+        split_fractions: Sequence[float] = (0.8, 0.1, 0.1),
+        seed: int = 0,
+        featurization: str = "ogb",
+        max_nodes: int | None = None,
+        strict: bool = False,
+        num_workers: int | None = None,
+        transform: Callable[[Data], Data] | None = None,
+        pre_transform: Callable[[Data], Data] | None = None,
+        force_reload: bool = False,
+        log: bool = True,
+    ) -> None:
+        if not osp.isfile(csv_path):
+            raise FileNotFoundError(f"CSV file not found: {csv_path}")
+        if task not in TASKS:
+            raise ValueError(f"task must be one of {TASKS}, got {task!r}")
+        if featurization not in FEATURIZATIONS:
+            raise ValueError(f"featurization must be one of {FEATURIZATIONS}, got {featurization!r}")
+        if max_nodes is not None and int(max_nodes) < 1:
+            raise ValueError(f"max_nodes must be a positive integer or None, got {max_nodes}")
+        self.csv_path = osp.abspath(csv_path)
+        self.smiles_column = smiles_column
+        self.target_columns = [target_columns] if isinstance(target_columns, str) \
+            else list(target_columns)
+        self.task = task
+        self.split = split
+        self.split_fractions = tuple(float(f) for f in split_fractions)
+        self.seed = int(seed)
+        self.featurization = featurization
+        self.max_nodes = None if max_nodes is None else int(max_nodes)
+        self.strict = bool(strict)
+        self.num_workers = num_workers
+        self.config = {
+            "csv_sha256": sha256_of(self.csv_path),
+            "smiles_column": smiles_column,
+            "target_columns": self.target_columns,
+            "task": task,
+            "split": split,
+            "split_fractions": self.split_fractions if split in ("random", "scaffold") else None,
+            "seed": self.seed if split == "random" else None,
+            "featurization": featurization,
+            "max_nodes": self.max_nodes,
+            "pre_transform": repr(pre_transform),
+        }
+        key = json.dumps(self.config, sort_keys=True).encode()
+        self.key = hashlib.sha256(key).hexdigest()[:16]
+        super().__init__(root, transform, pre_transform, None, log=log, force_reload=force_reload)
+        self.load(self.processed_paths[0])
+        self._split_idx = torch.load(self.processed_paths[1])
+
+    @property
+    def num_tasks(self) -> int:
+        """Number of label columns ``T``."""
+        return len(self.target_columns)
+
+    @property
+    def processed_dir(self) -> str:
+        return osp.join(self.root, "processed", self.key)
+
+    @property
+    def raw_file_names(self) -> list[str]:
+        return []
+
+    @property
+    def processed_file_names(self) -> list[str]:
+        return ["data.pt", "split.pt"]
+
+    @property
+    def invalid_rows_path(self) -> str:
+        """The CSV listing the rows skipped at processing (``row, line, smiles, reason``)."""
+        return osp.join(self.processed_dir, "invalid_rows.csv")
+
+    @property
+    def invalid_rows(self) -> list[RowError]:
+        """The rows skipped at processing (empty if none)."""
+        return read_row_errors(self.invalid_rows_path)
+
+    def get_idx_split(self) -> dict[str, torch.Tensor]:
+        r"""``{"train", "valid", "test"}`` -> ``torch.long`` indices into the full dataset."""
+        return {k: v.clone() for k, v in self._split_idx.items()}
+
+    def process(self) -> None:
+        frame = pd.read_csv(self.csv_path, dtype={self.smiles_column: str})
+        if self.smiles_column not in frame.columns:
+            raise ValueError(
+                f"SMILES column {self.smiles_column!r} not found in {self.csv_path}; available "
+                f"columns: {list(frame.columns)}"
+            )
+        if self.split not in ("random", "scaffold") and self.split not in frame.columns:
+            raise ValueError(
+                f"split must be 'random', 'scaffold' or a column of {self.csv_path} (columns: "
+                f"{list(frame.columns)}), got {self.split!r}"
+            )
+        labels = label_matrix(frame, self.target_columns, self.task, source=self.csv_path)
+        graphs, errors = molecules_to_graphs(
+            frame[self.smiles_column].tolist(), labels, featurization=self.featurization,
+            max_nodes=self.max_nodes, pre_transform=self.pre_transform,
+            num_workers=self.num_workers, progress=self.log,
+            desc=f"Processing {osp.basename(self.csv_path)}",
+        )
+        os.makedirs(self.processed_dir, exist_ok=True)
+        handle_row_errors(errors, len(frame), self.csv_path, self.invalid_rows_path, self.strict)
+        if not graphs:
+            raise ValueError(f"no usable molecule in {self.csv_path}; see {self.invalid_rows_path}")
+        if self.split == "random":
+            split = random_split(len(graphs), self.split_fractions, self.seed)
+        elif self.split == "scaffold":
+            split = scaffold_split([g.smiles for g in graphs], self.split_fractions)
+        else:
+            split = column_split(frame[self.split].iloc[[g.row for g in graphs]].tolist(),
+                                 column=self.split)
+        self.save(graphs, self.processed_paths[0])
+        torch.save(split, self.processed_paths[1])
+        with open(osp.join(self.processed_dir, "config.json"), "w") as f:
+            json.dump({**self.config, "csv_path": self.csv_path}, f, indent=2)
+
+    def __repr__(self) -> str:
+        return (f"{self.__class__.__name__}({len(self)}, csv={osp.basename(self.csv_path)!r}, "
+                f"featurization={self.featurization!r}, tasks={self.num_tasks})")
+
