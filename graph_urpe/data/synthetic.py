@@ -100,7 +100,8 @@ class SyntheticSequenceDataset(Dataset):
     Args:
         task (str): ``"pi"`` or ``"etp"``.
         length (int): sequence length ``n`` (>= 2).
-        vocab_size (int): number of input tokens (>= 2).
+        vocab_size (int): number of input tokens (>= 1; with 1, every input is the same
+            token, the setting of the paper's negative result for RPE).
         num_samples (int): dataset size.
         seed (int, optional): base seed (>= 0). (default: :obj:`0`)
         split (str, optional): ``"train"``, ``"val"`` or ``"test"``; selects an independent
@@ -125,9 +126,9 @@ class SyntheticSequenceDataset(Dataset):
         _check_task(task)
         if split not in _STREAMS:
             raise ValueError(f"split must be one of {tuple(_STREAMS)}, got {split!r}.")
-        if length < 2 or vocab_size < 2 or num_samples < 1:
+        if length < 2 or vocab_size < 1 or num_samples < 1:
             raise ValueError(
-                "length and vocab_size must be >= 2 and num_samples >= 1, got "
+                "length must be >= 2, vocab_size >= 1 and num_samples >= 1, got "
                 f"length={length}, vocab_size={vocab_size}, num_samples={num_samples}."
             )
         if seed < 0:

@@ -296,6 +296,14 @@ class SyntheticTaskModule(LightningModule):
     def test_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
         self._eval_step(batch, "test")
 
+    # Metrics are reset at epoch start, so their states are created in the loop's grad mode (a
+    # `validate` run leaves inference-mode tensors that a later `fit` cannot update in place).
+    def on_validation_epoch_start(self) -> None:
+        self.metrics["val"].reset()
+
+    def on_test_epoch_start(self) -> None:
+        self.metrics["test"].reset()
+
     def configure_optimizers(self) -> dict[str, Any]:
         """AdamW + linear warm-up and polynomial decay (see the module docstring)."""
         return _configure_adamw(self)
@@ -489,7 +497,6 @@ class LanguageModelModule(LightningModule):
     def _eval_epoch_end(self, stage: str) -> None:
         metric = self.nll[stage]
         nll = metric.compute()  # collective under DDP: every rank calls it
-        metric.reset()
         self.log(f"{stage}/loss", nll, sync_dist=False)
         self.log(f"{stage}/ppl", torch.exp(nll), prog_bar=True, sync_dist=False)
 
@@ -498,6 +505,13 @@ class LanguageModelModule(LightningModule):
 
     def test_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
         self._eval_step(batch, "test")
+
+    # Reset at epoch start (see SyntheticTaskModule); compute() at epoch end.
+    def on_validation_epoch_start(self) -> None:
+        self.nll["val"].reset()
+
+    def on_test_epoch_start(self) -> None:
+        self.nll["test"].reset()
 
     def on_validation_epoch_end(self) -> None:
         self._eval_epoch_end("val")
