@@ -96,7 +96,7 @@ def to_dense_path_edges(batch: Data, max_hops: int) -> Tensor:
     The path from ``i`` to ``j`` is read off the predecessor row of ``j`` stored by
     :class:`~graph_urpe.transforms.AddShortestPathDistance` (``spd_pred``): since the graph is
     undirected, the node after ``u`` on a shortest path from ``u`` to ``j`` is ``pred[j, u]``.
-    The walk runs for ``min(max_hops, N - 1)`` steps, each two gathers over all ``[B, N, N]``
+    The walk runs for ``min(max_hops, N - 1)`` steps, each two 1-D lookups over all ``[B, N, N]``
     pairs (no Python loop over graphs).
 
     Args:
@@ -138,18 +138,21 @@ def to_dense_path_edges(batch: Data, max_hops: int) -> Tensor:
         )
     num_graphs, max_n = padding_mask.shape
     device = pair_mask.device
-    hops = torch.full((max_hops, num_graphs, max_n, max_n), -1, dtype=torch.long, device=device)
+    cells = num_graphs * max_n * max_n
+    hops = torch.full((max_hops, cells), -1, dtype=torch.long, device=device)
+    out = hops.view(max_hops, num_graphs, max_n, max_n).permute(1, 2, 3, 0)
     if max_n < 2:
-        return hops.permute(1, 2, 3, 0)
-    sink = max_n  # an extra node slot every finished / invalid walk moves to and stays at
+        return out
 
-    # step[b, u, j]: the node after u on the path from u to j, i.e. pred[b, j, u]; sink if none.
+    # step[b, u, j]: the node after u on the path from u to j, i.e. pred[b, j, u].
     pred = torch.full(pair_mask.shape, -1, dtype=torch.long, device=device)
     pred.masked_scatter_(pair_mask, pred_flat.long())
-    step = pred.transpose(1, 2)
-    step = torch.where(step >= 0, step, sink)
+    step = pred.transpose(1, 2).contiguous()
+    has_step = step >= 0
+    step = step.clamp(min=0)
 
-    # Edge column of every (u, v) in edge_index (first listed; else its reverse), else num_edges.
+    # lookup[b * N * N + u * N + v]: column of edge (u, v) in edge_index, the first listed; else
+    # num_edges + the column of (v, u); 2 * num_edges if neither is listed.
     counts = max_n - padding_mask.sum(1)
     starts = torch.cumsum(counts, 0) - counts
     edge_index = batch.edge_index.to(device)
@@ -159,32 +162,37 @@ def to_dense_path_edges(batch: Data, max_hops: int) -> Tensor:
     src = edge_index[0] - starts[graph]
     dst = edge_index[1] - starts[graph]
     ids = torch.arange(num_edges, device=device)
-    cells = num_graphs * max_n * max_n
-    lookup = torch.full((cells,), num_edges, dtype=torch.long, device=device)
-    lookup.scatter_reduce_(0, base + src * max_n + dst, ids, reduce="amin")
-    reverse = torch.full((cells,), num_edges, dtype=torch.long, device=device)
-    reverse.scatter_reduce_(0, base + dst * max_n + src, ids, reduce="amin")
-    lookup = torch.where(lookup < num_edges, lookup, reverse)
+    lookup = torch.full((cells,), 2 * num_edges, dtype=torch.long, device=device)
+    lookup.scatter_reduce_(
+        0,
+        torch.cat([base + src * max_n + dst, base + dst * max_n + src]),
+        torch.cat([ids, ids + num_edges]),
+        reduce="amin",
+    )
 
-    # step_edge[b, u, j]: the edge from u to step[b, u, j] (-1 where step is the sink).
-    has_step = step < sink
+    # Walk tables over the pair states s = (b, u, j), flattened, plus a dead state at index
+    # `cells`: edge_table[s] is the edge from u to step[b, u, j] (-1 if none) and next_state[s]
+    # the state (b, step[b, u, j], j) (dead if none; the dead state stays dead).
     graph_base = (torch.arange(num_graphs, device=device) * (max_n * max_n)).view(-1, 1, 1)
-    rows = torch.arange(max_n, device=device).view(1, -1, 1) * max_n
-    step_edge = lookup[graph_base + rows + step.clamp(max=max_n - 1)]
-    if bool((has_step & (step_edge >= num_edges)).any()):
+    nodes = torch.arange(max_n, device=device)
+    edge = lookup[graph_base + nodes.view(1, -1, 1) * max_n + step]
+    if bool((has_step & (edge == 2 * num_edges)).any()):
         raise ValueError(
             "a shortest path in spd_pred uses an edge missing from edge_index: spd_pred must be "
             "computed from this batch's edge_index"
         )
-    step_edge = torch.where(has_step, step_edge, -1)
+    edge = torch.where(edge >= num_edges, edge - num_edges, edge)
+    dead = torch.tensor([-1], device=device)
+    edge_table = torch.cat([torch.where(has_step, edge, -1).view(-1), dead])
+    next_state = graph_base + step * max_n + nodes.view(1, 1, -1)
+    next_state = torch.cat([torch.where(has_step, next_state, cells).view(-1), dead + 1 + cells])
 
-    # Append the sink row, then walk all pairs (i, j) one hop at a time from i towards j:
-    # two gathers per hop, written straight into the hop-major output buffer.
-    sink_row = torch.full((num_graphs, 1, max_n), sink, dtype=torch.long, device=device)
-    step = torch.cat([step, sink_row], 1)
-    step_edge = torch.cat([step_edge, torch.full_like(sink_row, -1)], 1)
-    current = torch.arange(max_n, device=device).view(1, -1, 1).expand(num_graphs, max_n, max_n)
-    for k in range(min(max_hops, max_n - 1)):
-        torch.gather(step_edge, 1, current, out=hops[k])
-        current = step.gather(1, current)
-    return hops.permute(1, 2, 3, 0)
+    # Walk all pairs (i, j) one hop at a time from i towards j: the walk of pair (b, i, j) starts
+    # in state (b, i, j), i.e. at flat index = its own cell. Two 1-D lookups per hop, written
+    # straight into the hop-major output buffer.
+    hops[0] = edge_table[:cells]
+    state = next_state[:cells]
+    for k in range(1, min(max_hops, max_n - 1)):
+        torch.index_select(edge_table, 0, state, out=hops[k])
+        state = next_state.index_select(0, state)
+    return out
