@@ -174,7 +174,8 @@ def smiles_to_ogb_graph(smiles: str) -> Data:
         MoleculeError: if the SMILES is invalid (:func:`parse_smiles`).
     """
     parse_smiles(smiles)  # smiles2graph would fail on invalid input without saying why
-    graph = smiles2graph(smiles)
+    with rdBase.BlockLogs():  # RDKit notes such as "not removing hydrogen atom without neighbors"
+        graph = smiles2graph(smiles)
     return Data(
         x=torch.from_numpy(graph["node_feat"]).to(torch.long),
         edge_index=torch.from_numpy(graph["edge_index"]).to(torch.long),

@@ -1,0 +1,53 @@
+"""Per-graph sizes and labels of a dataset without materialising every graph.
+
+For PyG :class:`~torch_geometric.data.InMemoryDataset` objects (and their subsets) the numbers are
+read from the collated storage and its ``slices``; other datasets are iterated.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.utils.data import Dataset
+from torch_geometric.data import InMemoryDataset
+
+
+def _storage(dataset: Dataset):
+    if isinstance(dataset, InMemoryDataset):
+        data, slices = dataset._data, dataset.slices  # collated storage, PyG's documented layout
+        if data is not None and slices is not None:
+            return data, slices, torch.as_tensor(list(dataset.indices()), dtype=torch.long)
+    return None
+
+
+def graph_sizes(dataset: Dataset) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""Numbers of nodes and (directed) edges of every graph, in dataset order.
+
+    Returns:
+        ``(num_nodes, num_edges)``: two ``torch.long`` ``[len(dataset)]`` tensors.
+    """
+    storage = _storage(dataset)
+    if storage is not None:
+        _, slices, idx = storage
+        if "x" in slices and "edge_index" in slices:
+            nodes = (slices["x"][1:] - slices["x"][:-1])[idx]
+            edges = (slices["edge_index"][1:] - slices["edge_index"][:-1])[idx]
+            return nodes, edges
+    nodes, edges = zip(*((g.num_nodes, g.num_edges) for g in dataset)) if len(dataset) else ((), ())
+    return torch.tensor(nodes, dtype=torch.long), torch.tensor(edges, dtype=torch.long)
+
+
+def graph_labels(dataset: Dataset) -> torch.Tensor:
+    r"""Graph labels as a ``torch.float32`` ``[len(dataset), T]`` matrix (NaN = missing).
+
+    Reads the stored ``y`` (before any ``transform``); one label row per graph is assumed, as in
+    every dataset of :mod:`graph_urpe.data`.
+    """
+    storage = _storage(dataset)
+    if storage is not None:
+        data, slices, idx = storage
+        if "y" in slices and data.y is not None:
+            counts = slices["y"][1:] - slices["y"][:-1]
+            if bool((counts == 1).all()):
+                return data.y.reshape(len(counts), -1)[idx].to(torch.float32)
+    rows = [g.y.reshape(1, -1).to(torch.float32) for g in dataset]
+    return torch.cat(rows) if rows else torch.empty(0, 0)

@@ -1,0 +1,94 @@
+"""Numbers of graphs, splits and label statistics of a dataset, as a printable table.
+
+    python -m graph_urpe.data.summary zinc-like
+    python -m graph_urpe.data.summary ogbg-molhiv --root data
+    python -m graph_urpe.data.summary csv --csv-path my.csv --target-columns logS --split scaffold
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping
+
+import torch
+from torch.utils.data import Dataset
+
+from graph_urpe.data.registry import DATASET_NAMES, DatasetSplits, load_dataset
+from graph_urpe.data.stats import graph_labels, graph_sizes
+
+
+def summarize(dataset_dict: Mapping[str, Dataset] | DatasetSplits) -> str:
+    r"""A text table: per split, the number of graphs, nodes per graph (mean / max), edges per
+    graph (mean), and per label column the number of labelled graphs, missing (NaN) labels, mean,
+    standard deviation, minimum and maximum (for 0/1 labels the mean is the positive rate).
+
+    Args:
+        dataset_dict (Mapping[str, Dataset] or DatasetSplits): split name -> dataset of PyG
+            ``Data`` with ``y`` ``[1, T]`` (or ``[T]``), or a :class:`DatasetSplits`, whose name,
+            task, metric and refused rows are printed too.
+
+    Returns:
+        str: the table (lines separated by ``"\n"``).
+    """
+    lines = []
+    splits = dataset_dict
+    if isinstance(dataset_dict, DatasetSplits):
+        d = dataset_dict
+        lines.append(f"{d.name}: {d.task}, {d.num_tasks} task(s), metric {d.metric}, "
+                     f"{d.featurization} features; source: {d.source}")
+        if d.invalid_rows:
+            lines.append(f"refused inputs: {len(d.invalid_rows)} (first: {d.invalid_rows[0]})")
+        splits = d.splits
+    total = sum(len(ds) for ds in splits.values())
+    lines.append(f"{'split':<15}{'graphs':>9}{'share':>8}{'nodes mean':>12}{'nodes max':>11}"
+                 f"{'edges mean':>12}")
+    labels = {}
+    for name, ds in splits.items():
+        nodes, edges = graph_sizes(ds)
+        n = len(ds)
+        share = n / total if total else 0.0
+        mean_nodes = nodes.float().mean().item() if n else float("nan")
+        max_nodes = int(nodes.max()) if n else 0
+        mean_edges = edges.float().mean().item() if n else float("nan")
+        lines.append(f"{name:<15}{n:>9}{share:>8.1%}{mean_nodes:>12.2f}{max_nodes:>11}"
+                     f"{mean_edges:>12.2f}")
+        labels[name] = graph_labels(ds)
+    lines.append(f"{'split':<15}{'task':>5}{'labelled':>10}{'missing':>9}{'mean':>10}{'std':>10}"
+                 f"{'min':>10}{'max':>10}")
+    for name, y in labels.items():
+        for t in range(y.size(1) if y.dim() == 2 else 0):
+            column = y[:, t]
+            known = column[~torch.isnan(column)].double()
+            stats = [known.mean(), known.std(), known.min(), known.max()] if len(known) > 1 else \
+                [known.mean(), torch.tensor(float("nan")), known.min(), known.max()] \
+                if len(known) == 1 else [torch.tensor(float("nan"))] * 4
+            lines.append(f"{name:<15}{t:>5}{len(known):>10}{len(column) - len(known):>9}"
+                         + "".join(f"{float(v):>10.4f}" for v in stats))
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Print graphs, splits and label statistics.")
+    parser.add_argument("name", help=f"dataset name: {', '.join(DATASET_NAMES)}")
+    parser.add_argument("--root", default="data")
+    parser.add_argument("--max-nodes", type=int, default=None)
+    parser.add_argument("--strict", action="store_true")
+    parser.add_argument("--download", action="store_true", help="allow PyG/OGB downloads")
+    parser.add_argument("--num-workers", type=int, default=None)
+    parser.add_argument("--csv-path")
+    parser.add_argument("--smiles-column", default="smiles")
+    parser.add_argument("--target-columns", nargs="+", default=["target"])
+    parser.add_argument("--task", default="regression", choices=["regression", "classification"])
+    parser.add_argument("--split", default="random")
+    parser.add_argument("--featurization", default="ogb", choices=["ogb", "zinc"])
+    args = parser.parse_args(argv)
+    loaded = load_dataset(
+        args.name, root=args.root, max_nodes=args.max_nodes, strict=args.strict,
+        download=args.download, num_workers=args.num_workers, csv_path=args.csv_path,
+        smiles_column=args.smiles_column, target_columns=args.target_columns, task=args.task,
+        split=args.split, featurization=args.featurization)
+    print(summarize(loaded))
+
+
+if __name__ == "__main__":
+    main()

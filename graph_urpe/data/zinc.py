@@ -1,0 +1,68 @@
+"""PyG's ZINC dataset (:class:`torch_geometric.datasets.ZINC`, the "Benchmarking GNNs" subset of
+12,000 graphs by default), returned in this package's layout.
+
+For users with internet access PyG downloads it; offline, write the same raw folder with
+:mod:`graph_urpe.data.build_pyg_zinc` and PyG reads it without downloading.
+"""
+
+from __future__ import annotations
+
+import os.path as osp
+from collections.abc import Callable
+
+from torch_geometric.data import Data
+from torch_geometric.datasets import ZINC
+from torch_geometric.transforms import Compose
+
+from graph_urpe.data.layout import StandardLayout
+
+RAW_FILES = ("train.pickle", "val.pickle", "test.pickle", "train.index", "val.index", "test.index")
+"""The six files PyG's ZINC expects in ``root/raw``."""
+
+_SPLITS = {"train": "train", "valid": "val", "val": "val", "test": "test"}
+
+
+def pyg_zinc(
+    root: str = "data/zinc",
+    split: str = "train",
+    subset: bool = True,
+    transform: Callable[[Data], Data] | None = None,
+    pre_transform: Callable[[Data], Data] | None = None,
+    download: bool = True,
+    force_reload: bool = False,
+) -> ZINC:
+    r"""One split of :class:`torch_geometric.datasets.ZINC`, yielding graphs in the package layout.
+
+    Graphs: ``x`` ``torch.long`` ``[n, 1]`` (28 ZINC atom types), ``edge_index`` ``[2, E]``,
+    ``edge_attr`` ``torch.long`` ``[E, 1]`` (bond types 1-3), ``y`` ``torch.float32`` ``[1, 1]``
+    (constrained solubility), plus what :obj:`pre_transform` adds. PyG's own layout (1-D
+    ``edge_attr`` and ``y``) is reshaped on access by :class:`~graph_urpe.data.layout.StandardLayout`.
+
+    Args:
+        root (str, optional): PyG's root (raw files in ``root/raw``). (default: :obj:`"data/zinc"`)
+        split (str, optional): ``"train"``, ``"valid"`` (or ``"val"``) or ``"test"``.
+            (default: :obj:`"train"`)
+        subset (bool, optional): the 12k subset (10,000/1,000/1,000) instead of full ZINC
+            (220,011/24,445/5,000). (default: :obj:`True`)
+        transform (Callable, optional): applied on access, after the layout fix. (default: :obj:`None`)
+        pre_transform (Callable, optional): applied once at processing, e.g.
+            :class:`graph_urpe.transforms.AddShortestPathDistance`. (default: :obj:`None`)
+        download (bool, optional): let PyG download missing raw files. (default: :obj:`True`)
+        force_reload (bool, optional): process again. (default: :obj:`False`)
+
+    Raises:
+        ValueError: for an unknown :obj:`split`.
+        FileNotFoundError: if :obj:`download` is false and raw files are missing.
+    """
+    if split not in _SPLITS:
+        raise ValueError(f"split must be 'train', 'valid' (or 'val') or 'test', got {split!r}")
+    missing = [f for f in RAW_FILES if not osp.exists(osp.join(root, "raw", f))]
+    if missing and not download:
+        raise FileNotFoundError(
+            f"PyG ZINC raw files {missing} not found in {osp.join(root, 'raw')}; pass "
+            "download=True (needs internet) or write them offline with "
+            f"`python -m graph_urpe.data.build_pyg_zinc --root {root}`"
+        )
+    layout = StandardLayout() if transform is None else Compose([StandardLayout(), transform])
+    return ZINC(root, subset=subset, split=_SPLITS[split], transform=layout,
+                pre_transform=pre_transform, force_reload=force_reload)
