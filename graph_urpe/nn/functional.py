@@ -20,12 +20,14 @@ Two execution paths give the same values to float32 round-off:
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-from torch.utils.checkpoint import checkpoint
+from torch.autograd.function import once_differentiable
+from torch.utils.checkpoint import get_device_states, set_device_states
 
 __all__ = ["urpe_attention", "AUTO_CHUNK_ELEMENTS"]
 
@@ -116,6 +118,63 @@ def _empty_rows(
     return rows[:, None, :, None]
 
 
+def _mul_sum_to(a: Tensor, b: Tensor, shape: torch.Size, out: Tensor | None) -> Tensor:
+    """``(a * b).sum_to_size(shape)`` for ``a``, ``b`` of the full shape, with less memory traffic.
+
+    ``out`` (full shape, or None) is a scratch buffer that may be overwritten. When ``shape``
+    broadcasts over the leading (batch) dimension only, the sum is accumulated slice by slice
+    (no full-size product is materialised).
+    """
+    full = tuple(a.shape)
+    if tuple(shape) == full:
+        return torch.mul(a, b, out=out) if out is not None else a * b
+    padded = (1,) * (len(full) - len(shape)) + tuple(shape)
+    if padded[0] == 1 and padded[1:] == full[1:]:
+        acc = a[0] * b[0]
+        for i in range(1, full[0]):
+            acc.addcmul_(a[i], b[i])
+        return acc.reshape(shape)
+    prod = torch.mul(a, b, out=out) if out is not None else a * b
+    return prod.sum_to_size(shape)
+
+
+class _SoftmaxMultiply(torch.autograd.Function):
+    """``(W, P) = (softmax(S) ⊙ C, softmax(S))`` along the last dim; ``S`` is overwritten by ``W``.
+
+    Rows flagged in ``empty`` (``[B, 1, Nq, 1]`` bool, or None) get ``P = 0``. ``P`` is returned
+    for inspection only (not differentiable). Same values and gradients as autograd on
+    ``softmax(S).masked_fill(empty, 0) * C`` (the multiplier's gradient up to summation order
+    when ``C`` is shared over the batch), with fewer ``[B, H, Nq, Nk]`` allocations: ``W`` takes
+    the storage of ``S`` (consumed here), and the buffer of ``dP = dW ⊙ C`` is reused for
+    ``dW ⊙ P``, the multiplier's gradient. On CPU a fresh large allocation costs about as much as
+    an elementwise pass (its pages fault in one by one). Only ``P`` and ``C`` are saved.
+    """
+
+    @staticmethod
+    def forward(ctx, scores, multiplier, empty):
+        probs = torch.softmax(scores, dim=-1)
+        if empty is not None:
+            probs.masked_fill_(empty, 0.0)
+        weights = torch.mul(probs, multiplier, out=scores)
+        ctx.mark_dirty(scores)
+        ctx.mark_non_differentiable(probs)
+        ctx.save_for_backward(probs, multiplier)
+        return weights, probs
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_weights, _grad_probs):
+        probs, multiplier = ctx.saved_tensors
+        grad_scores = grad_multiplier = grad_probs = None
+        if ctx.needs_input_grad[0]:
+            grad_probs = grad_weights * multiplier
+            # The softmax gradient autograd itself uses: P ⊙ (dP - rowsum(dP ⊙ P)).
+            grad_scores = torch._softmax_backward_data(grad_probs, probs, -1, probs.dtype)
+        if ctx.needs_input_grad[1]:
+            grad_multiplier = _mul_sum_to(grad_weights, probs, multiplier.shape, grad_probs)
+        return grad_scores, grad_multiplier, None
+
+
 def _attention_block(
     q: Tensor,
     k: Tensor,
@@ -133,28 +192,135 @@ def _attention_block(
     # Softmax in at least float32 (float64 stays float64), also for bf16/fp16 inputs.
     acc = torch.promote_types(q.dtype, torch.float32)
     scores = torch.matmul(q * scale, k.transpose(-2, -1)).to(acc)
+    # In place on the fresh score tensor (no autograd node saves it): one [B, H, Nq, Nk]
+    # allocation instead of three; on CPU each large allocation costs a page-faulting pass.
     if attn_bias is not None:
-        scores = scores + attn_bias.to(acc)
+        scores.add_(attn_bias.to(acc))
     hidden = _hidden_mask(key_padding_mask, is_causal, q_start, nq, nk, q.device)
     if hidden is not None:
         # A finite fill keeps fully hidden rows NaN-free (in values and gradients); their
         # probabilities are zeroed below. Elsewhere exp(min - rowmax) underflows to exactly 0.
-        scores = scores.masked_fill(hidden, torch.finfo(scores.dtype).min)
-    probs = torch.softmax(scores, dim=-1)
+        scores.masked_fill_(hidden, torch.finfo(scores.dtype).min)
     empty = _empty_rows(key_padding_mask, is_causal, q_start, nq)
-    if empty is not None:
-        probs = probs.masked_fill(empty, 0.0)
-    weights = probs if multiplier is None else probs * multiplier.to(probs.dtype)
+    if multiplier is None:
+        probs = torch.softmax(scores, dim=-1)
+        if empty is not None:
+            probs = probs.masked_fill(empty, 0.0)
+        weights = probs
+    else:
+        weights, probs = _SoftmaxMultiply.apply(scores, multiplier.to(acc), empty)
     if dropout_p > 0.0 and training:
         weights = F.dropout(weights, p=dropout_p)
     out = torch.matmul(weights.to(v.dtype), v)
     return out, probs
 
 
+def _has_rows(t: Tensor | None) -> bool:
+    """Whether ``t`` (broadcastable to ``[B, H, Nq, Nk]``) has a query dimension of size Nq."""
+    return t is not None and t.dim() >= 2 and t.shape[-2] != 1
+
+
 def _slice_rows(t: Tensor | None, start: int, stop: int) -> Tensor | None:
-    if t is None or t.shape[-2] == 1:
-        return t
-    return t[..., start:stop, :]
+    return t[..., start:stop, :] if _has_rows(t) else t
+
+
+def _autocast_state(device_type: str) -> dict[str, dict]:
+    """The autocast settings active now for ``device_type`` and CPU, to replay in backward."""
+    state = {}
+    for dev in {device_type, "cpu"}:
+        if torch.amp.is_autocast_available(dev):
+            state[dev] = {
+                "enabled": torch.is_autocast_enabled(dev),
+                "dtype": torch.get_autocast_dtype(dev),
+                "cache_enabled": torch.is_autocast_cache_enabled(),
+            }
+    return state
+
+
+class _ChunkedAttention(torch.autograd.Function):
+    """Query-chunked attention whose backward recomputes one block of rows at a time.
+
+    Like activation checkpointing per block, nothing of size ``[B, H, Nq, Nk]`` is saved. Unlike
+    it, the gradients of ``query``, ``attn_bias`` and ``multiplier`` are written block by block
+    into one preallocated tensor each: with per-block checkpointing, autograd's slicing backward
+    materialises a zero-filled full-size gradient for every block and adds it up (at Nq = 2048,
+    128-row blocks, that tripled the time of the pass and kept two full-size tensors alive).
+    Dropout masks are reproduced by replaying the RNG state, autocast by replaying its
+    settings. Not twice differentiable (``once_differentiable``).
+    """
+
+    @staticmethod
+    def forward(
+        ctx, query, key, value, attn_bias, multiplier, key_padding_mask, is_causal, dropout_p,
+        training, chunk_size,
+    ):
+        ctx.save_for_backward(query, key, value, attn_bias, multiplier, key_padding_mask)
+        ctx.options = (is_causal, dropout_p, training, chunk_size)
+        ctx.autocast = _autocast_state(query.device.type)
+        ctx.rng = None
+        if dropout_p > 0.0 and training:
+            ctx.rng = (query.device.type, torch.get_rng_state(), get_device_states(query))
+        outs = [
+            _attention_block(
+                query[:, :, start:start + chunk_size], key, value,
+                _slice_rows(attn_bias, start, start + chunk_size),
+                _slice_rows(multiplier, start, start + chunk_size),
+                key_padding_mask, is_causal, dropout_p, training, start,
+            )[0]
+            for start in range(0, query.shape[2], chunk_size)
+        ]
+        return torch.cat(outs, dim=2)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_out):
+        query, key, value, attn_bias, multiplier, key_padding_mask = ctx.saved_tensors
+        is_causal, dropout_p, training, chunk_size = ctx.options
+        inputs = (query, key, value, attn_bias, multiplier)
+        needs = ctx.needs_input_grad[:5]
+        # Inputs indexed by query row are sliced per block and get their gradient block by block
+        # (every row written once); the others (key, value, inputs broadcast over queries) are
+        # used whole and accumulate their gradient over blocks.
+        by_rows = [i == 0 or (i >= 3 and _has_rows(t)) for i, t in enumerate(inputs)]
+        grads = [
+            None if not need else (torch.empty_like(t) if rows else torch.zeros_like(t))
+            for t, need, rows in zip(inputs, needs, by_rows)
+        ]
+        leaves = [
+            None if t is None else t.detach().requires_grad_(need)
+            for t, need in zip(inputs, needs)
+        ]
+        with contextlib.ExitStack() as stack:
+            if ctx.rng is not None:
+                device_type, cpu_state, (device_ids, device_states) = ctx.rng
+                stack.enter_context(torch.random.fork_rng(device_ids, device_type=device_type))
+                torch.set_rng_state(cpu_state)
+                set_device_states(device_ids, device_states, device_type=device_type)
+            for device_type, kwargs in ctx.autocast.items():
+                stack.enter_context(torch.autocast(device_type, **kwargs))
+            stack.enter_context(torch.enable_grad())
+            for start in range(0, query.shape[2], chunk_size):
+                stop = min(start + chunk_size, query.shape[2])
+                block = [
+                    _slice_rows(t, start, stop).detach().requires_grad_(t.requires_grad)
+                    if rows else t
+                    for t, rows in zip(leaves, by_rows)
+                ]
+                out = _attention_block(
+                    *block, key_padding_mask, is_causal, dropout_p, training, start
+                )[0]
+                wrt = [i for i, t in enumerate(block) if t is not None and t.requires_grad]
+                if not wrt:
+                    continue
+                got = torch.autograd.grad(
+                    out, [block[i] for i in wrt], grad_out[:, :, start:stop]
+                )
+                for i, g in zip(wrt, got):
+                    if by_rows[i]:
+                        grads[i][..., start:stop, :] = g
+                    else:
+                        grads[i] += g
+        return (*grads, None, None, None, None, None)
 
 
 def urpe_attention(
@@ -227,17 +393,18 @@ def urpe_attention(
         t is not None and t.requires_grad
         for t in (query, key, value, attn_bias, multiplier)
     )
-    outs = []
-    for start in range(0, nq, chunk_size):
-        stop = min(start + chunk_size, nq)
-        args = (
-            query[:, :, start:stop], key, value,
-            _slice_rows(attn_bias, start, stop), _slice_rows(multiplier, start, stop),
-            key_padding_mask, is_causal, dropout_p, training, start,
+    if needs_grad:
+        return _ChunkedAttention.apply(
+            query, key, value, attn_bias, multiplier, key_padding_mask, is_causal, dropout_p,
+            training, chunk_size,
         )
-        if needs_grad:
-            out = checkpoint(_attention_block, *args, use_reentrant=False)[0]
-        else:
-            out = _attention_block(*args)[0]
-        outs.append(out)
+    outs = [
+        _attention_block(
+            query[:, :, start:start + chunk_size], key, value,
+            _slice_rows(attn_bias, start, start + chunk_size),
+            _slice_rows(multiplier, start, start + chunk_size),
+            key_padding_mask, is_causal, dropout_p, training, start,
+        )[0]
+        for start in range(0, nq, chunk_size)
+    ]
     return torch.cat(outs, dim=2)
