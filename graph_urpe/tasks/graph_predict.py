@@ -1,0 +1,106 @@
+"""Writing predictions for SMILES inputs: one output row per input row, in input order.
+
+Rows that could not become a graph (invalid SMILES, an atom the featurisation cannot type, a graph
+larger than the limit) keep their place in the output with empty predictions and the reason in the
+``error`` column; the count of failed rows is printed. Nothing is dropped.
+"""
+
+from __future__ import annotations
+
+import os
+import os.path as osp
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+from lightning.pytorch.callbacks import BasePredictionWriter
+
+from graph_urpe.tasks.graph_metrics import gather_unique
+
+__all__ = ["SmilesPredictionWriter", "prediction_table"]
+
+
+def prediction_table(
+    frame: pd.DataFrame,
+    rows: np.ndarray,
+    predictions: np.ndarray,
+    errors: dict[int, str],
+    target_names: list[str],
+) -> pd.DataFrame:
+    """The output table: the input columns, ``pred_<target>`` columns and ``error``.
+
+    Args:
+        frame (pandas.DataFrame): the input table (``N`` rows, in input order).
+        rows (numpy.ndarray): ``[G]`` input row numbers of the predicted graphs.
+        predictions (numpy.ndarray): ``[G, T]`` predictions aligned with ``rows``.
+        errors (dict[int, str]): input row -> reason, for rows without a graph.
+        target_names (list[str]): ``T`` names.
+
+    Returns:
+        pandas.DataFrame: ``N`` rows in input order; predictions empty (NaN) where ``error`` is set.
+
+    Raises:
+        RuntimeError: if an input row got neither a prediction nor an error.
+    """
+    out = frame.copy()
+    values = np.full((len(frame), len(target_names)), np.nan)
+    if len(rows):
+        values[rows] = predictions
+    for t, name in enumerate(target_names):
+        out[f"pred_{name}"] = values[:, t]
+    reason = [errors.get(i, "") for i in range(len(frame))]
+    missing = sorted(set(range(len(frame))) - set(np.asarray(rows).tolist()) - set(errors))
+    if missing:
+        raise RuntimeError(f"rows {missing[:10]} got neither a prediction nor an error.")
+    out["error"] = reason
+    return out
+
+
+class SmilesPredictionWriter(BasePredictionWriter):
+    """Collects predictions (all DDP ranks) and writes the data module's ``predict_output`` CSV.
+
+    Args:
+        datamodule: a :class:`~graph_urpe.tasks.graph_data.GraphDataModule`; its predict frame,
+            failed rows and output path are read when the epoch ends.
+    """
+
+    def __init__(self, datamodule: Any) -> None:
+        super().__init__(write_interval="batch")
+        self.datamodule = datamodule
+        self._ids: list[torch.Tensor] = []
+        self._preds: list[torch.Tensor] = []
+        self.table: pd.DataFrame | None = None
+
+    def write_on_batch_end(self, trainer, pl_module, prediction, batch_indices, batch, batch_idx,
+                           dataloader_idx=0) -> None:
+        self._ids.append(prediction["sample_id"].detach().cpu())
+        self._preds.append(prediction["prediction"].detach().float().cpu())
+
+    def on_predict_epoch_end(self, trainer, pl_module) -> None:
+        dm = self.datamodule
+        num_tasks = int(pl_module.hparams.num_tasks)
+        ids = torch.cat(self._ids) if self._ids else torch.zeros(0, dtype=torch.long)
+        preds = torch.cat(self._preds) if self._preds else torch.zeros(0, num_tasks)
+        self._ids, self._preds = [], []
+        ids, preds = gather_unique(ids, preds)
+        if not trainer.is_global_zero:
+            return
+        names = pl_module.hparams.get("target_names") or [f"y{i}" for i in range(num_tasks)]
+        errors = dm.predict_errors
+        self.table = prediction_table(
+            dm.predict_frame, ids.numpy(), preds.numpy(), errors, list(names)
+        )
+        path = dm.predict_output
+        if osp.dirname(path):
+            os.makedirs(osp.dirname(path), exist_ok=True)
+        self.table.to_csv(path, index=False)
+        total = len(self.table)
+        print(
+            f"Wrote predictions for {total} input rows to {path}: {total - len(errors)} predicted, "
+            f"{len(errors)} failed (reason in the 'error' column)."
+        )
+        for row, reason in sorted(errors.items())[:10]:
+            print(f"  row {row}: {reason}")
+        if len(errors) > 10:
+            print(f"  ... and {len(errors) - 10} more")

@@ -1,0 +1,212 @@
+"""Training, evaluation and prediction of the graph task: values against hand computations."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from lightning.pytorch import Trainer, seed_everything
+from lightning.pytorch.callbacks import Callback, ModelCheckpoint
+from torch_geometric.data import Batch
+
+from graph_urpe.data.featurize import smiles_to_graph
+from graph_urpe.tasks.graph import GraphPropertyModule
+from graph_urpe.tasks.graph_data import CSVDataModule, IndexedDataset
+from graph_urpe.tasks.graph_metrics import compute_metric, gather_unique, masked_loss
+from graph_urpe.tasks.graph_optim import PolynomialDecayLR, polynomial_decay_factor
+from graph_urpe.transforms import AddShortestPathDistance
+
+SMILES = [
+    "CCO", "CCN", "CCCC", "c1ccccc1", "CC(=O)O", "CCOC", "c1ccncc1", "CC(C)O",
+    "OCCO", "CC#N", "C1CCCCC1", "CCCl", "Cc1ccccc1", "COC(=O)C", "NCCN", "CCS",
+]
+TINY = {"num_layers": 1, "embed_dim": 16, "num_heads": 2, "ffn_dim": 16, "max_hops": 4, "max_distance": 8,
+            "max_degree": 6, "dropout": 0.0, "attention_dropout": 0.0, "lr": 3e-3, "warmup_steps": 5}
+
+
+def write_csv(path, task="regression"):
+    rng = np.random.default_rng(0)
+    if task == "regression":
+        y = np.array([len(s) / 4.0 for s in SMILES])
+    else:
+        y = (np.array([len(s) for s in SMILES]) > 5).astype(float)
+        y[[1, 9]] = np.nan  # missing labels
+    split = ["train"] * 10 + ["valid"] * 3 + ["test"] * 3
+    pd.DataFrame({"smiles": SMILES, "target": y, "split": split,
+                  "noise": rng.normal(size=len(SMILES))}).to_csv(path, index=False)
+    return str(path)
+
+
+def trainer(tmp_path, **kw):
+    cfg = {"accelerator": "cpu", "devices": 1, "logger": False, "enable_progress_bar": False,
+               "enable_model_summary": False, "use_distributed_sampler": False,
+               "num_sanity_val_steps": 0, "default_root_dir": str(tmp_path), "enable_checkpointing": False}
+    cfg.update(kw)
+    return Trainer(**cfg)
+
+
+def datamodule(tmp_path, task="regression", **kw):
+    csv = write_csv(tmp_path / f"mols_{task}.csv", task)
+    kw.setdefault("batch_size", 4)
+    return CSVDataModule(csv, task=task, split="split", featurization="zinc",
+                         root=str(tmp_path / f"processed_{task}"), **kw)
+
+
+# ---------------------------------------------------------------------------- pure functions
+def test_masked_loss_ignores_nan_labels():
+    pred = torch.tensor([[1.0, 2.0], [3.0, 5.0]])
+    target = torch.tensor([[0.0, float("nan")], [4.0, 2.0]])
+    assert masked_loss(pred, target, "l1").item() == pytest.approx((1 + 1 + 3) / 3)
+    assert masked_loss(pred, target, "mse").item() == pytest.approx((1 + 1 + 9) / 3)
+    logits = torch.tensor([[0.0, 3.0]])
+    labels = torch.tensor([[1.0, float("nan")]])
+    assert masked_loss(logits, labels, "bce").item() == pytest.approx(math.log(2.0))
+    empty = masked_loss(pred, torch.full_like(pred, float("nan")), "l1")
+    assert empty.item() == 0.0
+    with pytest.raises(ValueError, match="shape"):
+        masked_loss(pred, target[:, :1], "l1")
+
+
+def test_metrics_against_hand_values():
+    y = torch.tensor([[0.0, float("nan")], [0.0, 1.0], [1.0, 1.0], [1.0, float("nan")]])
+    s = torch.tensor([[0.1, 0.0], [0.4, 0.2], [0.35, 0.3], [0.8, 0.0]])
+    # Task 0: 3 of 4 (positive, negative) pairs ranked right; task 1 has one class: skipped.
+    assert compute_metric(s, y, "rocauc") == pytest.approx(0.75)
+    # AP: ranks 0.8 (+), 0.4 (-), 0.35 (+): 0.5 * 1 + 0.5 * 2/3.
+    assert compute_metric(s, y, "ap") == pytest.approx(0.5 + 1 / 3)
+    assert compute_metric(s[:, :1], y[:, :1], "rocauc", evaluator="ogbg-molhiv") == pytest.approx(0.75)
+    assert math.isnan(compute_metric(s[:, 1:], y[:, 1:], "rocauc"))
+    pred, target = torch.tensor([[1.0], [2.0], [4.0]]), torch.tensor([[1.5], [float("nan")], [2.0]])
+    assert compute_metric(pred, target, "mae") == pytest.approx(1.25)
+    assert compute_metric(pred, target, "rmse") == pytest.approx(math.sqrt((0.25 + 4) / 2))
+    assert compute_metric(pred, target, "mae", evaluator="pcqm4mv2") == pytest.approx(1.25)
+
+
+def test_gather_unique_drops_repeats_and_sorts():
+    ids = torch.tensor([3, 1, 3, 2])
+    rows = torch.tensor([[30.0], [10.0], [31.0], [20.0]])
+    uid, out = gather_unique(ids, rows)
+    assert uid.tolist() == [1, 2, 3]
+    assert out.view(-1).tolist() == [10.0, 20.0, 30.0]
+
+
+def test_polynomial_decay_schedule():
+    peak, end = 1e-3, 1e-5
+    f = lambda t: polynomial_decay_factor(t, 10, 110, peak, end, 1.0)
+    assert f(0) == pytest.approx(1e-4)
+    assert f(9) == pytest.approx(peak)
+    assert f(10) == pytest.approx(peak)
+    assert f(60) == pytest.approx(end + (peak - end) * 0.5)
+    assert f(110) == f(500) == end
+    param = torch.nn.Parameter(torch.zeros(1))
+    opt = torch.optim.SGD([param], lr=peak)
+    sched = PolynomialDecayLR(opt, 10, 110, end_lr=end)
+    seen = []
+    for _ in range(61):
+        seen.append(opt.param_groups[0]["lr"])
+        opt.step()
+        sched.step()
+    assert seen[0] == pytest.approx(1e-4) and seen[60] == pytest.approx(f(60))
+    with pytest.raises(ValueError):
+        polynomial_decay_factor(0, 10, 10, peak, end, 1.0)
+
+
+def test_indexed_dataset_adds_sample_ids():
+    graphs = [smiles_to_graph(s, "zinc") for s in SMILES[:3]]
+    ds = IndexedDataset(graphs)
+    assert [ds[i].sample_id for i in range(3)] == [0, 1, 2]
+    assert "sample_id" not in graphs[0]  # the wrapped items are untouched
+
+
+# ------------------------------------------------------------------------------- training
+def test_tiny_training_run_overfits(tmp_path):
+    seed_everything(0)
+    dm = datamodule(tmp_path, batch_size=16)
+    model = GraphPropertyModule(**{**TINY, "lr": 1e-2, "loss": "mse", "total_steps": 80})
+    losses = []
+
+    class Record(Callback):
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+            losses.append(float(outputs["loss"]))
+
+    trainer(tmp_path, max_steps=80, callbacks=[Record()], limit_val_batches=0).fit(model, dm)
+    first, last = np.mean(losses[:5]), np.mean(losses[-5:])
+    assert last < 0.05 * first, (first, last)
+    assert model.hparams.num_tasks == 1 and model.hparams.featurization == "zinc"
+
+
+def test_classification_with_missing_labels(tmp_path):
+    seed_everything(0)
+    dm = datamodule(tmp_path, task="classification")
+    model = GraphPropertyModule(**TINY)
+    t = trainer(tmp_path, max_epochs=2)
+    t.fit(model, dm)
+    assert model.loss_name == "bce" and model.metric_name == "rocauc"
+    metrics = t.validate(model, dm, verbose=False)[0]
+    assert metrics["val/num_graphs"] == 3
+    assert 0.0 <= metrics["val/rocauc"] <= 1.0 or math.isnan(metrics["val/rocauc"])
+
+
+def _fit_with_checkpoints(tmp_path, epochs):
+    seed_everything(0)
+    dm = datamodule(tmp_path)
+    ckpt = ModelCheckpoint(dirpath=str(tmp_path / "ckpt"), monitor="val/mae", mode="min",
+                           save_last=True, filename="best-{epoch}")
+    model = GraphPropertyModule(**TINY)
+    t = trainer(tmp_path, max_epochs=epochs, callbacks=[ckpt], enable_checkpointing=True)
+    t.fit(model, dm)
+    return model, dm, ckpt, t
+
+
+def test_checkpoint_save_load_and_resume(tmp_path):
+    model, dm, ckpt, t = _fit_with_checkpoints(tmp_path, epochs=2)
+    assert t.global_step == 2 * 3  # 10 training molecules, batches of <= 4
+    last = ckpt.last_model_path
+    loaded = GraphPropertyModule.load_from_checkpoint(last)  # no data module needed
+    assert loaded.hparams.atom_categories == [28]
+    batch = Batch.from_data_list([
+        AddShortestPathDistance()(smiles_to_graph(s, "zinc")) for s in SMILES[:4]
+    ])
+    model.eval()
+    loaded.eval()
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(batch), model(batch))
+    # Resume from "last": training continues at epoch 2 with the same step counter.
+    model2 = GraphPropertyModule(**TINY)
+    t2 = trainer(tmp_path, max_epochs=3, callbacks=[ModelCheckpoint(dirpath=str(tmp_path / "ckpt"),
+                                                                    save_last=True)],
+                 enable_checkpointing=True)
+    t2.fit(model2, dm, ckpt_path="last")
+    assert t2.current_epoch == 3 and t2.global_step == 3 * 3
+
+
+def test_predict_keeps_row_order_and_reports_failures(tmp_path):
+    _model, _dm, ckpt, _ = _fit_with_checkpoints(tmp_path, epochs=1)
+    inputs = ["CCO", "C1CC", "[Na+].[Cl-]", "CCCCCCCCCCCC", "c1ccccc1", "", "OCCO"]
+    csv = tmp_path / "to_predict.csv"
+    pd.DataFrame({"id": [f"m{i}" for i in range(len(inputs))], "smiles": inputs}).to_csv(csv, index=False)
+    out = tmp_path / "out" / "pred.csv"
+    pdm = CSVDataModule(str(tmp_path / "mols_regression.csv"), featurization="zinc",
+                        predict_csv=str(csv), predict_output=str(out), max_graph_nodes=10,
+                        batch_size=2)
+    loaded = GraphPropertyModule.load_from_checkpoint(ckpt.last_model_path)
+    trainer(tmp_path).predict(loaded, pdm, return_predictions=False)
+    table = pd.read_csv(out, keep_default_na=False)
+    assert table["id"].tolist() == [f"m{i}" for i in range(len(inputs))]
+    assert table["smiles"].tolist() == inputs
+    errors = table["error"].tolist()
+    failed = [i for i, e in enumerate(errors) if e]
+    assert failed == [1, 2, 3, 5]
+    assert "invalid SMILES" in errors[1] and "28 ZINC atom types" in errors[2]
+    assert "12" in errors[3] and "10" in errors[3]  # the size and the limit
+    assert all(table["pred_target"][i] == "" for i in failed)
+    # Predictions equal the model applied to each molecule on its own.
+    loaded.eval()
+    for i in (0, 4, 6):
+        g = Batch.from_data_list([AddShortestPathDistance()(smiles_to_graph(inputs[i], "zinc"))])
+        with torch.no_grad():
+            expect = loaded(g).item()
+        assert float(table["pred_target"][i]) == pytest.approx(expect, abs=1e-5)
