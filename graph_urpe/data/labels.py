@@ -57,7 +57,7 @@ def label_matrix(frame: pd.DataFrame, columns: Sequence[str], task: str = "regre
             known = out[:, t][~np.isnan(out[:, t])]
             wrong = np.flatnonzero(~np.isnan(out[:, t]) & ~np.isin(out[:, t], [0.0, 1.0]))
             if len(wrong):
-                shown = ", ".join(f"row {i}: {out[i, t]!r}" for i in wrong[:10])
+                shown = ", ".join(f"row {i}: {float(out[i, t])!r}" for i in wrong[:10])
                 raise ValueError(
                     f"classification label column {column!r} of {source} must hold 0, 1 or an "
                     f"empty cell; found {len(wrong)} other values ({shown}) among {len(known)} "

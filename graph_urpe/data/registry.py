@@ -27,6 +27,7 @@ import os.path as osp
 import warnings
 from collections.abc import Callable, Sequence
 
+import pandas as pd
 import torch
 from torch.utils.data import Dataset
 from torch_geometric.data import Data
@@ -133,7 +134,8 @@ def load_dataset(
         kind = "classification" if "classification" in meta["task type"] else "regression"
         result = _from_idx_split(name, full, kind, int(meta["num tasks"]), "ogb",
                                  meta["eval metric"], "ogb.graphproppred")
-        return _refuse_large(result, max_nodes, strict)
+        mapping = osp.join(full.root, "mapping", "mol.csv.gz")
+        return _refuse_large(result, max_nodes, strict, _smiles_column(mapping, max_nodes))
     if name in ("pcqm4mv2", "pcqm4mv2-qm9"):
         folder = root if name == "pcqm4mv2" else osp.join(root, "pcqm4mv2_qm9")
         full = PCQM4Mv2Dataset(folder, transform=transform, pre_transform=pre_transform,
@@ -149,7 +151,8 @@ def load_dataset(
         result = DatasetSplits(name, splits, "regression", 1, "ogb", "mae",
                                source="ogb.lsc PCQM4Mv2" if name == "pcqm4mv2"
                                else "QM9 stand-in (qm9pack 1.0.3) in PCQM4Mv2 format")
-        return _refuse_large(result, max_nodes, strict)
+        data_csv = osp.join(full.raw_dir, "data.csv.gz")
+        return _refuse_large(result, max_nodes, strict, _smiles_column(data_csv, max_nodes))
     if name == "csv":
         if csv_path is None:
             raise ValueError("dataset 'csv' needs csv_path")
@@ -171,7 +174,16 @@ def _from_idx_split(name, full, task, num_tasks, featurization, metric, source) 
     return DatasetSplits(name, splits, task, num_tasks, featurization, metric, invalid, source)
 
 
-def _refuse_large(result: DatasetSplits, max_nodes: int | None, strict: bool) -> DatasetSplits:
+def _smiles_column(path: str, max_nodes: int | None) -> list[str] | None:
+    """The ``smiles`` column of an OGB mapping / data file, read only when sizes are checked."""
+    if max_nodes is None or not osp.exists(path):
+        return None
+    frame = pd.read_csv(path)
+    return frame["smiles"].tolist() if "smiles" in frame.columns else None
+
+
+def _refuse_large(result: DatasetSplits, max_nodes: int | None, strict: bool,
+                  smiles: list[str] | None = None) -> DatasetSplits:
     if max_nodes is None:
         return result
     refused: list[RowError] = []
@@ -182,9 +194,10 @@ def _refuse_large(result: DatasetSplits, max_nodes: int | None, strict: bool) ->
             continue
         index = list(dataset.indices()) if hasattr(dataset, "indices") else range(len(dataset))
         for position in large.tolist():
-            graph = dataset[position]
+            text = smiles[index[position]] if smiles is not None else \
+                str(getattr(dataset[position], "smiles", ""))
             refused.append(RowError(
-                int(index[position]), str(getattr(graph, "smiles", "")),
+                int(index[position]), text,
                 f"{part} graph {position} (dataset index {index[position]}) has "
                 f"{int(nodes[position])} nodes > max_nodes={max_nodes}"))
         result.splits[part] = dataset[torch.nonzero(nodes <= max_nodes).view(-1)]

@@ -1,0 +1,163 @@
+"""SmilesCSVDataset and the embedded ZINC-like dataset: labels (NaN kept), invalid rows, size
+refusal, splits, caching, parallel processing."""
+
+import os
+import re
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from graph_urpe.data import processing, smiles_dataset
+from graph_urpe.data.featurize import smiles_to_ogb_graph, smiles_to_zinc_graph
+from graph_urpe.data.row_errors import InvalidRowsError
+from graph_urpe.data.smiles_dataset import SmilesCSVDataset
+from graph_urpe.data.zinc_like import EMBEDDED_ZINC_LIKE, ZincLikeDataset
+from graph_urpe.transforms import AddShortestPathDistance
+
+ROWS = [  # smiles, a, b, fold
+    ("CCO", 1.0, None, "train"),
+    ("c1ccccc1", 2.5, 0, "valid"),
+    ("not a smiles", 3.0, 1, "test"),
+    ("[Na+].[Cl-]", 4.0, 1, "train"),
+    ("C", 5.0, 0, "test"),
+    ("CC(=O)O", None, 1, "train"),
+    ("CCCCCCCCCCCC", 7.0, 0, "val"),
+    ("C1CC", 8.0, 1, "train"),
+]
+
+
+@pytest.fixture
+def csv(tmp_path):
+    path = tmp_path / "mols.csv"
+    pd.DataFrame(ROWS, columns=["smiles", "a", "b", "fold"]).to_csv(path, index=False)
+    return str(path)
+
+
+def load(tmp_path, csv, **kwargs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return SmilesCSVDataset(str(tmp_path / "root"), csv, "smiles", ["a", "b"], log=False,
+                                **kwargs)
+
+
+def test_graphs_labels_and_nan(tmp_path, csv):
+    with pytest.warns(UserWarning, match=r"skipped 2 of 8 rows"):
+        ds = SmilesCSVDataset(str(tmp_path / "root"), csv, "smiles", ["a", "b"], log=False)
+    valid = [i for i, r in enumerate(ROWS) if r[0] not in ("not a smiles", "C1CC")]
+    assert len(ds) == len(valid) and ds.num_tasks == 2
+    for graph, i in zip(ds, valid):
+        smiles, a, b, _ = ROWS[i]
+        expected = smiles_to_ogb_graph(smiles)
+        assert graph.smiles == smiles and int(graph.row) == i
+        assert torch.equal(graph.x, expected.x) and torch.equal(graph.edge_index, expected.edge_index)
+        assert torch.equal(graph.edge_attr, expected.edge_attr)
+        assert graph.y.shape == (1, 2) and graph.y.dtype == torch.float32
+        want = [np.nan if a is None else a, np.nan if b is None else b]
+        np.testing.assert_array_equal(graph.y.view(-1).numpy(), np.array(want, dtype=np.float32))
+    # The skipped rows are listed with row number, CSV line, text and reason.
+    report = pd.read_csv(ds.invalid_rows_path, keep_default_na=False)
+    assert report["row"].tolist() == [2, 7] and report["line"].tolist() == [4, 9]
+    assert report["smiles"].tolist() == ["not a smiles", "C1CC"]
+    assert all("invalid SMILES" in r for r in report["reason"])
+    assert [e.row for e in ds.invalid_rows] == [2, 7]
+
+
+def test_strict_refuses_every_bad_row(tmp_path, csv):
+    with pytest.raises(InvalidRowsError) as info:
+        SmilesCSVDataset(str(tmp_path / "root"), csv, "smiles", ["a", "b"], strict=True, log=False)
+    assert [e.row for e in info.value.errors] == [2, 7]
+    assert "row 2 (CSV line 4) 'not a smiles'" in str(info.value)
+
+
+def test_max_nodes_refuses_with_row_and_size(tmp_path, csv):
+    ds = load(tmp_path, csv, max_nodes=6)
+    sizes = {e.row: e.reason for e in ds.invalid_rows}
+    assert "graph has 12 nodes > max_nodes=6" in sizes[6]     # dodecane refused, reported
+    assert all(g.num_nodes <= 6 for g in ds) and 6 not in [int(g.row) for g in ds]
+    with pytest.raises(InvalidRowsError, match=re.escape("graph has 12 nodes > max_nodes=6")):
+        SmilesCSVDataset(str(tmp_path / "strict"), csv, "smiles", ["a", "b"], max_nodes=6,
+                         strict=True, log=False)
+
+
+def test_splits(tmp_path, csv):
+    by_column = load(tmp_path, csv, split="fold")
+    idx = by_column.get_idx_split()
+    folds = [ROWS[int(g.row)][3].replace("val", "valid").replace("validid", "valid")
+             for g in by_column]
+    for name in ("train", "valid", "test"):
+        assert [folds[i] for i in idx[name].tolist()] == [name] * len(idx[name])
+    for kind in ("random", "scaffold"):
+        ds = load(tmp_path, csv, split=kind)
+        parts = torch.cat(list(ds.get_idx_split().values())).sort().values
+        assert parts.tolist() == list(range(len(ds)))
+
+
+def test_label_errors(tmp_path):
+    path = tmp_path / "bad.csv"
+    pd.DataFrame({"smiles": ["C", "CC"], "y": ["1.5", "abc"], "c": [0, 2]}).to_csv(path, index=False)
+    with pytest.raises(ValueError, match=r"non-numeric.*row 1: 'abc'"):
+        SmilesCSVDataset(str(tmp_path / "r1"), str(path), target_columns="y", log=False)
+    with pytest.raises(ValueError, match=r"must hold 0, 1.*row 1: 2.0"):
+        SmilesCSVDataset(str(tmp_path / "r2"), str(path), target_columns="c",
+                         task="classification", log=False)
+    with pytest.raises(ValueError, match=r"label columns \['nope'\] not found"):
+        SmilesCSVDataset(str(tmp_path / "r3"), str(path), target_columns="nope", log=False)
+    with pytest.raises(ValueError, match="SMILES column 'mol' not found"):
+        SmilesCSVDataset(str(tmp_path / "r4"), str(path), smiles_column="mol", target_columns="y",
+                         log=False)
+    with pytest.raises(FileNotFoundError):
+        SmilesCSVDataset(str(tmp_path / "r5"), str(tmp_path / "missing.csv"), log=False)
+
+
+def test_cached_second_run_does_no_graph_work(tmp_path, csv, monkeypatch):
+    spd = AddShortestPathDistance()
+    first = load(tmp_path, csv, pre_transform=spd)
+    assert first[0].spd.dtype == torch.int16
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("processing ran again")
+
+    monkeypatch.setattr(smiles_dataset, "molecules_to_graphs", forbidden)
+    again = load(tmp_path, csv, pre_transform=AddShortestPathDistance())
+    assert torch.equal(again._data.spd, first._data.spd)
+    # Another pre_transform is another cache entry, never the stale graphs.
+    with pytest.raises(AssertionError, match="processing ran again"):
+        load(tmp_path, csv, pre_transform=AddShortestPathDistance(max_distance=2))
+
+
+def test_parallel_equals_serial():
+    smiles = ["CCO", "c1ccccc1O", "bad(", "CC[NH3+]", "O"] * 3
+    labels = np.arange(len(smiles), dtype=float)
+    serial, err0 = processing.molecules_to_graphs(smiles, labels, "zinc", num_workers=0,
+                                                  pre_transform=AddShortestPathDistance(),
+                                                  progress=False)
+    parallel, err2 = processing.molecules_to_graphs(smiles, labels, "zinc", num_workers=2,
+                                                    chunksize=2, progress=False,
+                                                    pre_transform=AddShortestPathDistance())
+    assert [e.row for e in err0] == [e.row for e in err2] == [2, 7, 12]
+    assert len(serial) == len(parallel) == 12
+    for a, b in zip(serial, parallel):
+        for key in ("x", "edge_index", "edge_attr", "y", "spd", "spd_pred"):
+            assert torch.equal(a[key], b[key])
+
+
+def test_zinc_like_dataset(tmp_path):
+    frame = pd.read_csv(EMBEDDED_ZINC_LIKE).groupby("split").head(4)  # 12 molecules
+    small = tmp_path / "small.csv.gz"
+    frame.to_csv(small, index=False)
+    train = ZincLikeDataset(str(tmp_path / "zl"), split="train", csv_path=str(small), log=False)
+    val = ZincLikeDataset(str(tmp_path / "zl"), split="val", csv_path=str(small), log=False)
+    assert len(train) == 4 and len(val) == 4
+    rows = frame.reset_index(drop=True)
+    for graph in val:
+        row = rows.iloc[int(graph.row)]
+        assert row["split"] == "valid"
+        expected = smiles_to_zinc_graph(row["smiles"])
+        assert torch.equal(graph.x, expected.x) and torch.equal(graph.edge_attr, expected.edge_attr)
+        assert graph.y.item() == pytest.approx(row["target"], abs=1e-6)
+    with pytest.raises(ValueError, match="split must be"):
+        ZincLikeDataset(str(tmp_path / "zl"), split="dev", csv_path=str(small))
+    assert os.path.getsize(EMBEDDED_ZINC_LIKE) < 1_000_000

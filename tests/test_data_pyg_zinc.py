@@ -1,0 +1,73 @@
+"""PyG's own ZINC loader reading a raw folder written by graph_urpe.data.build_pyg_zinc."""
+
+import pickle
+import socket
+
+import pandas as pd
+import pytest
+import torch
+from torch_geometric.datasets import ZINC
+
+from graph_urpe.data.build_pyg_zinc import write_pyg_zinc_raw
+from graph_urpe.data.featurize import smiles_to_zinc_graph
+from graph_urpe.data.zinc import pyg_zinc
+from graph_urpe.data.zinc_like import EMBEDDED_ZINC_LIKE
+from graph_urpe.transforms import AddShortestPathDistance
+
+
+@pytest.fixture
+def offline(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("network access attempted")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+
+
+@pytest.fixture
+def molecules():
+    frame = pd.read_csv(EMBEDDED_ZINC_LIKE)
+    frame = pd.concat([frame[frame.split == s].head(n) for s, n in
+                       (("train", 10), ("valid", 5), ("test", 5))], ignore_index=True)
+    # Charged atoms (not in MOSES) exercise more of the 28 types.
+    extra = pd.DataFrame({"smiles": ["C[NH3+]", "CC(=O)[O-]"], "target": [0.5, -0.5],
+                          "split": ["train", "test"]})
+    return pd.concat([frame, extra], ignore_index=True)
+
+
+def test_pyg_zinc_reads_builder_output(tmp_path, molecules, offline):
+    root = str(tmp_path / "zinc")
+    write_pyg_zinc_raw(root, molecules["smiles"], molecules["target"], molecules["split"],
+                       num_workers=0)
+    with open(tmp_path / "zinc" / "raw" / "train.pickle", "rb") as f:
+        records = pickle.load(f)
+    assert set(records[0]) == {"num_atom", "atom_type", "bond_type", "logP_SA_cycle_normalized"}
+    for split, pyg_split in (("train", "train"), ("valid", "val"), ("test", "test")):
+        expected_rows = molecules[molecules.split == split]
+        loaded = ZINC(root, subset=True, split=pyg_split)  # PyG's very loader
+        assert len(loaded) == len(expected_rows)
+        for graph, (_, row) in zip(loaded, expected_rows.iterrows()):
+            ours = smiles_to_zinc_graph(row["smiles"])
+            assert torch.equal(graph.x, ours.x)
+            assert torch.equal(graph.edge_index, ours.edge_index)
+            assert torch.equal(graph.edge_attr, ours.edge_attr.view(-1))
+            assert graph.y.item() == pytest.approx(row["target"], abs=1e-6)
+
+
+def test_accessor_layout_and_offline_error(tmp_path, molecules, offline):
+    root = str(tmp_path / "zinc")
+    with pytest.raises(FileNotFoundError, match="build_pyg_zinc"):
+        pyg_zinc(root, download=False)
+    write_pyg_zinc_raw(root, molecules["smiles"], molecules["target"], molecules["split"],
+                       num_workers=0)
+    ds = pyg_zinc(root, split="valid", download=False, pre_transform=AddShortestPathDistance())
+    graph = ds[0]
+    assert graph.y.shape == (1, 1) and graph.edge_attr.shape == (graph.num_edges, 1)
+    assert graph.spd.numel() == graph.num_nodes ** 2
+    with pytest.raises(ValueError, match="split must be"):
+        pyg_zinc(root, split="dev")
+
+
+def test_builder_refuses_empty_split(tmp_path):
+    with pytest.raises(ValueError, match="'test' has no usable molecule"):
+        write_pyg_zinc_raw(str(tmp_path / "z"), ["C", "CC"], [0.0, 1.0], ["train", "valid"],
+                           num_workers=0)
