@@ -36,8 +36,8 @@ from torch_geometric.transforms import Compose
 from graph_urpe.data.ogb_graphprop import ogb_graphprop_dataset, ogb_master
 from graph_urpe.data.pcqm4mv2 import PCQM4Mv2Dataset, StandinTestLabels
 from graph_urpe.data.row_errors import InvalidRowsError, RowError
+from graph_urpe.data.sampler import graph_sizes
 from graph_urpe.data.smiles_dataset import SmilesCSVDataset
-from graph_urpe.data.stats import graph_sizes
 from graph_urpe.data.zinc import pyg_zinc
 from graph_urpe.data.zinc_like import ZincLikeDataset
 
@@ -188,7 +188,7 @@ def _refuse_large(result: DatasetSplits, max_nodes: int | None, strict: bool,
         return result
     refused: list[RowError] = []
     for part, dataset in result.splits.items():
-        nodes, _ = graph_sizes(dataset)
+        nodes = torch.from_numpy(graph_sizes(dataset))
         large = torch.nonzero(nodes > max_nodes).view(-1)
         if len(large) == 0:
             continue

@@ -1,4 +1,5 @@
-"""Per-graph sizes and labels of a dataset without materialising every graph.
+"""Per-graph edge counts and labels of a dataset without materialising every graph (node counts:
+:func:`graph_urpe.data.sampler.graph_sizes`).
 
 For PyG :class:`~torch_geometric.data.InMemoryDataset` objects (and their subsets) the numbers are
 read from the collated storage and its ``slices``; other datasets are iterated.
@@ -19,21 +20,15 @@ def _storage(dataset: Dataset):
     return None
 
 
-def graph_sizes(dataset: Dataset) -> tuple[torch.Tensor, torch.Tensor]:
-    r"""Numbers of nodes and (directed) edges of every graph, in dataset order.
-
-    Returns:
-        ``(num_nodes, num_edges)``: two ``torch.long`` ``[len(dataset)]`` tensors.
-    """
+def graph_edge_counts(dataset: Dataset) -> torch.Tensor:
+    r"""Number of (directed) edges of every graph, in dataset order: ``torch.long``
+    ``[len(dataset)]``."""
     storage = _storage(dataset)
     if storage is not None:
         _, slices, idx = storage
-        if "x" in slices and "edge_index" in slices:
-            nodes = (slices["x"][1:] - slices["x"][:-1])[idx]
-            edges = (slices["edge_index"][1:] - slices["edge_index"][:-1])[idx]
-            return nodes, edges
-    nodes, edges = zip(*((g.num_nodes, g.num_edges) for g in dataset)) if len(dataset) else ((), ())
-    return torch.tensor(nodes, dtype=torch.long), torch.tensor(edges, dtype=torch.long)
+        if "edge_index" in slices:
+            return (slices["edge_index"][1:] - slices["edge_index"][:-1])[idx]
+    return torch.tensor([g.num_edges for g in dataset], dtype=torch.long)
 
 
 def graph_labels(dataset: Dataset) -> torch.Tensor:

@@ -14,7 +14,8 @@ import torch
 from torch.utils.data import Dataset
 
 from graph_urpe.data.registry import DATASET_NAMES, DatasetSplits, load_dataset
-from graph_urpe.data.stats import graph_labels, graph_sizes
+from graph_urpe.data.sampler import graph_sizes
+from graph_urpe.data.stats import graph_edge_counts, graph_labels
 
 
 def summarize(dataset_dict: Mapping[str, Dataset] | DatasetSplits) -> str:
@@ -44,7 +45,8 @@ def summarize(dataset_dict: Mapping[str, Dataset] | DatasetSplits) -> str:
                  f"{'edges mean':>12}")
     labels = {}
     for name, ds in splits.items():
-        nodes, edges = graph_sizes(ds)
+        nodes = torch.from_numpy(graph_sizes(ds))
+        edges = graph_edge_counts(ds)
         n = len(ds)
         share = n / total if total else 0.0
         mean_nodes = nodes.float().mean().item() if n else float("nan")

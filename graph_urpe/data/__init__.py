@@ -1,0 +1,14 @@
+"""Datasets and batching for graph-urpe.
+
+Molecular graphs (one module per concept): :mod:`~graph_urpe.data.featurize` (SMILES -> graph,
+OGB and ZINC features), :mod:`~graph_urpe.data.zinc_target` (ZINC's constrained solubility),
+:mod:`~graph_urpe.data.smiles_dataset` (your CSV), :mod:`~graph_urpe.data.zinc_like` (embedded
+default), :mod:`~graph_urpe.data.zinc` (PyG ZINC), :mod:`~graph_urpe.data.ogb_graphprop` (OGB),
+:mod:`~graph_urpe.data.pcqm4mv2` (OGB-LSC PCQM4Mv2), offline builders ``build_*``,
+:mod:`~graph_urpe.data.registry` (load any of them by name) and :mod:`~graph_urpe.data.summary`.
+Batching: :mod:`~graph_urpe.data.sampler`. Sequences: :mod:`~graph_urpe.data.synthetic`,
+:mod:`~graph_urpe.data.text`.
+
+Submodules are imported explicitly (``from graph_urpe.data.zinc_like import ZincLikeDataset``), so
+importing one dataset does not load RDKit, OGB and every other dependency.
+"""
