@@ -94,8 +94,8 @@ def load_dataset(
     Args:
         name (str): one of :data:`DATASET_NAMES` (``ogbg-<name>``: any OGB graph dataset).
         root (str, optional): data folder; each dataset lives in its own subfolder
-            (``zinc_like``, ``zinc``, ``zinc_full``, OGB's ``ogbg_*`` and ``pcqm4m-v2``,
-            ``pcqm4mv2_qm9``, ``csv/<file stem>``). (default: :obj:`"data"`)
+            (``zinc_like``; ``zinc``, holding PyG's subset and full ZINC; OGB's ``ogbg_*`` and
+            ``pcqm4m-v2``; ``pcqm4mv2_qm9``; ``csv/<file stem>``). (default: :obj:`"data"`)
         transform (Callable, optional): applied on access. (default: :obj:`None`)
         pre_transform (Callable, optional): applied once and cached, e.g.
             :class:`graph_urpe.transforms.AddShortestPathDistance`. (default: :obj:`None`)
@@ -120,7 +120,7 @@ def load_dataset(
                                "embedded ZINC-like 12k (MOSES molecules)")
     if name in ("zinc", "zinc-full"):
         sub = name == "zinc"
-        splits = {part: pyg_zinc(osp.join(root, "zinc" if sub else "zinc_full"), split=part,
+        splits = {part: pyg_zinc(osp.join(root, "zinc"), split=part,
                                  subset=sub, transform=transform, pre_transform=pre_transform,
                                  download=download)
                   for part in ("train", "valid", "test")}

@@ -38,7 +38,7 @@ class ZincLikeDataset(SmilesCSVDataset):
         transform (Callable, optional): applied on every access. (default: :obj:`None`)
         pre_transform (Callable, optional): applied once, e.g.
             :class:`graph_urpe.transforms.AddShortestPathDistance`. (default: :obj:`None`)
-        max_nodes (int, optional): refuse larger graphs (largest here: 27 atoms).
+        max_nodes (int, optional): refuse larger graphs (largest here: 26 atoms).
             (default: :obj:`None`)
         strict (bool, optional): fail instead of skipping unusable rows. (default: :obj:`False`)
         num_workers (int, optional): worker processes for processing. (default: :obj:`None`, auto)
