@@ -187,3 +187,25 @@ def test_pre_ln_has_final_norm_and_reset_parameters():
     model.reset_parameters()
     assert torch.equal(model.rel_multiplier[0].weight, torch.ones_like(model.rel_multiplier[0].weight))
     assert "position='urpe'" in repr(model)
+
+
+@pytest.mark.parametrize("cutoffs", [None, [5, 15]])
+def test_lm_nll_matches_log_softmax_of_scores(cutoffs):
+    torch.manual_seed(7)
+    lm = TransformerLM(30, tie_weights=cutoffs is None, adaptive_cutoffs=cutoffs, embed_dim=16,
+                       num_heads=2, max_length=9).eval()
+    tokens = torch.randint(0, 30, (2, 9))
+    targets = torch.randint(0, 30, (2, 9))
+    targets[1, 6:] = -100
+    with torch.no_grad():
+        logp = torch.log_softmax(lm(tokens), dim=-1)
+        nll = lm.nll(tokens, targets)
+    for b in range(2):
+        for i in range(9):
+            t = int(targets[b, i])
+            expected = 0.0 if t == -100 else -float(logp[b, i, t])
+            assert abs(float(nll[b, i]) - expected) < 1e-4
+    # the adaptive softmax is a proper distribution over all V words
+    torch.testing.assert_close(logp.exp().sum(-1), torch.ones(2, 9))
+    with pytest.raises(ValueError, match="tie_weights"):
+        TransformerLM(30, adaptive_cutoffs=[5])

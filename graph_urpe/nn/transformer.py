@@ -350,39 +350,76 @@ class SequenceTransformer(nn.Module):
 
 
 class TransformerLM(nn.Module):
-    r"""Causal Transformer language model: :class:`SequenceTransformer` plus a softmax output layer.
+    r"""Causal Transformer language model: :class:`SequenceTransformer` plus an output softmax.
 
-    ``logits[b, i]`` scores token ``i + 1`` given tokens ``0..i``. The output projection shares
-    its weight with the token embedding by default (Press & Wolf, EACL 2017) and has its own
-    zero-initialised bias. With the ``N(0, 0.02)`` embeddings the untrained model's logits are
-    close to 0, so its perplexity is close to ``vocab_size``.
+    Position ``i`` predicts token ``i + 1`` from tokens ``0..i``. Two output layers:
+
+    * full softmax (default): a linear layer to ``V`` logits whose weight is shared with the token
+      embedding (``tie_weights``; Press & Wolf, EACL 2017) and whose bias starts at 0. With the
+      ``N(0, 0.02)`` embeddings the untrained logits are near 0, so the untrained perplexity is
+      close to ``V``;
+    * adaptive softmax (``adaptive_cutoffs``; Grave et al., ICML 2017, as used by Transformer-XL
+      on WikiText-103): :class:`torch.nn.AdaptiveLogSoftmaxWithLoss`, exact log-probabilities
+      at a fraction of the cost for large vocabularies whose ids are sorted by decreasing
+      frequency (as :class:`~graph_urpe.data.text.Vocabulary` sorts them). Not tied.
 
     Args:
         vocab_size (int): vocabulary size ``V``.
-        tie_weights (bool, optional): tie output and input embeddings. (default: :obj:`True`)
+        tie_weights (bool, optional): tie output and input embeddings (full softmax only).
+            (default: :obj:`True`)
+        adaptive_cutoffs (list[int], optional): increasing cluster boundaries in ``(0, V)``
+            for the adaptive softmax, e.g. ``[2000, 6000]``. (default: :obj:`None`, full softmax)
+        adaptive_div_value (float, optional): width divisor between adaptive clusters.
+            (default: :obj:`4.0`)
         **kwargs: passed to :class:`SequenceTransformer` (``causal`` is forced to ``True``).
 
     Shapes:
         - **tokens**: ``[B, N]`` int64 in ``[0, V)``
-        - **output**: ``[B, N, V]`` logits
+        - **forward output**: ``[B, N, V]`` scores whose ``log_softmax`` is the next-token
+          log-distribution (logits; log-probabilities with the adaptive softmax)
+        - **nll output**: ``[B, N]`` float32 per-token negative log-likelihood (nats), 0 where
+          the target is ``ignore_index``
 
     Raises:
-        ValueError: as :class:`SequenceTransformer`, or if ``causal=False`` is passed.
+        ValueError: as :class:`SequenceTransformer`; if ``causal=False`` is passed; if
+            ``tie_weights`` is combined with ``adaptive_cutoffs``.
     """
 
-    def __init__(self, vocab_size: int, tie_weights: bool = True, **kwargs) -> None:
+    def __init__(
+        self,
+        vocab_size: int,
+        tie_weights: bool = True,
+        adaptive_cutoffs: list[int] | None = None,
+        adaptive_div_value: float = 4.0,
+        **kwargs,
+    ) -> None:
         super().__init__()
         if not kwargs.pop("causal", True):
             raise ValueError("TransformerLM is always causal; do not pass causal=False.")
+        if adaptive_cutoffs is not None and tie_weights:
+            raise ValueError(
+                "tie_weights needs the full softmax: set tie_weights=False to use "
+                "adaptive_cutoffs."
+            )
         self.encoder = SequenceTransformer(vocab_size, causal=True, **kwargs)
         self.vocab_size = vocab_size
         self.tie_weights = tie_weights
-        self.output = nn.Linear(self.encoder.embed_dim, vocab_size)
-        if tie_weights:
-            self.output.weight = self.encoder.embed_tokens.weight
+        self.adaptive_cutoffs = adaptive_cutoffs
+        embed_dim = self.encoder.embed_dim
+        if adaptive_cutoffs is not None:
+            self.output = nn.AdaptiveLogSoftmaxWithLoss(
+                embed_dim, vocab_size, list(adaptive_cutoffs), div_value=adaptive_div_value
+            )
+        else:
+            self.output = nn.Linear(embed_dim, vocab_size)
+            if tie_weights:
+                self.output.weight = self.encoder.embed_tokens.weight
         self._reset_output()
 
     def _reset_output(self) -> None:
+        if self.adaptive_cutoffs is not None:
+            self.output.reset_parameters()
+            return
         if not self.tie_weights:
             nn.init.normal_(self.output.weight, std=0.02)
         nn.init.zeros_(self.output.bias)
@@ -393,11 +430,39 @@ class TransformerLM(nn.Module):
         self._reset_output()
 
     def forward(self, tokens: Tensor) -> Tensor:
-        """Next-token logits ``[B, N, V]`` for ``tokens`` ``[B, N]``."""
-        return self.output(self.encoder(tokens))
+        """Next-token scores ``[B, N, V]`` for ``tokens`` ``[B, N]`` (see Shapes)."""
+        h = self.encoder(tokens)
+        if self.adaptive_cutoffs is not None:
+            return self.output.log_prob(h.flatten(0, 1)).view(*h.shape[:2], -1)
+        return self.output(h)
+
+    def nll(self, tokens: Tensor, targets: Tensor, ignore_index: int = -100) -> Tensor:
+        """Per-token negative log-likelihood ``[B, N]`` of ``targets`` given ``tokens``.
+
+        Raises:
+            ValueError: if ``targets`` and ``tokens`` differ in shape.
+        """
+        if targets.shape != tokens.shape:
+            raise ValueError(
+                f"targets {tuple(targets.shape)} must have the shape of tokens "
+                f"{tuple(tokens.shape)}."
+            )
+        h = self.encoder(tokens)
+        if self.adaptive_cutoffs is None:
+            logits = self.output(h).flatten(0, 1).float()
+            nll = F.cross_entropy(
+                logits, targets.flatten(), ignore_index=ignore_index, reduction="none"
+            )
+            return nll.view_as(targets)
+        valid = targets != ignore_index
+        out = torch.zeros(targets.shape, dtype=torch.float32, device=h.device)
+        log_prob = self.output(h[valid], targets[valid]).output
+        return out.masked_scatter(valid, -log_prob.float())
 
     def __repr__(self) -> str:
-        return (
-            f"{self.__class__.__name__}({self.vocab_size}, tie_weights={self.tie_weights}, "
-            f"encoder={self.encoder!r})"
+        head = (
+            f"adaptive_cutoffs={self.adaptive_cutoffs}"
+            if self.adaptive_cutoffs is not None
+            else f"tie_weights={self.tie_weights}"
         )
+        return f"{self.__class__.__name__}({self.vocab_size}, {head}, encoder={self.encoder!r})"

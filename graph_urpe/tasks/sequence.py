@@ -141,21 +141,26 @@ class SyntheticDataModule(LightningDataModule):
         num_workers: int = 0,
     ) -> None:
         super().__init__()
-        self.save_hyperparameters()
+        # The task sizes are attributes, not hyperparameters: Lightning refuses to log a data
+        # module and a model whose hyperparameters share keys with different initial values (the
+        # model's are None until setup).
+        self.save_hyperparameters(ignore=["task", "length", "vocab_size"])
+        self.task, self.length, self.vocab_size = task, length, vocab_size
         # Validates the arguments early (bad task, sizes).
         self.train_set = SyntheticSequenceDataset(task, length, vocab_size, train_size, seed)
         self._eval_sets: dict[str, TensorDataset] = {}
 
     def dataset_info(self) -> dict[str, Any]:
         """``{"task", "length", "vocab_size"}`` for :class:`SyntheticTaskModule`."""
-        hp = self.hparams
-        return {"task": hp.task, "length": hp.length, "vocab_size": hp.vocab_size}
+        return {"task": self.task, "length": self.length, "vocab_size": self.vocab_size}
 
     def _eval_set(self, split: str) -> TensorDataset:
         if split not in self._eval_sets:
             hp = self.hparams
             size = hp.val_size if split == "val" else hp.test_size
-            ds = SyntheticSequenceDataset(hp.task, hp.length, hp.vocab_size, size, hp.seed, split)
+            ds = SyntheticSequenceDataset(
+                self.task, self.length, self.vocab_size, size, hp.seed, split
+            )
             self._eval_sets[split] = TensorDataset(*ds.materialize())
         return self._eval_sets[split]
 
@@ -401,7 +406,10 @@ class LanguageModelModule(LightningModule):
         attention_dropout (float, optional): attention dropout. (default: :obj:`0.0`)
         activation (str, optional): ``"gelu"`` or ``"relu"``. (default: :obj:`"gelu"`)
         norm_first (bool, optional): pre-LN layers. (default: :obj:`True`)
-        tie_weights (bool, optional): tie input and output embeddings. (default: :obj:`True`)
+        tie_weights (bool, optional): tie input and output embeddings (full softmax only).
+            (default: :obj:`True`)
+        adaptive_cutoffs (list[int], optional): adaptive-softmax cluster boundaries (then
+            ``tie_weights`` must be false). (default: :obj:`None`, full softmax)
         vocab_size (int, optional): vocabulary size. (default: from the data)
         max_length (int, optional): longest block (the data's ``seq_len``).
             (default: from the data)
@@ -435,6 +443,7 @@ class LanguageModelModule(LightningModule):
         activation: str = "gelu",
         norm_first: bool = True,
         tie_weights: bool = True,
+        adaptive_cutoffs: list[int] | None = None,
         vocab_size: int | None = None,
         max_length: int | None = None,
         lr: float = 1e-3,
@@ -457,7 +466,8 @@ class LanguageModelModule(LightningModule):
         hp = self.hparams
         arch = {k: hp[k] for k in _ARCH_KEYS}
         self.model = TransformerLM(
-            hp.vocab_size, tie_weights=hp.tie_weights, max_length=hp.max_length, **arch
+            hp.vocab_size, tie_weights=hp.tie_weights, adaptive_cutoffs=hp.adaptive_cutoffs,
+            max_length=hp.max_length, **arch,
         )
 
     def setup(self, stage: str) -> None:
@@ -478,11 +488,10 @@ class LanguageModelModule(LightningModule):
     def _nll(self, batch: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor]:
         """Mean NLL over the valid targets and their number."""
         x, y = batch
-        logits = self(x)
+        if self.model is None:
+            self(x)  # raises the "not built" error
         count = (y != IGNORE_INDEX).sum()
-        loss = F.cross_entropy(
-            logits.flatten(0, 1).float(), y.flatten(), ignore_index=IGNORE_INDEX
-        )
+        loss = self.model.nll(x, y, ignore_index=IGNORE_INDEX).sum() / count.clamp(min=1)
         return loss, count
 
     def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
