@@ -12,11 +12,15 @@ from graph_urpe.nn.relations import (
     num_relative_positions,
     relative_position_ids,
 )
+from graph_urpe.nn.transformer import SequenceTransformer, TransformerLayer, TransformerLM
 
 __all__ = [
-    "urpe_attention",
     "MultiheadURPEAttention",
     "RelationEmbedding",
-    "relative_position_ids",
+    "SequenceTransformer",
+    "TransformerLM",
+    "TransformerLayer",
     "num_relative_positions",
+    "relative_position_ids",
+    "urpe_attention",
 ]
