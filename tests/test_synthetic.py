@@ -79,7 +79,7 @@ def _fit_pi(position: str) -> float:
                                 warmup_steps=20, lr=1e-2)
     trainer = L.Trainer(max_steps=150, logger=False, enable_checkpointing=False,
                         enable_progress_bar=False, enable_model_summary=False,
-                        num_sanity_val_steps=0, limit_val_batches=0, deterministic=True)
+                        num_sanity_val_steps=0, limit_val_batches=0)
     trainer.fit(model, dm)
     return trainer.test(model, dm, verbose=False)[0]["test/acc"]
 
