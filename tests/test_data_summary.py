@@ -96,3 +96,6 @@ def test_registry_pcqm_standin_has_labelled_test(tmp_path):
     test = torch.cat([g.y for g in loaded.splits["test"]]).view(-1)
     rows = [int(g.row) for g in loaded.splits["test"]]
     assert test.tolist() == pytest.approx([gaps[r] for r in rows])
+    labelled = table(summarize(loaded), "labelled")
+    counts = {row[0]: (int(row[2]), int(row[3])) for row in labelled}
+    assert counts["test"] == (len(rows), 0) and counts["test-dev"] == (0, len(rows))

@@ -11,6 +11,8 @@ import torch
 from torch.utils.data import Dataset
 from torch_geometric.data import InMemoryDataset
 
+from graph_urpe.data.layout import StandardLayout
+
 
 def _storage(dataset: Dataset):
     if isinstance(dataset, InMemoryDataset):
@@ -34,10 +36,14 @@ def graph_edge_counts(dataset: Dataset) -> torch.Tensor:
 def graph_labels(dataset: Dataset) -> torch.Tensor:
     r"""Graph labels as a ``torch.float32`` ``[len(dataset), T]`` matrix (NaN = missing).
 
-    Reads the stored ``y`` (before any ``transform``); one label row per graph is assumed, as in
-    every dataset of :mod:`graph_urpe.data`.
+    Reads the stored ``y`` when the dataset has no ``transform`` or only
+    :class:`~graph_urpe.data.layout.StandardLayout` (which just reshapes ``y``); with another
+    transform (which may change labels) every graph is built. One label row per graph is assumed,
+    as in every dataset of :mod:`graph_urpe.data`.
     """
-    storage = _storage(dataset)
+    transform = getattr(dataset, "transform", None)
+    storage = _storage(dataset) if transform is None or isinstance(transform, StandardLayout) \
+        else None
     if storage is not None:
         data, slices, idx = storage
         if "y" in slices and data.y is not None:

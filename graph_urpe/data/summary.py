@@ -16,6 +16,7 @@ from torch.utils.data import Dataset
 from graph_urpe.data.registry import DATASET_NAMES, DatasetSplits, load_dataset
 from graph_urpe.data.sampler import graph_sizes
 from graph_urpe.data.stats import graph_edge_counts, graph_labels
+from graph_urpe.transforms import AddShortestPathDistance
 
 
 def summarize(dataset_dict: Mapping[str, Dataset] | DatasetSplits) -> str:
@@ -83,9 +84,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--task", default="regression", choices=["regression", "classification"])
     parser.add_argument("--split", default="random")
     parser.add_argument("--featurization", default="ogb", choices=["ogb", "zinc"])
+    parser.add_argument("--no-spd", action="store_true",
+                        help="process without AddShortestPathDistance (by default the summary "
+                             "uses, and so shares the cache of, the training pre_transform)")
     args = parser.parse_args(argv)
+    pre_transform = None if args.no_spd else AddShortestPathDistance(max_distance=None, paths=True)
     loaded = load_dataset(
-        args.name, root=args.root, max_nodes=args.max_nodes, strict=args.strict,
+        args.name, root=args.root, pre_transform=pre_transform, max_nodes=args.max_nodes,
+        strict=args.strict,
         download=args.download, num_workers=args.num_workers, csv_path=args.csv_path,
         smiles_column=args.smiles_column, target_columns=args.target_columns, task=args.task,
         split=args.split, featurization=args.featurization)
