@@ -158,6 +158,7 @@ class _SoftmaxMultiply(torch.autograd.Function):
         weights = torch.mul(probs, multiplier, out=scores)
         ctx.mark_dirty(scores)
         ctx.mark_non_differentiable(probs)
+        ctx.set_materialize_grads(False)  # no [B, H, Nq, Nk] zeros for the unused dP input
         ctx.save_for_backward(probs, multiplier)
         return weights, probs
 
@@ -166,6 +167,8 @@ class _SoftmaxMultiply(torch.autograd.Function):
     def backward(ctx, grad_weights, _grad_probs):
         probs, multiplier = ctx.saved_tensors
         grad_scores = grad_multiplier = grad_probs = None
+        if grad_weights is None:  # the output was not used in the loss
+            return None, None, None
         if ctx.needs_input_grad[0]:
             grad_probs = grad_weights * multiplier
             # The softmax gradient autograd itself uses: P ⊙ (dP - rowsum(dP ⊙ P)).
