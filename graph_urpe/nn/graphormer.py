@@ -403,7 +403,8 @@ class Graphormer(nn.Module):
         # Only the real (pair, hop) entries are gathered (about 1/5 of the dense [.., K] grid on
         # molecules), which is several times cheaper than a dense gather or embedding_bag.
         cell, hop = valid.nonzero(as_tuple=True)
-        values = F.embedding(hop * num_edges + flat[cell, hop], table.reshape(-1, self.num_heads))
+        # index_select: its backward (index_add) is about 2x faster on CPU than embedding's.
+        values = table.reshape(-1, self.num_heads).index_select(0, hop * num_edges + flat[cell, hop])
         out = values.new_zeros(flat.shape[0], self.num_heads).index_add_(0, cell, values)
         out = out / valid.sum(-1, keepdim=True).clamp(min=1).to(out.dtype)  # mean over hops
         b = path.shape[0]

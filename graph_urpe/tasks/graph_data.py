@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import copy
 import math
-import os.path as osp
+from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
@@ -33,10 +33,9 @@ from lightning.pytorch import LightningDataModule
 from torch.utils.data import Dataset
 from torch_geometric.data import Data
 from torch_geometric.loader import DataLoader
-from torch_geometric.transforms import Compose
 
-from graph_urpe.data.layout import StandardLayout
 from graph_urpe.data.processing import molecules_to_graphs
+from graph_urpe.data.registry import DatasetSplits, load_dataset
 from graph_urpe.data.sampler import SizeBucketBatchSampler, graph_sizes
 from graph_urpe.tasks.graph_predict import SmilesPredictionWriter
 from graph_urpe.transforms import AddShortestPathDistance
@@ -102,13 +101,15 @@ class IndexedDataset(Dataset):
 
 
 class GraphDataModule(LightningDataModule):
-    r"""Base of the graph data modules: size-bucketed loaders, DDP splitting, SMILES prediction.
+    r"""Base of the graph data modules: datasets from :func:`graph_urpe.data.registry.load_dataset`,
+    size-bucketed loaders, DDP splitting, SMILES prediction.
 
-    Subclasses implement :meth:`load_splits` (``{"train", "val", "test"}`` -> dataset) and
-    :meth:`dataset_info`, and set :attr:`featurization`.
+    Subclasses name the dataset (:meth:`registry_args`) and may override :attr:`test_split` and
+    :meth:`target_names`.
 
     Args:
-        root (str): folder for downloaded / processed data.
+        root (str, optional): data folder (each dataset in its own subfolder, see
+            :func:`~graph_urpe.data.registry.load_dataset`). (default: ``"data"``)
         batch_size (int, optional): at most this many graphs per batch. (default: :obj:`128`)
         max_nodes_per_batch (int, optional): budget of padded nodes per batch
             (``graphs x largest graph``). (default: :obj:`None`)
@@ -116,12 +117,19 @@ class GraphDataModule(LightningDataModule):
             (``graphs x largest graph^2``). (default: :obj:`None`)
         num_workers (int, optional): DataLoader worker processes. (default: :obj:`0`)
         seed (int, optional): seed of the batch shuffling. (default: :obj:`0`)
-        max_graph_nodes (int, optional): refuse larger graphs (training data: reported by the
-            dataset; prediction: reported in the ``error`` column). (default: :obj:`None`)
+        max_graph_nodes (int, optional): refuse larger graphs: in the training data they are
+            reported by the dataset (never silently dropped; with ``strict`` an error), in
+            prediction they get an ``error``. (default: :obj:`None`)
+        strict (bool, optional): refuse the dataset if any input is unusable.
+            (default: :obj:`False`)
+        download (bool, optional): let PyG/OGB download missing data. (default: :obj:`False`)
+        processing_workers (int, optional): worker processes for the one-time processing.
+            (default: :obj:`None`, automatic)
         predict_smiles (list[str], optional): SMILES to predict. (default: :obj:`None`)
         predict_csv (str, optional): CSV file with a SMILES column to predict.
             (default: :obj:`None`)
-        smiles_column (str, optional): SMILES column of ``predict_csv``. (default: ``"smiles"``)
+        smiles_column (str, optional): SMILES column of ``predict_csv`` (and of a training CSV).
+            (default: ``"smiles"``)
         predict_output (str, optional): where ``predict`` writes its CSV.
             (default: ``"predictions.csv"``)
 
@@ -129,7 +137,7 @@ class GraphDataModule(LightningDataModule):
         ValueError: for non-positive budgets or both ``predict_smiles`` and ``predict_csv``.
     """
 
-    featurization: str = "ogb"
+    test_split: str = "test"
 
     def __init__(
         self,
@@ -140,6 +148,9 @@ class GraphDataModule(LightningDataModule):
         num_workers: int = 0,
         seed: int = 0,
         max_graph_nodes: int | None = None,
+        strict: bool = False,
+        download: bool = False,
+        processing_workers: int | None = None,
         predict_smiles: list[str] | None = None,
         predict_csv: str | None = None,
         smiles_column: str = "smiles",
@@ -168,25 +179,66 @@ class GraphDataModule(LightningDataModule):
         self.num_workers = num_workers
         self.seed = seed
         self.max_graph_nodes = max_graph_nodes
+        self.strict = strict
+        self.download = download
+        self.processing_workers = processing_workers
         self.predict_smiles = predict_smiles
         self.predict_csv = predict_csv
         self.smiles_column = smiles_column
         self.predict_output = predict_output
+        self.loaded: DatasetSplits | None = None
         self.splits: dict[str, Any] = {}
         self.predict_frame: pd.DataFrame | None = None
         self.predict_graphs: list[Data] = []
         self.predict_errors: dict[int, str] = {}
 
-    # --------------------------------------------------------------- to be implemented
-    def load_splits(self) -> dict[str, Any]:
-        """Build (first call: process and cache) and return ``{"train", "val", "test"}``."""
+    # ------------------------------------------------------------------- the dataset
+    def registry_args(self) -> dict[str, Any]:
+        """``name`` and dataset-specific arguments of
+        :func:`~graph_urpe.data.registry.load_dataset`."""
         raise NotImplementedError
 
+    def target_names(self, loaded: DatasetSplits) -> list[str]:
+        """Names of the label columns (used for the prediction columns)."""
+        if loaded.num_tasks == 1:
+            return ["y"]
+        return [f"y{i}" for i in range(loaded.num_tasks)]
+
+    def evaluator(self, loaded: DatasetSplits) -> str | None:
+        """Name of the official evaluator (OGB dataset name, ``"pcqm4mv2"``) or :obj:`None`."""
+        return None
+
+    def load(self) -> DatasetSplits:
+        """Build (first call: process and cache on disk) or load the dataset with its splits."""
+        if self.loaded is None:
+            self.loaded = load_dataset(
+                root=self.root,
+                pre_transform=spd_pre_transform(),
+                max_nodes=self.max_graph_nodes,
+                strict=self.strict,
+                download=self.download,
+                num_workers=self.processing_workers,
+                **self.registry_args(),
+            )
+            for part in ("train", "valid", self.test_split):
+                if part not in self.loaded.splits:
+                    raise ValueError(
+                        f"dataset {self.loaded.name!r} has no {part!r} split; it has "
+                        f"{sorted(self.loaded.splits)}."
+                    )
+        return self.loaded
+
     def dataset_info(self) -> dict[str, Any]:
-        """What the model needs to know about the data, without loading it: ``num_tasks``,
-        ``task``, ``atom_categories``, ``bond_categories``, ``metric``, ``evaluator``,
-        ``target_names``, ``featurization``."""
-        raise NotImplementedError
+        """What the model needs to know about the data: ``num_tasks``, ``task``,
+        ``atom_categories``, ``bond_categories``, ``metric``, ``evaluator``, ``target_names``,
+        ``featurization`` (loads the dataset if needed)."""
+        loaded = self.load()
+        atoms, bonds = _feature_dims(loaded.featurization)
+        return {
+            "num_tasks": int(loaded.num_tasks), "task": loaded.task, "atom_categories": atoms,
+            "bond_categories": bonds, "metric": loaded.metric, "evaluator": self.evaluator(loaded),
+            "target_names": self.target_names(loaded), "featurization": loaded.featurization,
+        }
 
     # ------------------------------------------------------------------------ hooks
     def _predicting(self) -> bool:
@@ -194,16 +246,18 @@ class GraphDataModule(LightningDataModule):
         return trainer is not None and trainer.state.fn == "predict"
 
     def prepare_data(self) -> None:
-        """Process and cache the datasets once (rank 0); nothing when predicting."""
+        """Process and cache the dataset once (rank 0); nothing when predicting."""
         if not self._predicting():
-            self.load_splits()
+            self.load()
 
     def setup(self, stage: str) -> None:
         """Load the cached splits (every rank), or featurise the SMILES to predict."""
         if stage == "predict":
             self._setup_predict()
         elif not self.splits:
-            self.splits = self.load_splits()
+            parts = self.load().splits
+            self.splits = {"train": parts["train"], "val": parts["valid"],
+                           "test": parts[self.test_split]}
 
     def _rank(self) -> tuple[int, int]:
         trainer = self.trainer
@@ -272,8 +326,12 @@ class GraphDataModule(LightningDataModule):
                 f"{self.smiles_column!r} column) or --data.predict_smiles '[SMILES, ...]'."
             )
         model = self.trainer.lightning_module if self.trainer is not None else None
-        featurization = (model.hparams.get("featurization") if model is not None else None) or \
-            self.featurization
+        featurization = model.hparams.get("featurization") if model is not None else None
+        if featurization is None:
+            raise ValueError(
+                "the model does not say how its molecules were featurised; predict with a "
+                "checkpoint trained by GraphPropertyModule (--ckpt_path)."
+            )
         graphs, errors = molecules_to_graphs(
             frame[self.smiles_column].tolist(),
             featurization=featurization,
@@ -301,178 +359,113 @@ class GraphDataModule(LightningDataModule):
         return SmilesPredictionWriter(self)
 
 
+
+
 class ZincLikeDataModule(GraphDataModule):
-    r"""The embedded ZINC-like 12k default (:class:`graph_urpe.data.zinc_like.ZincLikeDataset`):
-    10,000 / 1,000 / 1,000 real ZINC molecules with the constrained-solubility target, ZINC
-    featurisation (28 atom types, bond types 1-3). Regression, MAE.
+    r"""The embedded ZINC-like 12k default (``zinc-like``,
+    :class:`graph_urpe.data.zinc_like.ZincLikeDataset`): 10,000 / 1,000 / 1,000 real ZINC
+    molecules with the constrained-solubility target, ZINC featurisation (28 atom types, bond
+    types 1-3). Regression, MAE. Always available offline.
 
     Args:
-        root (str, optional): processed-data folder. (default: ``"data/zinc_like"``)
         **kwargs: see :class:`GraphDataModule`.
     """
 
-    featurization = "zinc"
+    def registry_args(self) -> dict[str, Any]:
+        return {"name": "zinc-like"}
 
-    def __init__(self, root: str = "data/zinc_like", **kwargs: Any) -> None:
-        super().__init__(root=root, **kwargs)
-
-    def load_splits(self) -> dict[str, Any]:
-        from graph_urpe.data.zinc_like import ZincLikeDataset
-
-        full = ZincLikeDataset(
-            self.root, split=None, pre_transform=spd_pre_transform(),
-            max_nodes=self.max_graph_nodes,
-        )
-        idx = full.get_idx_split()
-        return {"train": full[idx["train"]], "val": full[idx["valid"]], "test": full[idx["test"]]}
-
-    def dataset_info(self) -> dict[str, Any]:
-        atoms, bonds = _feature_dims("zinc")
-        return {
-            "num_tasks": 1, "task": "regression", "atom_categories": atoms, "bond_categories": bonds,
-            "metric": "mae", "evaluator": None, "target_names": ["target"], "featurization": "zinc",
-        }
+    def target_names(self, loaded: DatasetSplits) -> list[str]:
+        return ["target"]
 
 
 class ZINCDataModule(GraphDataModule):
     r"""PyG's ZINC benchmark (:class:`torch_geometric.datasets.ZINC`; Dwivedi et al.,
-    "Benchmarking Graph Neural Networks"), the paper's ZINC data: ``subset=True`` is the 12k
-    subset (10,000 / 1,000 / 1,000), ``subset=False`` full ZINC (250k). Downloads on first use
-    unless the raw files are already under ``root``. Regression (constrained solubility), MAE.
+    "Benchmarking Graph Neural Networks"), the paper's ZINC data: ``subset=True`` is the 12k subset
+    (10,000 / 1,000 / 1,000), ``subset=False`` full ZINC (220,011 / 24,445 / 5,000). Raw files in
+    ``root/zinc`` (or ``root/zinc_full``): downloaded with ``download=True``, or written offline by
+    :mod:`graph_urpe.data.build_pyg_zinc`. Regression (constrained solubility), MAE.
 
     Args:
-        root (str, optional): dataset folder. (default: ``"data/ZINC"``)
         subset (bool, optional): the 12k subset. (default: :obj:`True`)
         **kwargs: see :class:`GraphDataModule`.
     """
 
-    featurization = "zinc"
-
-    def __init__(self, root: str = "data/ZINC", subset: bool = True, **kwargs: Any) -> None:
-        super().__init__(root=root, **kwargs)
+    def __init__(self, subset: bool = True, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
         self.subset = subset
 
-    def load_splits(self) -> dict[str, Any]:
-        from torch_geometric.datasets import ZINC
+    def registry_args(self) -> dict[str, Any]:
+        return {"name": "zinc" if self.subset else "zinc-full"}
 
-        pre = Compose([StandardLayout(), spd_pre_transform()])
-        return {
-            stage: ZINC(self.root, subset=self.subset, split=split, pre_transform=pre)
-            for stage, split in (("train", "train"), ("val", "val"), ("test", "test"))
-        }
-
-    def dataset_info(self) -> dict[str, Any]:
-        return ZincLikeDataModule.dataset_info(self)
-
-
-def _ogb_master(name: str) -> dict[str, Any]:
-    import ogb.graphproppred
-
-    path = osp.join(osp.dirname(ogb.graphproppred.__file__), "master.csv")
-    master = pd.read_csv(path, index_col=0, keep_default_na=False)
-    if name not in master.columns:
-        mols = [c for c in master.columns if c.startswith("ogbg-mol")]
-        raise ValueError(f"unknown OGB dataset {name!r}; molecular datasets: {mols}.")
-    return master[name].to_dict()
+    def target_names(self, loaded: DatasetSplits) -> list[str]:
+        return ["target"]
 
 
 class OGBDataModule(GraphDataModule):
     r"""An OGB molecular graph property prediction dataset (``ogbg-mol*``; Hu et al., "Open Graph
-    Benchmark", NeurIPS 2020) via :class:`ogb.graphproppred.PygGraphPropPredDataset`, with OGB's
-    split and OGB's :class:`~ogb.graphproppred.Evaluator` (ROC-AUC for ``ogbg-molhiv``, AP for
-    ``ogbg-molpcba``, RMSE for the regression sets). OGB features: 9 atom, 3 bond columns.
+    Benchmark", NeurIPS 2020) with OGB's split and scored by OGB's
+    :class:`~ogb.graphproppred.Evaluator` (ROC-AUC for ``ogbg-molhiv``, AP for ``ogbg-molpcba``,
+    RMSE for the regression sets). OGB features: 9 atom, 3 bond columns. The folder
+    ``root/ogbg_<name>`` is downloaded with ``download=True`` or written offline by
+    :mod:`graph_urpe.data.build_ogb`.
 
     Args:
         name (str, optional): dataset name. (default: ``"ogbg-molhiv"``)
-        root (str, optional): OGB dataset folder. (default: ``"data/ogb"``)
         **kwargs: see :class:`GraphDataModule`.
 
     Raises:
         ValueError: for a dataset that is not an OGB molecular dataset.
     """
 
-    featurization = "ogb"
-
-    def __init__(self, name: str = "ogbg-molhiv", root: str = "data/ogb", **kwargs: Any) -> None:
-        super().__init__(root=root, **kwargs)
+    def __init__(self, name: str = "ogbg-molhiv", **kwargs: Any) -> None:
+        super().__init__(**kwargs)
         if not name.startswith("ogbg-mol"):
-            raise ValueError(f"OGBDataModule supports the ogbg-mol* datasets, got {name!r}.")
-        _ogb_master(name)
+            raise ValueError(
+                f"OGBDataModule supports the molecular ogbg-mol* datasets, got {name!r}."
+            )
         self.name = name
 
-    def load_splits(self) -> dict[str, Any]:
-        from ogb.graphproppred import PygGraphPropPredDataset
+    def registry_args(self) -> dict[str, Any]:
+        return {"name": self.name}
 
-        from graph_urpe.data.safe_load import allow_ogb_torch_load
-
-        allow_ogb_torch_load()
-        pre = Compose([StandardLayout(), spd_pre_transform()])
-        ds = PygGraphPropPredDataset(self.name, root=self.root, pre_transform=pre)
-        idx = ds.get_idx_split()
-        return {"train": ds[idx["train"]], "val": ds[idx["valid"]], "test": ds[idx["test"]]}
-
-    def dataset_info(self) -> dict[str, Any]:
-        meta = _ogb_master(self.name)
-        atoms, bonds = _feature_dims("ogb")
-        num_tasks = int(meta["num tasks"])
-        classification = "classification" in str(meta["task type"])
-        return {
-            "num_tasks": num_tasks,
-            "task": "classification" if classification else "regression",
-            "atom_categories": atoms, "bond_categories": bonds,
-            "metric": str(meta["eval metric"]), "evaluator": self.name,
-            "target_names": ["y"] if num_tasks == 1 else [f"y{i}" for i in range(num_tasks)],
-            "featurization": "ogb",
-        }
+    def evaluator(self, loaded: DatasetSplits) -> str | None:
+        return self.name
 
 
 class PCQM4Mv2DataModule(GraphDataModule):
-    r"""OGB-LSC PCQM4Mv2 (HOMO-LUMO gap in eV, 3.7M molecules) via
-    :class:`ogb.lsc.PygPCQM4Mv2Dataset`, scored with :class:`ogb.lsc.PCQM4Mv2Evaluator` (MAE).
-    Works on any folder in the same format (e.g. the QM9 stand-in built by the data tools).
+    r"""OGB-LSC PCQM4Mv2 (HOMO-LUMO gap in eV, 3.7M molecules), scored with
+    :class:`ogb.lsc.PCQM4Mv2Evaluator` (MAE). ``standin=True`` uses the offline QM9 stand-in in the
+    same folder format (``root/pcqm4mv2_qm9``, built by :mod:`graph_urpe.data.build_pcqm4mv2`),
+    whose hidden test-dev labels are restored for testing.
 
     Args:
-        root (str, optional): dataset folder (holding ``pcqm4m-v2/``). (default: ``"data/pcqm"``)
-        test_split (str, optional): split used by ``test``: ``"valid"`` (labelled; the split
-            results are usually reported on), ``"test-dev"`` or ``"test-challenge"`` (labels
-            hidden in the real data: the metric is then NaN). (default: ``"valid"``)
+        standin (bool, optional): use the QM9 stand-in. (default: :obj:`False`)
+        test_split (str, optional): split used by ``test``. (default: :obj:`None`: ``"test"``
+            (the stand-in's labelled test-dev) when present, else ``"valid"``, the split PCQM4Mv2
+            results are reported on since test labels are hidden)
         **kwargs: see :class:`GraphDataModule`.
     """
 
-    featurization = "ogb"
+    def __init__(self, standin: bool = False, test_split: str | None = None, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.standin = standin
+        self.test_split = test_split or ("test" if standin else "valid")
 
-    def __init__(self, root: str = "data/pcqm", test_split: str = "valid", **kwargs: Any) -> None:
-        super().__init__(root=root, **kwargs)
-        if test_split not in ("valid", "test-dev", "test-challenge"):
-            raise ValueError(
-                f"test_split must be 'valid', 'test-dev' or 'test-challenge', got {test_split!r}."
-            )
-        self.test_split = test_split
+    def registry_args(self) -> dict[str, Any]:
+        return {"name": "pcqm4mv2-qm9" if self.standin else "pcqm4mv2"}
 
-    def load_splits(self) -> dict[str, Any]:
-        from ogb.lsc import PygPCQM4Mv2Dataset
+    def evaluator(self, loaded: DatasetSplits) -> str | None:
+        return "pcqm4mv2"
 
-        from graph_urpe.data.safe_load import allow_ogb_torch_load
-
-        allow_ogb_torch_load()
-        pre = Compose([StandardLayout(), spd_pre_transform()])
-        ds = PygPCQM4Mv2Dataset(root=self.root, pre_transform=pre)
-        idx = ds.get_idx_split()
-        return {"train": ds[idx["train"]], "val": ds[idx["valid"]], "test": ds[idx[self.test_split]]}
-
-    def dataset_info(self) -> dict[str, Any]:
-        atoms, bonds = _feature_dims("ogb")
-        return {
-            "num_tasks": 1, "task": "regression", "atom_categories": atoms, "bond_categories": bonds,
-            "metric": "mae", "evaluator": "pcqm4mv2", "target_names": ["homolumogap"],
-            "featurization": "ogb",
-        }
+    def target_names(self, loaded: DatasetSplits) -> list[str]:
+        return ["homolumogap"]
 
 
 class CSVDataModule(GraphDataModule):
     r"""Your own molecules: a CSV with a SMILES column and one or more label columns
     (:class:`graph_urpe.data.smiles_dataset.SmilesCSVDataset`), regression or binary
-    classification, NaN labels allowed; random, scaffold or explicit (column) split.
+    classification, NaN labels allowed; random, scaffold or explicit (column) split. Unusable rows
+    are skipped with their labels and listed (or refused with ``strict``).
 
     Args:
         path (str): the CSV file.
@@ -481,62 +474,37 @@ class CSVDataModule(GraphDataModule):
             (default: ``"regression"``)
         split (str, optional): ``"random"``, ``"scaffold"`` or the name of a column with
             ``train``/``valid``/``test``. (default: ``"random"``)
-        split_fractions (list[float], optional): for random / scaffold splits.
-            (default: ``[0.8, 0.1, 0.1]``)
         split_seed (int, optional): seed of the random split. (default: :obj:`0`)
         featurization (str, optional): ``"ogb"`` or ``"zinc"``. (default: ``"ogb"``)
-        metric (str, optional): ``"mae"``, ``"rmse"``, ``"rocauc"`` or ``"ap"``.
-            (default: :obj:`None`: MAE for regression, ROC-AUC for classification)
-        strict (bool, optional): refuse the CSV if any row is unusable. (default: :obj:`False`)
-        root (str, optional): processed-data folder. (default: ``"data/csv"``)
-        **kwargs: see :class:`GraphDataModule` (``smiles_column`` is shared with prediction).
+        **kwargs: see :class:`GraphDataModule` (``smiles_column`` names the SMILES column).
     """
 
     def __init__(
         self,
         path: str,
-        target_columns: list[str] | None = None,
+        target_columns: Sequence[str] = ("target",),
         task: str = "regression",
         split: str = "random",
-        split_fractions: list[float] | None = None,
         split_seed: int = 0,
         featurization: str = "ogb",
-        metric: str | None = None,
-        strict: bool = False,
-        root: str = "data/csv",
         **kwargs: Any,
     ) -> None:
-        super().__init__(root=root, **kwargs)
+        super().__init__(**kwargs)
         _feature_dims(featurization)
         self.path = path
-        self.target_columns = list(target_columns or ["target"])
+        self.target_columns = [target_columns] if isinstance(target_columns, str) \
+            else list(target_columns)
         self.task = task
         self.split = split
-        self.split_fractions = list(split_fractions or [0.8, 0.1, 0.1])
         self.split_seed = split_seed
         self.featurization = featurization
-        self.metric = metric
-        self.strict = strict
 
-    def load_splits(self) -> dict[str, Any]:
-        from graph_urpe.data.smiles_dataset import SmilesCSVDataset
-
-        ds = SmilesCSVDataset(
-            self.root, self.path, smiles_column=self.smiles_column,
-            target_columns=self.target_columns, task=self.task, split=self.split,
-            split_fractions=self.split_fractions, seed=self.split_seed,
-            featurization=self.featurization, max_nodes=self.max_graph_nodes, strict=self.strict,
-            pre_transform=spd_pre_transform(), log=False,
-        )
-        idx = ds.get_idx_split()
-        return {"train": ds[idx["train"]], "val": ds[idx["valid"]], "test": ds[idx["test"]]}
-
-    def dataset_info(self) -> dict[str, Any]:
-        atoms, bonds = _feature_dims(self.featurization)
-        metric = self.metric or ("rocauc" if self.task == "classification" else "mae")
+    def registry_args(self) -> dict[str, Any]:
         return {
-            "num_tasks": len(self.target_columns), "task": self.task, "atom_categories": atoms,
-            "bond_categories": bonds, "metric": metric, "evaluator": None,
-            "target_names": list(self.target_columns), "featurization": self.featurization,
+            "name": "csv", "csv_path": self.path, "smiles_column": self.smiles_column,
+            "target_columns": self.target_columns, "task": self.task, "split": self.split,
+            "featurization": self.featurization, "seed": self.split_seed,
         }
 
+    def target_names(self, loaded: DatasetSplits) -> list[str]:
+        return list(self.target_columns)
