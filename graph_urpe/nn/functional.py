@@ -141,20 +141,17 @@ def _mul_sum_to(a: Tensor, b: Tensor, shape: torch.Size, out: Tensor | None) -> 
 class _SoftmaxMultiply(torch.autograd.Function):
     """``(W, P) = (softmax(S) ⊙ C, softmax(S))`` along the last dim; ``S`` is overwritten by ``W``.
 
-    Rows flagged in ``empty`` (``[B, 1, Nq, 1]`` bool, or None) get ``P = 0``. ``P`` is returned
-    for inspection only (not differentiable). Same values and gradients as autograd on
-    ``softmax(S).masked_fill(empty, 0) * C`` (the multiplier's gradient up to summation order
-    when ``C`` is shared over the batch), with fewer ``[B, H, Nq, Nk]`` allocations: ``W`` takes
+    ``P`` is returned for inspection only (not differentiable). Same values and gradients as
+    autograd on ``softmax(S) * C`` (the multiplier's gradient up to summation order when ``C``
+    is shared over the batch), with fewer ``[B, H, Nq, Nk]`` allocations: ``W`` takes
     the storage of ``S`` (consumed here), and the buffer of ``dP = dW ⊙ C`` is reused for
     ``dW ⊙ P``, the multiplier's gradient. On CPU a fresh large allocation costs about as much as
     an elementwise pass (its pages fault in one by one). Only ``P`` and ``C`` are saved.
     """
 
     @staticmethod
-    def forward(ctx, scores, multiplier, empty):
+    def forward(ctx, scores, multiplier):
         probs = torch.softmax(scores, dim=-1)
-        if empty is not None:
-            probs.masked_fill_(empty, 0.0)
         weights = torch.mul(probs, multiplier, out=scores)
         ctx.mark_dirty(scores)
         ctx.mark_non_differentiable(probs)
@@ -168,14 +165,14 @@ class _SoftmaxMultiply(torch.autograd.Function):
         probs, multiplier = ctx.saved_tensors
         grad_scores = grad_multiplier = grad_probs = None
         if grad_weights is None:  # the output was not used in the loss
-            return None, None, None
+            return None, None
         if ctx.needs_input_grad[0]:
             grad_probs = grad_weights * multiplier
             # The softmax gradient autograd itself uses: P ⊙ (dP - rowsum(dP ⊙ P)).
             grad_scores = torch._softmax_backward_data(grad_probs, probs, -1, probs.dtype)
         if ctx.needs_input_grad[1]:
             grad_multiplier = _mul_sum_to(grad_weights, probs, multiplier.shape, grad_probs)
-        return grad_scores, grad_multiplier, None
+        return grad_scores, grad_multiplier
 
 
 def _attention_block(
@@ -189,6 +186,7 @@ def _attention_block(
     dropout_p: float,
     training: bool,
     q_start: int,
+    need_weights: bool = False,
 ) -> tuple[Tensor, Tensor]:
     nq, nk = q.shape[-2], k.shape[-2]
     scale = 1.0 / math.sqrt(q.shape[-1])
@@ -201,20 +199,27 @@ def _attention_block(
         scores.add_(attn_bias.to(acc))
     hidden = _hidden_mask(key_padding_mask, is_causal, q_start, nq, nk, q.device)
     if hidden is not None:
-        # A finite fill keeps fully hidden rows NaN-free (in values and gradients); their
-        # probabilities are zeroed below. Elsewhere exp(min - rowmax) underflows to exactly 0.
-        scores.masked_fill_(hidden, torch.finfo(scores.dtype).min)
-    empty = _empty_rows(key_padding_mask, is_causal, q_start, nq)
+        # Added, not masked_fill_ed: a broadcast masked_fill_ is several times slower on CPU.
+        # Half the most negative finite value: next to any visible key exp(fill + s - rowmax)
+        # underflows to exactly 0, and rows with every key hidden stay finite (no NaN in values
+        # or gradients); those rows' outputs are zeroed below.
+        fill = torch.zeros(hidden.shape, dtype=acc, device=q.device)
+        scores.add_(fill.masked_fill_(hidden, torch.finfo(acc).min / 2))
     if multiplier is None:
-        probs = torch.softmax(scores, dim=-1)
-        if empty is not None:
-            probs = probs.masked_fill(empty, 0.0)
-        weights = probs
+        probs = weights = torch.softmax(scores, dim=-1)
     else:
-        weights, probs = _SoftmaxMultiply.apply(scores, multiplier.to(acc), empty)
+        weights, probs = _SoftmaxMultiply.apply(scores, multiplier.to(acc))
     if dropout_p > 0.0 and training:
         weights = F.dropout(weights, p=dropout_p)
     out = torch.matmul(weights.to(v.dtype), v)
+    empty = _empty_rows(key_padding_mask, is_causal, q_start, nq)
+    if empty is not None:
+        # Rows whose keys are all hidden return 0 (their softmax is uniform over hidden keys).
+        # Masking the [.., Nq, Dv] output instead of the [.., Nq, Nk] weights saves a pass; it
+        # also zeroes those rows' gradients, exactly as zeroed weights would.
+        out = out.masked_fill_(empty, 0.0)
+        if need_weights:
+            probs = probs.masked_fill(empty, 0.0)
     return out, probs
 
 
@@ -388,7 +393,7 @@ def urpe_attention(
     if need_weights or chunk_size is None or chunk_size >= nq:
         out, probs = _attention_block(
             query, key, value, attn_bias, multiplier, key_padding_mask, is_causal,
-            dropout_p, training, 0,
+            dropout_p, training, 0, need_weights,
         )
         return (out, probs) if need_weights else out
 
