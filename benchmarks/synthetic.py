@@ -96,13 +96,14 @@ def run_one(job: dict) -> dict:
         enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
         limit_val_batches=0,
     )
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     trainer.fit(model, dm)
-    seconds = time.perf_counter() - start
+    seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
     acc = trainer.test(model, dm, verbose=False)[0]["test/acc"]
     record = {k: v for k, v in job.items() if k not in ("threads",)}
     record.update(
         accuracy=round(float(acc), 4), train_seconds=round(seconds, 1),
+        train_cpu_seconds=round(cpu_seconds, 1),
         params=sum(p.numel() for p in model.parameters()),
         device=str(trainer.strategy.root_device),
     )
@@ -184,7 +185,9 @@ def main(argv: list[str] | None = None) -> None:
     print(markdown_table(
         ["task", "length", "vocab", "updates", "chance", *args.positions], rows
     ))
-    print(f"\nTotal wall time: {total:.0f} s ({jobs_n} parallel runs).")
+    cpu = sum(r["train_cpu_seconds"] for r in records)
+    print(f"\nTotal wall time: {total:.0f} s ({jobs_n} parallel runs); training CPU time of all "
+          f"runs: {cpu:.0f} s.")
 
 
 if __name__ == "__main__":
