@@ -308,7 +308,7 @@ def test_bf16_autocast_close_to_fp32():
 def test_torch_compile_matches_eager():
     # aot_eager traces the model with dynamo + AOTAutograd (graph breaks allowed) without
     # generating C++ kernels, which keeps this test to seconds on a CPU.
-    model = small_model()
+    model = small_model(num_layers=1)
     batch = Batch.from_data_list([tree_graph(), ring_graph()])
     compiled = torch.compile(model, backend="aot_eager")
     with torch.no_grad():
