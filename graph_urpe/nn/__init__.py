@@ -6,7 +6,9 @@ sequence models built from them. No training code lives here.
 """
 
 from graph_urpe.nn.attention import MultiheadURPEAttention
+from graph_urpe.nn.encoders import CategoricalEncoder, DegreeEncoder
 from graph_urpe.nn.functional import urpe_attention
+from graph_urpe.nn.graphormer import Graphormer, GraphormerLayer, graph_relation_ids
 from graph_urpe.nn.relations import (
     RelationEmbedding,
     num_relative_positions,
@@ -15,11 +17,16 @@ from graph_urpe.nn.relations import (
 from graph_urpe.nn.transformer import SequenceTransformer, TransformerLayer, TransformerLM
 
 __all__ = [
+    "CategoricalEncoder",
+    "DegreeEncoder",
+    "Graphormer",
+    "GraphormerLayer",
     "MultiheadURPEAttention",
     "RelationEmbedding",
     "SequenceTransformer",
     "TransformerLM",
     "TransformerLayer",
+    "graph_relation_ids",
     "num_relative_positions",
     "relative_position_ids",
     "urpe_attention",
