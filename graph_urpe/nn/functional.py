@@ -14,8 +14,16 @@ Two execution paths give the same values to float32 round-off:
 * **dense**: the full ``[B, H, Nq, Nk]`` score tensor is materialised;
 * **chunked**: queries are processed in blocks of ``chunk_size`` rows, each block recomputed in the
   backward pass (activation checkpointing), so peak memory is ``O(B * H * chunk_size * Nk)`` instead
-  of ``O(B * H * Nq * Nk)``. It is chosen automatically when the score tensor would exceed
+  of ``O(B * H * Nq * Nk)`` (plus the gradients of ``B`` and ``C`` when they require grad, which
+  are as large as ``B`` and ``C``). It is chosen automatically when the score tensor would exceed
   :data:`AUTO_CHUNK_ELEMENTS` elements.
+
+Two custom autograd functions keep the cost of ``C`` and of chunking low (measured in
+``benchmarks/attention.py``): :class:`_SoftmaxMultiply` (softmax and ``⊙ C`` with fewer
+``[B, H, Nq, Nk]`` allocations than autograd's version) and :class:`_ChunkedAttention` (per-block
+recomputation writing the gradients of row-indexed inputs in place, instead of autograd summing a
+zero-padded full-size gradient per block). Both give first-order gradients only: double backward
+through a multiplier or through the chunked path raises an error.
 """
 
 from __future__ import annotations
@@ -232,6 +240,23 @@ def _slice_rows(t: Tensor | None, start: int, stop: int) -> Tensor | None:
     return t[..., start:stop, :] if _has_rows(t) else t
 
 
+def _chunked_forward(
+    query, key, value, attn_bias, multiplier, key_padding_mask, is_causal, dropout_p, training,
+    chunk_size,
+) -> Tensor:
+    """The output of :func:`_attention_block` computed ``chunk_size`` query rows at a time."""
+    outs = [
+        _attention_block(
+            query[:, :, start:start + chunk_size], key, value,
+            _slice_rows(attn_bias, start, start + chunk_size),
+            _slice_rows(multiplier, start, start + chunk_size),
+            key_padding_mask, is_causal, dropout_p, training, start,
+        )[0]
+        for start in range(0, query.shape[2], chunk_size)
+    ]
+    return torch.cat(outs, dim=2)
+
+
 def _autocast_state(device_type: str) -> dict[str, dict]:
     """The autocast settings active now for ``device_type`` and CPU, to replay in backward."""
     state = {}
@@ -268,16 +293,10 @@ class _ChunkedAttention(torch.autograd.Function):
         ctx.rng = None
         if dropout_p > 0.0 and training:
             ctx.rng = (query.device.type, torch.get_rng_state(), get_device_states(query))
-        outs = [
-            _attention_block(
-                query[:, :, start:start + chunk_size], key, value,
-                _slice_rows(attn_bias, start, start + chunk_size),
-                _slice_rows(multiplier, start, start + chunk_size),
-                key_padding_mask, is_causal, dropout_p, training, start,
-            )[0]
-            for start in range(0, query.shape[2], chunk_size)
-        ]
-        return torch.cat(outs, dim=2)
+        return _chunked_forward(
+            query, key, value, attn_bias, multiplier, key_padding_mask, is_causal, dropout_p,
+            training, chunk_size,
+        )
 
     @staticmethod
     @once_differentiable
@@ -406,13 +425,7 @@ def urpe_attention(
             query, key, value, attn_bias, multiplier, key_padding_mask, is_causal, dropout_p,
             training, chunk_size,
         )
-    outs = [
-        _attention_block(
-            query[:, :, start:start + chunk_size], key, value,
-            _slice_rows(attn_bias, start, start + chunk_size),
-            _slice_rows(multiplier, start, start + chunk_size),
-            key_padding_mask, is_causal, dropout_p, training, start,
-        )[0]
-        for start in range(0, nq, chunk_size)
-    ]
-    return torch.cat(outs, dim=2)
+    return _chunked_forward(
+        query, key, value, attn_bias, multiplier, key_padding_mask, is_causal, dropout_p,
+        training, chunk_size,
+    )
