@@ -53,7 +53,7 @@ from torch_geometric.data import Batch
 
 from graph_urpe.data.sampler import SizeBucketBatchSampler, graph_sizes
 from graph_urpe.data.zinc_like import ZincLikeDataset
-from graph_urpe.nn.graphormer import Graphormer
+from graph_urpe.nn import Graphormer
 from graph_urpe.transforms import AddShortestPathDistance
 
 ATTENTIONS = ("rpe", "urpe")
