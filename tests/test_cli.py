@@ -151,3 +151,34 @@ def test_ddp_two_processes_on_cpu(tmp_path):
     # Validation under DDP saw each of the 3 validation graphs exactly once (after de-duplication).
     metrics = pd.read_csv(next(run.glob("csv/version_*/metrics.csv")))
     assert set(metrics["val/num_graphs"].dropna()) == {3.0}
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GRAPH_CONFIGS = sorted(
+    os.path.join(folder, name)
+    for folder in ("configs/zinc", "configs/ogbg-molhiv", "configs/pcqm4mv2", "configs/csv")
+    for name in os.listdir(os.path.join(ROOT, folder))
+)
+
+
+@pytest.mark.parametrize("config", GRAPH_CONFIGS)
+def test_shipped_graph_configs_parse(config, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["fit", "--config", os.path.join(ROOT, config), "--print_config"])
+    assert exit_info.value.code in (0, None)
+    assert "graph_urpe.tasks.graph.GraphPropertyModule" in capsys.readouterr().out
+
+
+def test_default_config_matches_zinc_like_urpe():
+    root = ROOT
+    from graph_urpe.cli import DEFAULT_CONFIG
+
+    with open(DEFAULT_CONFIG) as f:
+        default = yaml.safe_load(f)
+    with open(os.path.join(root, "configs", "zinc", "zinc-like-urpe.yaml")) as f:
+        assert yaml.safe_load(f) == default
+    with open(os.path.join(root, "configs", "zinc", "zinc-like-rpe.yaml")) as f:
+        rpe = yaml.safe_load(f)
+    text = yaml.safe_dump(default).replace("zinc-like-urpe", "zinc-like-rpe")
+    expected = yaml.safe_load(text.replace("attention: urpe", "attention: rpe"))
+    assert rpe == expected  # same budget, only the attention (and run folder) differ

@@ -167,6 +167,11 @@ def test_checkpoint_save_load_and_resume(tmp_path):
     last = ckpt.last_model_path
     loaded = GraphPropertyModule.load_from_checkpoint(last)  # no data module needed
     assert loaded.hparams.atom_categories == [28]
+    state = torch.load(last, weights_only=False, map_location="cpu")["state_dict"]
+    assert all(k.startswith("model.") for k in state)  # one copy of each weight
+    compiled = GraphPropertyModule(**{**TINY, "compile": True}, **{
+        k: loaded.hparams[k] for k in ("num_tasks", "task", "atom_categories", "bond_categories")})
+    assert compiled.state_dict().keys() == loaded.state_dict().keys()
     batch = Batch.from_data_list([
         AddShortestPathDistance()(smiles_to_graph(s, "zinc")) for s in SMILES[:4]
     ])

@@ -33,6 +33,11 @@ Choices (documented here, as the paper does not fix them):
   a model that sees no pair structure at all.
 * Unreachable pairs get their own learned id; they are not masked out of attention (Graphormer's
   reference collator masks pairs with ``SPD >= 20``, which also hides other components).
+* The multi-hop edge encoding follows *one* shortest path per pair (the one stored by
+  :class:`~graph_urpe.transforms.AddShortestPathDistance`). Where several shortest paths exist
+  (e.g. opposite atoms of a benzene ring), which one is used depends on the node numbering, as in
+  Graphormer, so the model is exactly permutation invariant when shortest paths are unique or with
+  ``edge_encoding="none"``; everything else (centrality, ``B``, ``C``, readout) is invariant.
 """
 
 from __future__ import annotations

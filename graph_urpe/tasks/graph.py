@@ -143,7 +143,7 @@ class GraphPropertyModule(LightningModule):
         if loss is not None and loss not in LOSSES:
             raise ValueError(f"loss must be one of {LOSSES}, got {loss!r}.")
         self.model: Graphormer | None = None
-        self._forward = None
+        self.__dict__["_forward"] = None
         self._outputs: dict[str, list[tuple[Tensor, Tensor, Tensor]]] = {}
         if self._dataset_known():
             self._build()
@@ -175,7 +175,9 @@ class GraphPropertyModule(LightningModule):
             )
         }
         self.model = Graphormer(hp.num_tasks, hp.atom_categories, hp.bond_categories, **arch)
-        self._forward = torch.compile(self.model) if hp.compile else self.model
+        # Kept out of the module registry: the compiled wrapper shares the model's parameters and
+        # must not add a second copy of them to the state dict.
+        self.__dict__["_forward"] = torch.compile(self.model) if hp.compile else self.model
 
     @property
     def loss_name(self) -> str:

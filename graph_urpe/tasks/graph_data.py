@@ -338,7 +338,7 @@ class GraphDataModule(LightningDataModule):
             max_nodes=self._predict_limit(),
             pre_transform=spd_pre_transform(),
             keep_smiles=False,
-            num_workers=0,
+            num_workers=self.processing_workers,
             progress=False,
         )
         for graph in graphs:
