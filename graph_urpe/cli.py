@@ -30,6 +30,7 @@ summarize --help``).
 from __future__ import annotations
 
 import os
+import os
 import sys
 
 # OpenMP threads that busy-wait between parallel regions collapse when the CPU is shared (another
@@ -98,7 +99,24 @@ class GraphURPECLI(LightningCLI):
                 "predict needs a trained model: pass --ckpt_path PATH (e.g. the best.ckpt "
                 "printed at the end of `graph-urpe fit`)."
             )
-        return self.trainer.predict(model, **kwargs)
+        result = self.trainer.predict(model, **kwargs)
+        dm = kwargs.get("datamodule")
+        frame = getattr(dm, "predict_frame", None)
+        if frame is not None and not getattr(dm, "predict_graphs", None):
+            # Lightning skips the loop on an empty loader: still write one row per input with its
+            # error, and fail, so that no stale output file is mistaken for this run's.
+            if len(frame) and self.trainer.is_global_zero:
+                dm.prediction_writer().on_predict_epoch_end(self.trainer, model)
+            raise CLIError(
+                f"no molecule could be predicted: {len(frame)} input rows"
+                + (", all failed (see the 'error' column above)." if len(frame) else
+                   ": give at least one SMILES (--data.init_args.predict_csv or predict_smiles).")
+            )
+        return result
+
+
+class CLIError(Exception):
+    """An error in the user's input, printed as one line (no traceback) by :func:`main`."""
 
 
 def _print_summary(results: list[dict[str, float]], best: str, last: str) -> None:
@@ -126,6 +144,33 @@ def main(args: list[str] | None = None) -> None:
         args (list[str], optional): the arguments (default: ``sys.argv[1:]``).
     """
     argv = list(sys.argv[1:] if args is None else args)
+    try:
+        _main(argv, args)
+    except (CLIError, FileNotFoundError, ValueError) as err:
+        if os.environ.get("GRAPH_URPE_DEBUG"):
+            raise
+        print(f"graph-urpe: error: {err}\n(set GRAPH_URPE_DEBUG=1 for the traceback)",
+              file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def _check_ckpt_path(argv: list[str]) -> None:
+    """Refuse a ``--ckpt_path`` that names a missing file (not ``last``/``best``/``hpc``)."""
+    for i, arg in enumerate(argv):
+        value = None
+        if arg == "--ckpt_path" and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif arg.startswith("--ckpt_path="):
+            value = arg.split("=", 1)[1]
+        if value and value not in ("last", "best", "hpc", "null") and not os.path.exists(value):
+            raise FileNotFoundError(
+                f"checkpoint {value!r} not found: pass --ckpt_path with an existing .ckpt file "
+                "(fit prints the best and last checkpoint paths), or 'last' to resume."
+            )
+
+
+def _main(argv: list[str], args: list[str] | None) -> None:
+    _check_ckpt_path(argv)
     if argv[:1] == ["summarize"]:
         from graph_urpe.data.summary import main as summarize_main
 

@@ -97,11 +97,26 @@ def test_fit_tests_best_checkpoint_then_resume_and_predict(tmp_path, capsys, mon
     assert [bool(e) for e in table["error"]] == [False, True, True, False]
     assert table["pred_target"][0] != "" and table["pred_target"][1] == ""
 
+    # Every row failing: still one row per input with its error, and a non-zero exit.
+    pred.unlink()
+    with pytest.raises(SystemExit) as exit_info:
+        main(["predict", "--ckpt_path", best, "--data.init_args.predict_smiles",
+              '["xyz", "C1CC"]', "--data.init_args.predict_output", str(pred)])
+    assert exit_info.value.code == 2
+    assert "no molecule could be predicted: 2 input rows" in capsys.readouterr().err
+    table = pd.read_csv(pred, keep_default_na=False)
+    assert table["smiles"].tolist() == ["xyz", "C1CC"] and all(table["error"])
 
-def test_predict_requires_a_checkpoint(tmp_path, monkeypatch):
+
+def test_predict_requires_an_existing_checkpoint(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(ValueError, match="ckpt_path"):
+    with pytest.raises(SystemExit) as exit_info:
         main(["predict", "--data.init_args.predict_smiles", '["CCO"]'])
+    assert exit_info.value.code == 2
+    assert "ckpt_path" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["predict", "--ckpt_path", str(tmp_path / "nope.ckpt")])
+    assert "nope.ckpt' not found" in capsys.readouterr().err
 
 
 def test_summarize_subcommand(tmp_path, capsys):
