@@ -375,7 +375,9 @@ def urpe_attention(
         key (Tensor): keys, same dtype as ``query``.
         value (Tensor): values.
         attn_bias (Tensor, optional): additive bias ``B`` (e.g. spatial encoding), broadcastable
-            to ``[B, H, Nq, Nk]``. (default: :obj:`None`, no bias)
+            to ``[B, H, Nq, Nk]``. ``-inf`` entries hide keys, but a row that is ``-inf``
+            everywhere gives NaN: hide keys with ``key_padding_mask`` / ``is_causal`` instead,
+            which give such rows zeros. (default: :obj:`None`, no bias)
         multiplier (Tensor, optional): URPE multiplier ``C``, broadcastable to
             ``[B, H, Nq, Nk]``, applied after the softmax. (default: :obj:`None`, plain RPE)
         key_padding_mask (BoolTensor, optional): ``True`` where a key is padding.

@@ -398,6 +398,12 @@ class Graphormer(nn.Module):
         path = to_dense_path_edges(batch, self.max_hops)  # [B, N, N, K], -1 = none
         if path.shape[1] != num_nodes:
             raise ValueError("spd_pred and spd disagree on the padded graph size.")
+        if batch.get("edge_attr") is None:
+            raise ValueError(
+                "batch has no `edge_attr` (integer bond features [E, Fe]), which "
+                "edge_encoding='multi_hop' needs: add bond features to the graphs or build the "
+                "model with edge_encoding='none'."
+            )
         edge_emb = self.edge_encoder(batch.edge_attr)  # [E, H]
         num_edges = edge_emb.shape[0]
         k = path.shape[-1]
