@@ -20,11 +20,11 @@ from typing import Any
 import torch
 from lightning.pytorch import LightningModule
 from lightning.pytorch.callbacks import Callback
-from torch import Tensor, nn
+from torch import Tensor
 
 from graph_urpe.nn.graphormer import Graphormer
 from graph_urpe.tasks.graph_metrics import LOSSES, compute_metric, gather_unique, masked_loss
-from graph_urpe.tasks.graph_optim import PolynomialDecayLR
+from graph_urpe.tasks.graph_optim import configure_adamw
 
 __all__ = ["DATASET_KEYS", "GraphPropertyModule"]
 
@@ -316,25 +316,5 @@ class GraphPropertyModule(LightningModule):
         update. Weight decay applies to the weight matrices of linear layers and the hop weights
         only: not to biases, norms, embeddings, or the ``B`` / ``C`` relation tables (decay would
         pull ``C`` from its initial ones towards 0)."""
-        hp = self.hparams
-        decayed = {id(m.weight) for m in self.modules() if isinstance(m, nn.Linear)}
-        if self.model is not None and self.model.hop_weight is not None:
-            decayed.add(id(self.model.hop_weight))
-        decay, no_decay = [], []
-        for param in self.parameters():
-            if param.requires_grad:
-                (decay if id(param) in decayed else no_decay).append(param)
-        groups = [
-            {"params": decay, "weight_decay": hp.weight_decay},
-            {"params": no_decay, "weight_decay": 0.0},
-        ]
-        optimizer = torch.optim.AdamW(groups, lr=hp.lr, betas=tuple(hp.betas), eps=hp.eps)
-        total = hp.total_steps
-        if total is None:
-            total = int(self.trainer.estimated_stepping_batches)
-        warmup = min(hp.warmup_steps, max(total - 1, 0))
-        scheduler = PolynomialDecayLR(optimizer, warmup, max(total, warmup + 1), hp.end_lr, hp.power)
-        return {
-            "optimizer": optimizer,
-            "lr_scheduler": {"scheduler": scheduler, "interval": "step", "frequency": 1},
-        }
+        hop = self.model.hop_weight if self.model is not None else None
+        return configure_adamw(self, [] if hop is None else [hop])

@@ -1,11 +1,64 @@
-"""Graphormer's learning-rate schedule: linear warm-up, then polynomial decay to an end value."""
+"""Graphormer's optimiser recipe: AdamW, linear warm-up, then polynomial decay to an end value.
+
+Shared by the graph and sequence Lightning modules.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+from torch import nn
 from torch.optim import Optimizer
 from torch.optim.lr_scheduler import LRScheduler
 
-__all__ = ["PolynomialDecayLR", "polynomial_decay_factor"]
+__all__ = ["PolynomialDecayLR", "configure_adamw", "polynomial_decay_factor"]
+
+
+def configure_adamw(
+    module: Any, extra_decayed: Iterable[nn.Parameter] = ()
+) -> dict[str, Any]:
+    """AdamW + :class:`PolynomialDecayLR` stepped every update, for ``configure_optimizers``.
+
+    Weight decay applies to the weight matrices of linear layers (unless tied to an embedding) and
+    to ``extra_decayed``, not to biases, norms, embeddings or the ``B`` / ``C`` relation tables
+    (decay would pull ``C`` from its initial ones towards 0).
+
+    Args:
+        module (LightningModule): with hyperparameters ``lr``, ``end_lr``, ``weight_decay``,
+            ``betas``, ``eps``, ``warmup_steps``, ``total_steps`` (:obj:`None`: the Trainer's
+            estimated number of updates) and ``power``.
+        extra_decayed (iterable of Parameter, optional): more parameters to decay.
+            (default: :obj:`()`)
+
+    Returns:
+        dict: Lightning's ``{"optimizer": ..., "lr_scheduler": {...}}``.
+    """
+    hp = module.hparams
+    embedding = {
+        id(p) for m in module.modules() if isinstance(m, nn.Embedding) for p in m.parameters()
+    }
+    decayed = {id(m.weight) for m in module.modules() if isinstance(m, nn.Linear)} - embedding
+    decayed |= {id(p) for p in extra_decayed}
+    decay, no_decay = [], []
+    for param in module.parameters():
+        if param.requires_grad:
+            (decay if id(param) in decayed else no_decay).append(param)
+    groups = [
+        {"params": decay, "weight_decay": hp.weight_decay},
+        {"params": no_decay, "weight_decay": 0.0},
+    ]
+    optimizer = torch.optim.AdamW(groups, lr=hp.lr, betas=tuple(hp.betas), eps=hp.eps)
+    total = hp.total_steps
+    if total is None:
+        total = int(module.trainer.estimated_stepping_batches)
+    warmup = min(hp.warmup_steps, max(total - 1, 0))
+    scheduler = PolynomialDecayLR(optimizer, warmup, max(total, warmup + 1), hp.end_lr, hp.power)
+    return {
+        "optimizer": optimizer,
+        "lr_scheduler": {"scheduler": scheduler, "interval": "step", "frequency": 1},
+    }
 
 
 def polynomial_decay_factor(

@@ -34,7 +34,7 @@ from torchmetrics import MeanMetric
 from graph_urpe.data.synthetic import SyntheticSequenceDataset, num_classes
 from graph_urpe.data.text import IGNORE_INDEX, LMBlockDataset, TokenFileCorpus
 from graph_urpe.nn.transformer import SequenceTransformer, TransformerLM
-from graph_urpe.tasks.graph_optim import PolynomialDecayLR
+from graph_urpe.tasks.graph_optim import configure_adamw
 
 __all__ = [
     "LanguageModelModule",
@@ -47,32 +47,6 @@ _ARCH_KEYS = (
     "embed_dim", "num_layers", "num_heads", "ffn_dim", "position", "max_distance",
     "num_buckets", "share_relations", "dropout", "attention_dropout", "activation", "norm_first",
 )
-
-
-def _configure_adamw(module: LightningModule) -> dict[str, Any]:
-    """AdamW (decay only on linear weights) + :class:`PolynomialDecayLR` stepped per update."""
-    hp = module.hparams
-    decayed = {
-        id(m.weight) for m in module.modules() if isinstance(m, nn.Linear)
-    } - {id(p) for m in module.modules() if isinstance(m, nn.Embedding) for p in m.parameters()}
-    decay, no_decay = [], []
-    for param in module.parameters():
-        if param.requires_grad:
-            (decay if id(param) in decayed else no_decay).append(param)
-    groups = [
-        {"params": decay, "weight_decay": hp.weight_decay},
-        {"params": no_decay, "weight_decay": 0.0},
-    ]
-    optimizer = torch.optim.AdamW(groups, lr=hp.lr, betas=tuple(hp.betas), eps=hp.eps)
-    total = hp.total_steps
-    if total is None:
-        total = int(module.trainer.estimated_stepping_batches)
-    warmup = min(hp.warmup_steps, max(total - 1, 0))
-    scheduler = PolynomialDecayLR(optimizer, warmup, max(total, warmup + 1), hp.end_lr, hp.power)
-    return {
-        "optimizer": optimizer,
-        "lr_scheduler": {"scheduler": scheduler, "interval": "step", "frequency": 1},
-    }
 
 
 def _datamodule_info(module: LightningModule) -> dict[str, Any] | None:
@@ -311,7 +285,7 @@ class SyntheticTaskModule(LightningModule):
 
     def configure_optimizers(self) -> dict[str, Any]:
         """AdamW + linear warm-up and polynomial decay (see the module docstring)."""
-        return _configure_adamw(self)
+        return configure_adamw(self)
 
 
 # ----------------------------------------------------------------------- language model
@@ -530,4 +504,4 @@ class LanguageModelModule(LightningModule):
 
     def configure_optimizers(self) -> dict[str, Any]:
         """AdamW + linear warm-up and polynomial decay (see the module docstring)."""
-        return _configure_adamw(self)
+        return configure_adamw(self)
