@@ -30,7 +30,6 @@ summarize --help``).
 from __future__ import annotations
 
 import os
-import os
 import sys
 
 # OpenMP threads that busy-wait between parallel regions collapse when the CPU is shared (another

@@ -62,12 +62,12 @@ def test_matches_naive_reference(seed, use_bias, use_mult, use_pad, causal):
     B, H, D = 1 + seed % 2, 1 + seed % 3, 2 + seed
     N = 3 + seed
     q, k, v, bias, mult, pad = _inputs(seed, B, H, N, N, D)
-    args = dict(
-        attn_bias=bias if use_bias else None,
-        multiplier=mult if use_mult else None,
-        key_padding_mask=pad if use_pad else None,
-        is_causal=causal,
-    )
+    args = {
+        "attn_bias": bias if use_bias else None,
+        "multiplier": mult if use_mult else None,
+        "key_padding_mask": pad if use_pad else None,
+        "is_causal": causal,
+    }
     del g
     out = urpe_attention(q, k, v, **args)
     ref = naive_urpe(q, k, v, bias if use_bias else None, mult if use_mult else None,
@@ -142,7 +142,7 @@ def test_chunked_equals_dense_values_and_gradients(causal, chunk):
     bias = bias[:1, :, :, :]  # broadcast over the batch
     dense_in = [t.clone().requires_grad_(True) for t in (q, k, v, bias, mult)]
     chunk_in = [t.clone().requires_grad_(True) for t in (q, k, v, bias, mult)]
-    kw = dict(key_padding_mask=pad, is_causal=causal)
+    kw = {"key_padding_mask": pad, "is_causal": causal}
     d = urpe_attention(*dense_in[:3], attn_bias=dense_in[3], multiplier=dense_in[4], **kw)
     c = urpe_attention(
         *chunk_in[:3], attn_bias=chunk_in[3], multiplier=chunk_in[4], chunk_size=chunk, **kw
@@ -158,7 +158,7 @@ def test_chunked_equals_dense_values_and_gradients(causal, chunk):
 def test_auto_chunking_kicks_in(monkeypatch):
     import graph_urpe.nn.functional as F_
 
-    q, k, v, bias, mult, pad = _inputs(8, B=1, H=2, Nq=9, Nk=9)
+    q, k, v, bias, mult, _pad = _inputs(8, B=1, H=2, Nq=9, Nk=9)
     dense = urpe_attention(q, k, v, attn_bias=bias[:1], multiplier=mult[:1])
     calls = []
     orig = F_._attention_block
@@ -221,19 +221,19 @@ def test_autocast_bf16_softmax_in_float32():
 @pytest.mark.parametrize(
     "kwargs, match",
     [
-        (dict(query=torch.randn(2, 3, 4)), r"query must have shape \[B, H, N, D\]"),
-        (dict(key=torch.randn(2, 3, 5, 3)), r"expected \[2, 3, Nk, 4\]"),
-        (dict(value=torch.randn(2, 3, 6, 4)), r"expected \[2, 3, 5, Dv\]"),
-        (dict(attn_bias=torch.randn(3, 5, 4)), r"attn_bias .* \[2, 3, 5, 5\]"),
-        (dict(multiplier=torch.randn(2, 2, 5, 5)), r"multiplier .* \[2, 3, 5, 5\]"),
-        (dict(key_padding_mask=torch.zeros(2, 4, dtype=torch.bool)), r"key_padding_mask .*\[2, 5\]"),
-        (dict(key_padding_mask=torch.zeros(2, 5)), r"bool tensor"),
-        (dict(chunk_size=0), r"chunk_size"),
+        ({"query": torch.randn(2, 3, 4)}, r"query must have shape \[B, H, N, D\]"),
+        ({"key": torch.randn(2, 3, 5, 3)}, r"expected \[2, 3, Nk, 4\]"),
+        ({"value": torch.randn(2, 3, 6, 4)}, r"expected \[2, 3, 5, Dv\]"),
+        ({"attn_bias": torch.randn(3, 5, 4)}, r"attn_bias .* \[2, 3, 5, 5\]"),
+        ({"multiplier": torch.randn(2, 2, 5, 5)}, r"multiplier .* \[2, 3, 5, 5\]"),
+        ({"key_padding_mask": torch.zeros(2, 4, dtype=torch.bool)}, r"key_padding_mask .*\[2, 5\]"),
+        ({"key_padding_mask": torch.zeros(2, 5)}, r"bool tensor"),
+        ({"chunk_size": 0}, r"chunk_size"),
     ],
 )
 def test_bad_shapes_raise_value_error_naming_expected_shape(kwargs, match):
     q, k, v, _, _, _ = _inputs(12, B=2, H=3, Nq=5, Nk=5, D=4)
-    args = dict(query=q, key=k, value=v)
+    args = {"query": q, "key": k, "value": v}
     args.update(kwargs)
     with pytest.raises(ValueError, match=match):
         urpe_attention(**args)

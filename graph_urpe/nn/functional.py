@@ -37,7 +37,7 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 from torch.utils.checkpoint import get_device_states, set_device_states
 
-__all__ = ["urpe_attention", "AUTO_CHUNK_ELEMENTS"]
+__all__ = ["AUTO_CHUNK_ELEMENTS", "urpe_attention"]
 
 #: Score tensors with more than this many elements (``B * H * Nq * Nk``; 2**28 is 1 GiB in float32)
 #: are computed with the chunked path when ``chunk_size`` is not given.
@@ -84,13 +84,14 @@ def _validate(query, key, value, attn_bias, multiplier, key_padding_mask) -> Non
     target = (b, h, nq, nk)
     _check_broadcast("attn_bias", attn_bias, target)
     _check_broadcast("multiplier", multiplier, target)
-    if key_padding_mask is not None:
-        if key_padding_mask.dtype != torch.bool or tuple(key_padding_mask.shape) != (b, nk):
-            raise ValueError(
-                f"key_padding_mask must be a bool tensor of shape [B, Nk] = [{b}, {nk}] "
-                f"(True = padded), got dtype {key_padding_mask.dtype} and shape "
-                f"{tuple(key_padding_mask.shape)}."
-            )
+    if key_padding_mask is not None and (
+        key_padding_mask.dtype != torch.bool or tuple(key_padding_mask.shape) != (b, nk)
+    ):
+        raise ValueError(
+            f"key_padding_mask must be a bool tensor of shape [B, Nk] = [{b}, {nk}] "
+            f"(True = padded), got dtype {key_padding_mask.dtype} and shape "
+            f"{tuple(key_padding_mask.shape)}."
+        )
 
 
 def _hidden_mask(

@@ -15,7 +15,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-__all__ = ["RelationEmbedding", "relative_position_ids", "num_relative_positions"]
+__all__ = ["RelationEmbedding", "num_relative_positions", "relative_position_ids"]
 
 _INITS = ("ones", "normal", "zeros")
 
