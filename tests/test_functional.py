@@ -229,6 +229,7 @@ def test_autocast_bf16_softmax_in_float32():
         ({"key_padding_mask": torch.zeros(2, 4, dtype=torch.bool)}, r"key_padding_mask .*\[2, 5\]"),
         ({"key_padding_mask": torch.zeros(2, 5)}, r"bool tensor"),
         ({"chunk_size": 0}, r"chunk_size"),
+        ({"dropout_p": -0.5}, r"dropout_p must lie in \[0, 1\]"),
     ],
 )
 def test_bad_shapes_raise_value_error_naming_expected_shape(kwargs, match):

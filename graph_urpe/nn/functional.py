@@ -403,11 +403,14 @@ def urpe_attention(
 
     Raises:
         ValueError: if a tensor does not have the shape above (the message names the tensor and
-            the expected shape) or ``chunk_size`` is not positive.
+            the expected shape), ``chunk_size`` is not positive or ``dropout_p`` is outside
+            ``[0, 1]``.
     """
     _validate(query, key, value, attn_bias, multiplier, key_padding_mask)
     b, h, nq, _ = query.shape
     nk = key.shape[2]
+    if not 0.0 <= dropout_p <= 1.0:
+        raise ValueError(f"dropout_p must lie in [0, 1], got {dropout_p}.")
     if chunk_size is not None and chunk_size <= 0:
         raise ValueError(f"chunk_size must be a positive int or None, got {chunk_size}.")
     if chunk_size is None and b * h * nq * nk > AUTO_CHUNK_ELEMENTS:
