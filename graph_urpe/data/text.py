@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import warnings
 from array import array
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -159,8 +160,9 @@ class TokenFileCorpus:
             try:
                 cache_path.parent.mkdir(exist_ok=True)
                 torch.save({"words": self.vocab.itos[2:], "splits": self.splits}, cache_path)
-            except OSError:
-                pass
+            except OSError as err:  # a read-only corpus folder: work without the cache
+                warnings.warn(f"could not cache the encoded corpus at {cache_path}: {err}",
+                              stacklevel=2)
 
     def _cache_key(self, paths: dict[str, Path]) -> str:
         stats = [(p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in paths.values()]

@@ -195,8 +195,12 @@ class GraphDataModule(LightningDataModule):
     # ------------------------------------------------------------------- the dataset
     def registry_args(self) -> dict[str, Any]:
         """``name`` and dataset-specific arguments of
-        :func:`~graph_urpe.data.registry.load_dataset`."""
-        raise NotImplementedError
+        :func:`~graph_urpe.data.registry.load_dataset`. Subclasses define it (abstract)."""
+        raise NotImplementedError(
+            f"{type(self).__name__} must define registry_args(); use one of the dataset "
+            "families (ZincLikeDataModule, ZINCDataModule, OGBDataModule, PCQM4Mv2DataModule, "
+            "CSVDataModule) or subclass GraphDataModule."
+        )
 
     def target_names(self, loaded: DatasetSplits) -> list[str]:
         """Names of the label columns (used for the prediction columns)."""
