@@ -3,28 +3,32 @@
 Usage::
 
     graph-urpe fit                                   # URPE-Graphormer on the embedded ZINC-like data
-    graph-urpe fit --config configs/zinc/graphormer-slim-urpe.yaml
-    graph-urpe fit --config CONFIG --ckpt_path last  # resume
-    graph-urpe test --config CONFIG --ckpt_path runs/.../checkpoints/best.ckpt
-    graph-urpe predict --ckpt_path CKPT --data.predict_csv mols.csv --data.predict_output out.csv
-    graph-urpe predict --ckpt_path CKPT --data.predict_smiles '[CCO, c1ccccc1O]'
+    graph-urpe fit --config configs/zinc/zinc-like-rpe.yaml      # an experiment: what differs
+    graph-urpe fit --name my-run --ckpt_path last    # resume the latest version of run my-run
+    graph-urpe test --ckpt_path runs/NAME/version_0/checkpoints/best.ckpt
+    graph-urpe predict --ckpt_path CKPT --data.init_args.predict_csv mols.csv \\
+        --data.init_args.predict_output out.csv
     graph-urpe summarize zinc-like                   # graphs, splits and label statistics
+    graph-urpe plot RUN_DIR_OR_CKPT --out DIR        # figures of a run or a checkpoint
 
-Every option of the model (``--model.init_args.*``), data module (``--data.init_args.*``) and
-Trainer (``--trainer.*``) can be set in a YAML file (``--config``) and overridden on the command
-line; ``graph-urpe fit --help`` lists them, ``--print_config`` shows the resolved configuration.
-Models and data modules are chosen by class path (``--model``, ``--data``), so other tasks
-(e.g. the sequence models) plug in through their YAMLs.
+Configuration: the package's base file (``graph_urpe/configs/default.yaml``: Trainer settings and
+the default job) is always read first; ``--config`` files state only what differs, and command-line
+options override both. Every option of the Lightning module (``--model.init_args.*``), its network
+(``--model.init_args.model.init_args.*``), the data module (``--data.init_args.*``) and the Trainer
+(``--trainer.*``) can be set; ``graph-urpe fit --model.help CLASS`` lists a class's options and
+``--print_config`` shows the resolved configuration.
 
-Without ``--config`` the package's default configuration
-(``graph_urpe/configs/default.yaml``: URPE-Graphormer on the embedded ZINC-like 12k set, a CPU
-schedule) is used, so ``graph-urpe fit`` needs no arguments. With ``--config`` only the given files
-are used. ``fit`` ends by testing the best checkpoint (``--test_after_fit false`` to skip) and
-printing the test metric and the checkpoint paths. When a checkpoint file is given with
-``--ckpt_path``, the model's hyperparameters are read from it (LightningCLI), so ``predict`` and
-``test`` rebuild the trained architecture without repeating its options. ``summarize NAME``
-prints a dataset's splits and label statistics (:mod:`graph_urpe.data.summary`; ``graph-urpe
-summarize --help``).
+Dataset facts (number of tasks, task type, feature vocabularies, metric, evaluator, target names,
+featurisation, node limit) are static properties of the data module and are linked into the
+model (:data:`GRAPH_LINKS`), for ``fit``, ``validate`` and ``test``; for ``predict`` the
+checkpoint's values are used, so ``predict --ckpt_path X`` alone rebuilds the trained model.
+
+Runs: ``fit`` writes one folder per run, ``<trainer.default_root_dir>/<name>/version_<N>``
+(``--name``, ``--version``; the next free version by default, the latest one with
+``--ckpt_path last``), holding ``config.yaml``, ``metrics.csv``, TensorBoard events,
+``checkpoints/best.ckpt`` (best validation metric) and ``checkpoints/last.ckpt`` (always the latest
+state, also written on Ctrl-C), ``test_predictions.csv``, ``splits.csv`` and ``figures/``.
+``validate`` / ``test`` / ``predict`` write only what they are asked for.
 """
 
 from __future__ import annotations
@@ -37,25 +41,104 @@ import sys
 # waiting costs little when the machine is idle. Must be set before torch starts OpenMP; an
 # explicit OMP_WAIT_POLICY in the environment wins.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-from importlib.resources import files
-from typing import Any
+import os.path as osp  # noqa: E402
+import re  # noqa: E402
+from importlib.resources import files  # noqa: E402
+from typing import Any  # noqa: E402
 
-from lightning.pytorch import LightningDataModule, LightningModule
-from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
-from lightning.pytorch.utilities.model_helpers import is_overridden
+from lightning.pytorch import LightningDataModule, LightningModule, Trainer  # noqa: E402
+from lightning.pytorch.callbacks import (  # noqa: E402
+    EarlyStopping,
+    LearningRateMonitor,
+    ModelCheckpoint,
+)
+from lightning.pytorch.cli import (  # noqa: E402
+    LightningArgumentParser,
+    LightningCLI,
+    SaveConfigCallback,
+)
+from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger  # noqa: E402
+from lightning.pytorch.utilities.model_helpers import is_overridden  # noqa: E402
 
-__all__ = ["DEFAULT_CONFIG", "GraphURPECLI", "main"]
+from graph_urpe.files import OutputError  # noqa: E402
+from graph_urpe.tasks.run import (  # noqa: E402
+    AtomicCheckpointIO,
+    print_fit_summary,
+    write_run_outputs,
+)
+
+__all__ = ["DEFAULT_CONFIG", "GRAPH_LINKS", "GraphURPECLI", "main"]
 
 DEFAULT_CONFIG = str(files("graph_urpe") / "configs" / "default.yaml")
-"""The configuration used when no ``--config`` is given."""
+"""The base configuration, read before any ``--config``."""
 
 SUBCOMMANDS = ("fit", "validate", "test", "predict")
 
+GRAPH_LINKS = (
+    ("data.num_tasks", "model.init_args.model.init_args.num_tasks"),
+    ("data.atom_categories", "model.init_args.model.init_args.atom_categories"),
+    ("data.bond_categories", "model.init_args.model.init_args.bond_categories"),
+    ("data.task_type", "model.init_args.task"),
+    ("data.metric", "model.init_args.metric"),
+    ("data.evaluator", "model.init_args.evaluator"),
+    ("data.target_names", "model.init_args.target_names"),
+    ("data.featurization", "model.init_args.featurization"),
+    ("data.max_graph_nodes", "model.init_args.max_graph_nodes"),
+    ("data.dataset_source", "model.init_args.dataset_source"),
+)
+"""``(data module property, model argument)`` pairs linked at instantiation. jsonargparse skips a
+link whose property the chosen data module does not have, so the sequence families (with their
+own property names) share the command."""
+
+
+def _all_links() -> tuple[tuple[str, str], ...]:
+    try:
+        from graph_urpe.tasks.sequence_data import sequence_links
+    except ImportError:  # the sequence family is optional for the graph command
+        return GRAPH_LINKS
+    return GRAPH_LINKS + tuple(sequence_links())
+
+
+class _FitConfigCallback(SaveConfigCallback):
+    """Saves the resolved ``config.yaml`` into the run folder, for ``fit`` only."""
+
+    def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
+        if stage == "fit":
+            super().setup(trainer, pl_module, stage)
+
+
+class CLIError(Exception):
+    """An error in the user's input, printed as one line (no traceback) by :func:`main`."""
+
+
+def _next_version(folder: str) -> int:
+    found = [int(m.group(1)) for d in (os.listdir(folder) if osp.isdir(folder) else [])
+             if (m := re.fullmatch(r"version_(\d+)", d))]
+    return max(found) + 1 if found else 0
+
+
+def _latest_version(folder: str) -> int | None:
+    found = [int(m.group(1)) for d in (os.listdir(folder) if osp.isdir(folder) else [])
+             if (m := re.fullmatch(r"version_(\d+)", d))
+             and osp.isfile(osp.join(folder, d, "checkpoints", "last.ckpt"))]
+    return max(found) if found else None
+
 
 class GraphURPECLI(LightningCLI):
-    """LightningCLI with ``fit`` followed by ``test`` on the best checkpoint, and a ``predict``
-    that requires a checkpoint. Models and data modules are subclass-mode (chosen by class path).
-    """
+    """LightningCLI with one folder per ``fit`` run, ``fit`` followed by ``test`` on the best
+    checkpoint and a summary, dataset facts linked into the model, and a ``predict`` that requires
+    a checkpoint. Models and data modules are subclass-mode (chosen by class path)."""
+
+    def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
+        parser.add_argument(
+            "--name", type=str, default="run",
+            help="Run name: fit writes into <trainer.default_root_dir>/<name>/version_<N>.",
+        )
+        parser.add_argument(
+            "--version", type=int | None, default=None,
+            help="Run version (default: the next free one; with --ckpt_path last the latest one "
+            "that has a last.ckpt).",
+        )
 
     def _prepare_subcommand_parser(self, klass: type, subcommand: str, **kwargs: Any):
         parser: LightningArgumentParser = super()._prepare_subcommand_parser(
@@ -63,16 +146,87 @@ class GraphURPECLI(LightningCLI):
         )
         if subcommand == "fit":
             parser.add_argument(
-                "--test_after_fit",
-                type=bool,
-                default=True,
-                help="After training, test the best checkpoint and print the test metric and "
-                "the checkpoint paths.",
+                "--test_after_fit", type=bool, default=True,
+                help="After training, test the best checkpoint, write test_predictions.csv and "
+                "the figures into the run folder, and print a summary.",
             )
+            parser.add_argument(
+                "--early_stopping_patience", type=int | None, default=None,
+                help="Stop when the monitored validation metric has not improved for this many "
+                "validations (Lightning's EarlyStopping).",
+            )
+        if subcommand != "predict":  # predict: the checkpoint's facts win
+            for source, target in _all_links():
+                parser.link_arguments(source, target, apply_on="instantiate")
         return parser
 
+    # ------------------------------------------------------------------ trainer
+    def instantiate_trainer(self, **kwargs: Any) -> Trainer:
+        """For ``fit``: the run folder, its loggers and its two checkpoints; otherwise no logger
+        and no checkpointing (``test`` / ``predict`` write only what they are asked for)."""
+        sub = self.subcommand
+        config = self.config_init[sub]
+        trainer_cfg = config["trainer"]
+        plugins = list(trainer_cfg.get("plugins") or [])
+        kwargs["plugins"] = [*plugins, AtomicCheckpointIO()]
+        if sub != "fit":
+            kwargs.setdefault("logger", False)
+            kwargs.setdefault("enable_checkpointing", False)
+            return super().instantiate_trainer(**kwargs)
+        root = trainer_cfg.get("default_root_dir") or "runs"
+        name = config.get("name") or "run"
+        folder = osp.join(root, name)
+        version = config.get("version")
+        ckpt = config.get("ckpt_path")
+        if version is None:
+            version = _latest_version(folder) if ckpt == "last" else _next_version(folder)
+            if version is None:
+                raise CLIError(
+                    f"--ckpt_path last: no run of {name!r} under {root} has a last.ckpt; start "
+                    "the run without --ckpt_path, or give --name/--version of the run to resume."
+                )
+        run_dir = osp.join(folder, f"version_{version}")
+        if ckpt == "last":
+            last = osp.join(run_dir, "checkpoints", "last.ckpt")
+            if not osp.isfile(last):
+                raise CLIError(f"--ckpt_path last: {last} does not exist.")
+            config["ckpt_path"] = last
+        elif ckpt is None and osp.isfile(osp.join(run_dir, "checkpoints", "last.ckpt")):
+            raise CLIError(
+                f"run folder {run_dir} already holds a trained run: resume it with --ckpt_path "
+                "last, or leave out --version to start a new version."
+            )
+        self.run_dir = run_dir
+        model = self.model
+        metric = getattr(model, "metric_name", None)
+        mode = getattr(model, "metric_mode", "min")
+        ckpt_dir = osp.join(run_dir, "checkpoints")
+        callbacks = [
+            ModelCheckpoint(dirpath=ckpt_dir, filename="last", monitor=None, save_top_k=1,
+                            enable_version_counter=False, save_on_exception=True),
+            LearningRateMonitor(logging_interval="step"),
+        ]
+        if metric is not None:
+            callbacks.insert(0, ModelCheckpoint(
+                dirpath=ckpt_dir, filename="best", monitor=f"val/{metric}", mode=mode,
+                save_top_k=1, enable_version_counter=False, auto_insert_metric_name=False))
+        patience = config.get("early_stopping_patience")
+        if patience is not None and metric is not None:
+            callbacks.append(EarlyStopping(monitor=f"val/{metric}", mode=mode, patience=patience))
+        user_callbacks = [cb for cb in (trainer_cfg.get("callbacks") or [])
+                          if not isinstance(cb, (ModelCheckpoint, LearningRateMonitor))]
+        kwargs["callbacks"] = user_callbacks + callbacks
+        kwargs["logger"] = [
+            CSVLogger(root, name=name, version=version),
+            TensorBoardLogger(root, name=name, version=version, default_hp_metric=False),
+        ]
+        kwargs["default_root_dir"] = run_dir
+        return super().instantiate_trainer(**kwargs)
+
+    # -------------------------------------------------------------- subcommands
     def fit(self, model: LightningModule, **kwargs: Any) -> None:
-        """``trainer.fit``, then (unless ``--test_after_fit false``) test the best checkpoint."""
+        """``trainer.fit``, then (unless ``--test_after_fit false``) test the best checkpoint,
+        write the run's outputs and print the summary."""
         self.trainer.fit(model, **kwargs)
         datamodule = kwargs.get("datamodule")
         if (
@@ -82,24 +236,34 @@ class GraphURPECLI(LightningCLI):
             or datamodule is None
             or not is_overridden("test_dataloader", datamodule)
         ):
+            if self.trainer.is_global_zero:
+                print_fit_summary(self.trainer, None, self.run_dir)
             return
-        callback = self.trainer.checkpoint_callback
-        best = getattr(callback, "best_model_path", "") if callback is not None else ""
-        results = self.trainer.test(
-            model, datamodule=datamodule, ckpt_path=best or None, verbose=False
-        )
+        best = self._best_checkpoint()
+        results = self.trainer.test(model, datamodule=datamodule, ckpt_path=best or None,
+                                    verbose=False)
         if self.trainer.is_global_zero:
-            _print_summary(results, best, getattr(callback, "last_model_path", ""))
+            write_run_outputs(self.trainer, model, datamodule, self.run_dir)
+            print_fit_summary(self.trainer, results[0] if results else {}, self.run_dir)
+
+    def _best_checkpoint(self) -> str:
+        for cb in self.trainer.checkpoint_callbacks:
+            if isinstance(cb, ModelCheckpoint) and cb.monitor is not None and cb.best_model_path:
+                return cb.best_model_path
+        return ""
 
     def predict(self, model: LightningModule, **kwargs: Any) -> Any:
         """``trainer.predict``; refuses to run without ``--ckpt_path``."""
         if not kwargs.get("ckpt_path"):
-            raise ValueError(
+            raise CLIError(
                 "predict needs a trained model: pass --ckpt_path PATH (e.g. the best.ckpt "
                 "printed at the end of `graph-urpe fit`)."
             )
-        result = self.trainer.predict(model, **kwargs)
         dm = kwargs.get("datamodule")
+        check = getattr(dm, "check_predict_output", None)
+        if callable(check):
+            check()
+        result = self.trainer.predict(model, **kwargs)
         frame = getattr(dm, "predict_frame", None)
         if frame is not None and not getattr(dm, "predict_graphs", None):
             # Lightning skips the loop on an empty loader: still write one row per input with its
@@ -114,26 +278,19 @@ class GraphURPECLI(LightningCLI):
         return result
 
 
-class CLIError(Exception):
-    """An error in the user's input, printed as one line (no traceback) by :func:`main`."""
+HELP = """graph-urpe: URPE-Graphormer training, evaluation and prediction (LightningCLI).
 
+subcommands:
+  fit        train (one run folder per run), then test the best checkpoint and print a summary
+  validate   evaluate a checkpoint on the validation split
+  test       evaluate a checkpoint on the test split
+  predict    predict SMILES (--data.init_args.predict_csv / predict_smiles) with a checkpoint
+  summarize  a dataset's splits and label statistics (graph-urpe summarize --help)
+  plot       figures of a run folder or a checkpoint (graph-urpe plot --help)
 
-def _print_summary(results: list[dict[str, float]], best: str, last: str) -> None:
-    metrics = results[0] if results else {}
-    print("\n" + "=" * 72)
-    for key, value in metrics.items():
-        if key.startswith("test/") and key not in ("test/loss", "test/num_graphs"):
-            print(f"Test {key[5:].upper()}: {value:.4f}")
-    if "test/loss" in metrics:
-        print(f"Test loss: {metrics['test/loss']:.4f}")
-    print(f"Best checkpoint: {best or '(none saved)'}")
-    if last:
-        print(f"Last checkpoint: {last}  (resume with --ckpt_path last)")
-    print("=" * 72)
-
-
-def _has_config(argv: list[str]) -> bool:
-    return any(a in ("-c", "--config") or a.startswith("--config=") for a in argv)
+`graph-urpe SUBCOMMAND --help` lists the options of a subcommand; `--model.help CLASS` and
+`--data.help CLASS` those of a class (e.g. --model.help graph_urpe.tasks.GraphPropertyModule).
+"""
 
 
 def main(args: list[str] | None = None) -> None:
@@ -145,7 +302,7 @@ def main(args: list[str] | None = None) -> None:
     argv = list(sys.argv[1:] if args is None else args)
     try:
         _main(argv, args)
-    except (CLIError, FileNotFoundError, ValueError) as err:
+    except (CLIError, FileNotFoundError, ValueError, OutputError) as err:
         if os.environ.get("GRAPH_URPE_DEBUG"):
             raise
         print(f"graph-urpe: error: {err}\n(set GRAPH_URPE_DEBUG=1 for the traceback)",
@@ -168,26 +325,70 @@ def _check_ckpt_path(argv: list[str]) -> None:
             )
 
 
+def _checkpoint_config(argv: list[str]) -> list[str]:
+    """For a subcommand given an existing ``--ckpt_path`` file, insert the checkpoint's model
+    configuration as a ``--config`` right after the subcommand (before the user's options), so
+    the trained architecture parses without data links (``predict --ckpt_path X`` alone)."""
+    path = None
+    for i, arg in enumerate(argv):
+        if arg == "--ckpt_path" and i + 1 < len(argv):
+            path = argv[i + 1]
+        elif arg.startswith("--ckpt_path="):
+            path = arg.split("=", 1)[1]
+    if not path or not osp.isfile(path) or argv[0] not in SUBCOMMANDS:
+        return argv
+    import json
+    import tempfile
+
+    import torch
+    import yaml
+
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # noqa: BLE001 - any unreadable file: one line naming it
+        raise CLIError(f"cannot read checkpoint {path}: {type(err).__name__}: {err}") from None
+    hparams = dict(ckpt.get("hyper_parameters") or {})
+    class_path = hparams.pop("_class_path", None)
+    hparams.pop("_instantiator", None)
+    if class_path is None or "model" not in hparams:
+        return argv
+    config = {"model": {"class_path": class_path,
+                        "init_args": json.loads(json.dumps(hparams, default=list))}}
+    handle = tempfile.NamedTemporaryFile("w", suffix=".yaml", prefix="graph-urpe-ckpt-",
+                                         delete=False)
+    with handle:
+        yaml.safe_dump(config, handle)
+    return [argv[0], "--config", handle.name, *argv[1:]]
+
+
 def _main(argv: list[str], args: list[str] | None) -> None:
+    if not argv or argv[0] in ("-h", "--help"):
+        print(HELP)
+        return
     _check_ckpt_path(argv)
-    if argv[:1] == ["summarize"]:
+    if argv[0] == "summarize":
         from graph_urpe.data.summary import main as summarize_main
 
         summarize_main(argv[1:])
         return
-    parser_kwargs: dict[str, Any] = {
-        "description": "URPE-Graphormer training, evaluation and prediction (LightningCLI). "
-        "Also: `graph-urpe summarize NAME` prints a dataset's splits and label statistics."
-    }
-    if not _has_config(argv):
-        for sub in SUBCOMMANDS:
-            parser_kwargs[sub] = {"default_config_files": [DEFAULT_CONFIG]}
+    if argv[0] == "plot":
+        from graph_urpe.viz.cli import main as plot_main
+
+        plot_main(argv[1:])
+        return
+    argv = _checkpoint_config(argv)
+    if args is not None or argv != list(sys.argv[1:]):
+        args = argv
+    parser_kwargs: dict[str, Any] = {"description": HELP.splitlines()[0]}
+    for sub in SUBCOMMANDS:
+        parser_kwargs[sub] = {"default_config_files": [DEFAULT_CONFIG]}
     GraphURPECLI(
         LightningModule,
         LightningDataModule,
         subclass_mode_model=True,
         subclass_mode_data=True,
         parser_kwargs=parser_kwargs,
+        save_config_callback=_FitConfigCallback,
         save_config_kwargs={"overwrite": True},
         args=args,  # None: LightningCLI reads sys.argv itself
     )

@@ -1,15 +1,31 @@
-"""Lightning module for graph property prediction with (URPE-)Graphormer.
+"""Lightning module for graph property prediction with an injected network (URPE-Graphormer).
 
-:class:`GraphPropertyModule` trains :class:`~graph_urpe.nn.Graphormer` for graph regression (ZINC,
-PCQM4Mv2, your CSV) or multi-task binary classification (OGB ``ogbg-mol*``, your CSV), with missing
-labels masked, AdamW with Graphormer's warm-up + polynomial-decay schedule, and epoch-level metrics
-that are exact under DDP (:mod:`graph_urpe.tasks.graph_metrics`). Gradient clipping is a Trainer
-option (``gradient_clip_val``).
+:class:`GraphPropertyModule` trains any network that maps a PyG batch to ``[num_graphs,
+num_tasks]`` (by default :class:`~graph_urpe.nn.Graphormer`) for graph regression (ZINC,
+PCQM4Mv2, your CSV) or multi-task binary classification (OGB ``ogbg-mol*``, your CSV): missing
+labels masked, regression targets standardised with the training split's statistics (kept in the
+checkpoint; loss in standardised units, metrics and predictions in the labels' units), epoch
+metrics exact under DDP (:mod:`graph_urpe.tasks.metrics`), an injected optimizer and scheduler
+(:mod:`graph_urpe.tasks.optim`). Gradient clipping is a Trainer option.
 
-Dataset-dependent settings (number of tasks, task type, feature vocabularies, metric, target names,
-featurisation) default to :obj:`None` and are then read from the data module (a
-:class:`~graph_urpe.tasks.graph_data.GraphDataModule`) at ``setup``; they are written into the
-hyperparameters, so a checkpoint rebuilds the same model without the data.
+The network, optimizer and scheduler are written once, in their own classes: in YAML ::
+
+    model:
+      class_path: graph_urpe.tasks.GraphPropertyModule
+      init_args:
+        model:
+          class_path: graph_urpe.nn.Graphormer
+          init_args: {num_layers: 12, embed_dim: 80, num_heads: 8, attention: urpe}
+
+with the dataset's sizes (``num_tasks``, ``atom_categories``, ``bond_categories``) and facts
+(``task``, ``metric``, ...) linked from the data module by ``graph-urpe``. In Python ::
+
+    net = Graphormer(num_tasks=1, atom_categories=[28], bond_categories=[4])
+    module = GraphPropertyModule(net, task="regression", metric="mae")
+
+A checkpoint written under ``graph-urpe`` stores the network's class path and arguments, so
+``GraphPropertyModule.load_from_checkpoint(path)`` rebuilds it alone; a module built in Python
+from a network *instance* is loaded with ``load_from_checkpoint(path, model=net)``.
 """
 
 from __future__ import annotations
@@ -20,251 +36,209 @@ from typing import Any
 import torch
 from lightning.pytorch import LightningModule
 from lightning.pytorch.callbacks import Callback
-from torch import Tensor
+from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
+from torch import Tensor, nn
 
-from graph_urpe.nn.graphormer import Graphormer
-from graph_urpe.tasks.graph_metrics import LOSSES, compute_metric, gather_unique, masked_loss
-from graph_urpe.tasks.graph_optim import configure_adamw
+from graph_urpe.tasks.metrics import LOSSES, EpochPredictions, epoch_metrics, masked_loss
+from graph_urpe.tasks.optim import PolynomialDecayLR, configure_optimizers
 
-__all__ = ["DATASET_KEYS", "GraphPropertyModule"]
-
-DATASET_KEYS = (
-    "num_tasks", "task", "atom_categories", "bond_categories", "metric", "evaluator",
-    "target_names", "featurization",
-)
-"""Hyperparameters that :meth:`GraphPropertyModule.setup` fills from the data module's
-:meth:`~graph_urpe.tasks.graph_data.GraphDataModule.dataset_info` when left as :obj:`None`."""
+__all__ = ["GraphPropertyModule", "NonFiniteLossError"]
 
 _TASKS = ("regression", "classification")
+_HIGHER_IS_BETTER = {"rocauc": True, "ap": True, "r2": True, "mae": False, "rmse": False}
+
+
+class NonFiniteLossError(RuntimeError):
+    """Training produced a NaN / infinite loss: the run is stopped instead of continuing."""
 
 
 def _sample_ids(batch) -> Tensor:
     ids = batch.get("sample_id")
     if ids is None:
         raise ValueError(
-            "batch has no `sample_id`: wrap the dataset in graph_urpe.tasks.graph_data.IndexedDataset "
+            "batch has no `sample_id`: wrap the dataset in graph_urpe.data.IndexedDataset "
             "(the GraphDataModules do), so epoch metrics can de-duplicate and order samples."
         )
     return ids.view(-1)
 
 
 class GraphPropertyModule(LightningModule):
-    r"""Graph-level regression / binary classification with Graphormer and URPE attention.
+    r"""Graph-level regression / binary classification with an injected network.
 
     Args:
-        num_layers (int, optional): Graphormer layers. (default: :obj:`12`)
-        embed_dim (int, optional): width. (default: :obj:`80`)
-        num_heads (int, optional): attention heads. (default: :obj:`8`)
-        ffn_dim (int, optional): feed-forward width. (default: :obj:`80`)
-        attention (str, optional): ``"none"``, ``"rpe"`` or ``"urpe"``. (default: :obj:`"urpe"`)
-        max_distance (int, optional): largest distinguished SPD. (default: :obj:`36`)
-        max_degree (int, optional): largest distinguished degree. (default: :obj:`63`)
-        max_hops (int, optional): edges per path in the edge encoding. (default: :obj:`20`)
-        edge_encoding (str, optional): ``"multi_hop"`` or ``"none"``. (default: :obj:`"multi_hop"`)
-        bias_per_layer (bool, optional): one spatial-bias table per layer. (default: :obj:`False`)
-        multiplier_per_layer (bool, optional): one ``C`` table per layer. (default: :obj:`False`)
-        directed_degree (bool, optional): in- and out-degree tables. (default: :obj:`False`)
-        dropout (float, optional): residual dropout. (default: :obj:`0.1`)
-        attention_dropout (float, optional): attention dropout. (default: :obj:`0.1`)
-        activation_dropout (float, optional): FFN activation dropout. (default: :obj:`0.0`)
-        input_dropout (float, optional): input embedding dropout. (default: :obj:`0.0`)
-        num_tasks (int, optional): outputs per graph. (default: from the data)
-        task (str, optional): ``"regression"`` or ``"classification"``. (default: from the data)
-        atom_categories (list[int], optional): node feature vocabularies. (default: from the data)
-        bond_categories (list[int], optional): edge feature vocabularies. (default: from the data)
-        metric (str, optional): ``"mae"``, ``"rmse"``, ``"rocauc"`` or ``"ap"``.
-            (default: from the data)
-        evaluator (str, optional): OGB evaluator name (``"ogbg-molhiv"``, ``"pcqm4mv2"``) or
-            :obj:`None`. (default: from the data)
-        target_names (list[str], optional): names of the outputs. (default: from the data)
+        model (nn.Module): the network, ``batch -> [num_graphs, num_tasks]`` (logits for
+            classification), e.g. :class:`~graph_urpe.nn.Graphormer`.
+        task (str, optional): ``"regression"`` or ``"classification"``.
+            (default: ``"regression"``; linked from the data module)
+        metric (str, optional): the monitored metric, ``"mae"``, ``"rmse"``, ``"r2"``,
+            ``"rocauc"`` or ``"ap"``. (default: :obj:`None`: ``mae`` / ``rocauc``)
+        evaluator (str, optional): official evaluator (``"ogbg-..."``, ``"pcqm4mv2"``).
+            (default: :obj:`None`)
+        target_names (list[str], optional): names of the outputs. (default: ``y0, y1, ...``)
         featurization (str, optional): how SMILES become graphs (``"zinc"``/``"ogb"``), used by
-            ``predict``. (default: from the data)
+            ``predict``. (default: :obj:`None`)
+        max_graph_nodes (int, optional): the node-count limit of training, enforced by
+            ``predict``. (default: :obj:`None`)
+        dataset_source (str, optional): where the training data came from (recorded in the
+            checkpoint and logs). (default: :obj:`None`)
         loss (str, optional): ``"l1"``, ``"mse"`` or ``"bce"``; :obj:`None` picks ``"bce"`` for
             classification, ``"mse"`` for RMSE-scored and ``"l1"`` for other regression.
             (default: :obj:`None`)
-        lr (float, optional): peak learning rate. (default: :obj:`2e-4`)
-        end_lr (float, optional): final learning rate. (default: :obj:`1e-9`)
-        weight_decay (float, optional): AdamW weight decay. (default: :obj:`0.01`)
-        betas (tuple[float, float], optional): AdamW betas. (default: ``(0.9, 0.999)``)
-        eps (float, optional): AdamW epsilon. (default: :obj:`1e-8`)
-        warmup_steps (int, optional): warm-up updates. (default: :obj:`1000`)
-        total_steps (int, optional): updates until ``end_lr``; :obj:`None` uses the Trainer's
-            estimate of the whole run. (default: :obj:`None`)
-        power (float, optional): decay exponent (1 = linear). (default: :obj:`1.0`)
-        compile (bool, optional): run the model through :func:`torch.compile`.
+        standardize (bool, optional): train regression on targets standardised per task with
+            the training split's NaN-aware mean and std. (default: :obj:`True`)
+        optimizer (OptimizerCallable, optional): ``params -> Optimizer``; parameters are split by
+            :func:`~graph_urpe.tasks.optim.parameter_groups` (no weight decay on biases, norms,
+            embeddings and the ``B`` / ``C`` tables). (default: :class:`torch.optim.AdamW`)
+        lr_scheduler (LRSchedulerCallable, optional): ``optimizer -> LRScheduler``, stepped every
+            update. (default: :class:`~graph_urpe.tasks.optim.PolynomialDecayLR`)
+        compile (bool, optional): run the network through :func:`torch.compile`.
             (default: :obj:`False`)
 
     Raises:
-        ValueError: for unknown ``task`` / ``loss`` values, or a classification task with a
-            regression loss (and vice versa).
+        ValueError: for unknown ``task`` / ``loss`` / ``metric`` values, or a loss that does not
+            fit the task.
+        NonFiniteLossError: (during training) when a loss is NaN or infinite.
     """
 
     def __init__(
         self,
-        num_layers: int = 12,
-        embed_dim: int = 80,
-        num_heads: int = 8,
-        ffn_dim: int = 80,
-        attention: str = "urpe",
-        max_distance: int = 36,
-        max_degree: int = 63,
-        max_hops: int = 20,
-        edge_encoding: str = "multi_hop",
-        bias_per_layer: bool = False,
-        multiplier_per_layer: bool = False,
-        directed_degree: bool = False,
-        dropout: float = 0.1,
-        attention_dropout: float = 0.1,
-        activation_dropout: float = 0.0,
-        input_dropout: float = 0.0,
-        num_tasks: int | None = None,
-        task: str | None = None,
-        atom_categories: int | list[int] | None = None,
-        bond_categories: int | list[int] | None = None,
+        model: nn.Module,
+        task: str = "regression",
         metric: str | None = None,
         evaluator: str | None = None,
         target_names: list[str] | None = None,
         featurization: str | None = None,
+        max_graph_nodes: int | None = None,
+        dataset_source: str | None = None,
         loss: str | None = None,
-        lr: float = 2e-4,
-        end_lr: float = 1e-9,
-        weight_decay: float = 0.01,
-        betas: tuple[float, float] = (0.9, 0.999),
-        eps: float = 1e-8,
-        warmup_steps: int = 1000,
-        total_steps: int | None = None,
-        power: float = 1.0,
+        standardize: bool = True,
+        optimizer: OptimizerCallable = torch.optim.AdamW,
+        lr_scheduler: LRSchedulerCallable | None = PolynomialDecayLR,
         compile: bool = False,
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
-        if task is not None and task not in _TASKS:
+        if isinstance(self.hparams.get("model"), nn.Module):
+            # Built in Python from an instance: never pickle a module into the checkpoint.
+            del self.hparams["model"]
+            self._hparams_initial.pop("model", None)
+        if task not in _TASKS:
             raise ValueError(f"task must be one of {_TASKS}, got {task!r}.")
         if loss is not None and loss not in LOSSES:
             raise ValueError(f"loss must be one of {LOSSES}, got {loss!r}.")
-        self.model: Graphormer | None = None
-        self.__dict__["_forward"] = None
-        self._outputs: dict[str, list[tuple[Tensor, Tensor, Tensor]]] = {}
-        if self._dataset_known():
-            self._build()
-
-    # ----------------------------------------------------------------------------- model
-    def _dataset_known(self) -> bool:
-        hp = self.hparams
-        return all(hp.get(k) is not None for k in ("num_tasks", "task", "atom_categories")) and (
-            hp.edge_encoding == "none" or hp.get("bond_categories") is not None
-        )
-
-    def _build(self) -> None:
-        hp = self.hparams
-        if hp.task not in _TASKS:
-            raise ValueError(f"task must be one of {_TASKS}, got {hp.task!r}.")
-        loss = self.loss_name
-        if (hp.task == "classification") != (loss == "bce"):
+        if metric is not None and metric not in _HIGHER_IS_BETTER:
+            raise ValueError(f"metric must be one of {sorted(_HIGHER_IS_BETTER)}, got {metric!r}.")
+        if (task == "classification") != (self.loss_name == "bce"):
             raise ValueError(
-                f"loss {loss!r} does not fit a {hp.task} task: use 'bce' for classification and "
-                f"'l1' or 'mse' for regression."
+                f"loss {self.loss_name!r} does not fit a {task} task: use 'bce' for "
+                "classification and 'l1' or 'mse' for regression."
             )
-        arch = {
-            k: hp[k]
-            for k in (
-                "num_layers", "embed_dim", "num_heads", "ffn_dim", "attention", "max_distance",
-                "max_degree", "max_hops", "edge_encoding", "bias_per_layer",
-                "multiplier_per_layer", "directed_degree", "dropout", "attention_dropout",
-                "activation_dropout", "input_dropout",
-            )
-        }
-        self.model = Graphormer(hp.num_tasks, hp.atom_categories, hp.bond_categories, **arch)
+        self.model = model
+        self.num_tasks = _num_outputs(model)
+        self.optimizer = optimizer
+        self.lr_scheduler = lr_scheduler
         # Kept out of the module registry: the compiled wrapper shares the model's parameters and
         # must not add a second copy of them to the state dict.
-        self.__dict__["_forward"] = torch.compile(self.model) if hp.compile else self.model
+        self.__dict__["_forward"] = torch.compile(model) if compile else model
+        # Target standardisation (regression): y_std = (y - mean) / std, set from the training
+        # split at fit time; identity until then. Buffers, so checkpoints carry them.
+        self.register_buffer("target_mean", torch.zeros(self.num_tasks))
+        self.register_buffer("target_std", torch.ones(self.num_tasks))
+        self.epoch_predictions = nn.ModuleDict(
+            {s: EpochPredictions(self.num_tasks) for s in ("val", "test")}
+        )
 
+    # --------------------------------------------------------------------------- facts
     @property
     def loss_name(self) -> str:
-        """The loss in use: the ``loss`` argument, else ``bce`` for classification, ``mse`` for
-        regression scored by RMSE, ``l1`` for other regression."""
-        if self.hparams.loss is not None:
-            return self.hparams.loss
-        if self.hparams.task == "classification":
+        """The loss in use: ``loss``, else ``bce`` (classification), ``mse`` (RMSE-scored
+        regression) or ``l1``."""
+        hp = self.hparams
+        if hp.loss is not None:
+            return hp.loss
+        if hp.task == "classification":
             return "bce"
-        return "mse" if self.hparams.get("metric") == "rmse" else "l1"
+        return "mse" if hp.metric == "rmse" else "l1"
 
     @property
     def metric_name(self) -> str:
-        """The validation/test metric: the ``metric`` argument, else ``mae`` / ``rocauc``."""
-        if self.hparams.get("metric") is not None:
+        """The monitored metric: ``metric``, else ``mae`` / ``rocauc``."""
+        if self.hparams.metric is not None:
             return self.hparams.metric
         return "rocauc" if self.hparams.task == "classification" else "mae"
 
+    @property
+    def metric_mode(self) -> str:
+        """``"max"`` or ``"min"``: how the monitored metric improves."""
+        return "max" if _HIGHER_IS_BETTER[self.metric_name] else "min"
+
+    @property
+    def target_names(self) -> list[str]:
+        """Names of the outputs (``target_names`` or ``y0, y1, ...``)."""
+        names = self.hparams.target_names
+        if names:
+            return list(names)
+        return ["y"] if self.num_tasks == 1 else [f"y{i}" for i in range(self.num_tasks)]
+
+    # ----------------------------------------------------------------------- setup
     def setup(self, stage: str) -> None:
-        """Fill dataset-dependent hyperparameters from the data module and build the model."""
-        if self.model is not None:
-            if stage != "predict":  # prediction featurises SMILES as the model was trained
-                self._check_data_matches()
+        """At ``fit``: take the target statistics of the data module's training split
+        (``train_target_stats()``; regression with ``standardize`` only)."""
+        if stage != "fit" or self.hparams.task != "regression" or not self.hparams.standardize:
             return
-        info = self._datamodule_info()
-        if info is None:
-            missing = [k for k in ("num_tasks", "task", "atom_categories") if self.hparams.get(k) is None]
-            raise ValueError(
-                f"GraphPropertyModule needs {missing}: pass them, or use a GraphDataModule that "
-                f"provides dataset_info()."
-            )
-        for key in DATASET_KEYS:
-            if self.hparams.get(key) is None and info.get(key) is not None:
-                self.hparams[key] = info[key]
-        self._build()
-
-    def _datamodule_info(self) -> dict[str, Any] | None:
-        dm = getattr(self._trainer, "datamodule", None) if self._trainer is not None else None
-        fn = getattr(dm, "dataset_info", None)
-        return fn() if callable(fn) else None
-
-    def _check_data_matches(self) -> None:
-        info = self._datamodule_info()
-        if not info:
+        dm = getattr(self.trainer, "datamodule", None)
+        stats = getattr(dm, "train_target_stats", None)
+        if not callable(stats):
             return
-        for key in ("num_tasks", "task", "featurization"):
-            mine, theirs = self.hparams.get(key), info.get(key)
-            if mine is not None and theirs is not None and mine != theirs:
-                raise ValueError(
-                    f"The model was built for {key}={mine!r} but the data module provides "
-                    f"{key}={theirs!r}: use the data configuration the checkpoint was trained "
-                    f"with (or a matching dataset)."
-                )
+        mean, std = stats()
+        self.target_mean.copy_(torch.as_tensor(mean, dtype=torch.float32))
+        self.target_std.copy_(torch.as_tensor(std, dtype=torch.float32).clamp(min=1e-12))
 
+    # --------------------------------------------------------------------- forward
     def forward(self, batch) -> Tensor:
-        """Raw model outputs ``[num_graphs, num_tasks]`` (logits for classification)."""
-        if self._forward is None:
-            raise RuntimeError(
-                "The model is not built yet: call trainer.fit/validate/test/predict with a "
-                "GraphDataModule, or pass num_tasks, task and atom_categories."
-            )
+        """Raw network outputs ``[num_graphs, num_tasks]`` in standardised units (regression)
+        or logits (classification)."""
         return self._forward(batch)
 
-    # ---------------------------------------------------------------------------- steps
+    def predict_values(self, batch) -> Tensor:
+        """Predictions ``[num_graphs, num_tasks]`` in the labels' units (regression) or
+        probabilities (classification)."""
+        out = self(batch).float()
+        if self.hparams.task == "classification":
+            return torch.sigmoid(out)
+        return out * self.target_std + self.target_mean
+
+    # ------------------------------------------------------------------------ steps
     def _target(self, batch) -> Tensor:
-        y = batch.y
-        return y.view(-1, self.hparams.num_tasks).to(torch.float32)
+        return batch.y.view(-1, self.num_tasks).to(torch.float32)
+
+    def _scaled(self, target: Tensor) -> Tensor:
+        if self.hparams.task == "classification":
+            return target
+        return (target - self.target_mean) / self.target_std
 
     def training_step(self, batch, batch_idx: int) -> Tensor:
         pred = self(batch)
-        loss = masked_loss(pred, self._target(batch), self.loss_name)
-        self.log("train/loss", loss, prog_bar=True, batch_size=pred.shape[0], sync_dist=False)
+        loss = masked_loss(pred, self._scaled(self._target(batch)), self.loss_name)
+        if not torch.isfinite(loss):
+            raise NonFiniteLossError(
+                f"training loss is {loss.item()} at epoch {self.current_epoch}, step "
+                f"{self.global_step}: the labels or the learning rate are out of range (check for "
+                "huge label values; lower the optimizer's lr). Training stopped; the last good "
+                "checkpoint is kept."
+            )
+        self.log("train/loss", loss, prog_bar=True, batch_size=pred.shape[0])
         return loss
 
     def on_train_epoch_start(self) -> None:
         # Lightning calls set_epoch on a loader's sampler, not on its batch_sampler.
-        loader = self.trainer.train_dataloader
-        batch_sampler = getattr(loader, "batch_sampler", None)
+        batch_sampler = getattr(self.trainer.train_dataloader, "batch_sampler", None)
         if callable(getattr(batch_sampler, "set_epoch", None)):
             batch_sampler.set_epoch(self.current_epoch)
 
     def _eval_step(self, batch, stage: str) -> None:
-        pred = self(batch)
-        target = self._target(batch)
-        loss = masked_loss(pred, target, self.loss_name)
-        self.log(f"{stage}/loss", loss, batch_size=pred.shape[0], sync_dist=True)
-        self._outputs.setdefault(stage, []).append((_sample_ids(batch), pred.detach().float(), target))
+        pred = self.predict_values(batch) if self.hparams.task == "regression" else self(batch)
+        self.epoch_predictions[stage].update(_sample_ids(batch), pred, self._target(batch))
 
     def validation_step(self, batch, batch_idx: int) -> None:
         self._eval_step(batch, "val")
@@ -273,19 +247,25 @@ class GraphPropertyModule(LightningModule):
         self._eval_step(batch, "test")
 
     def _eval_epoch_end(self, stage: str) -> None:
-        outputs = self._outputs.pop(stage, [])
+        collector = self.epoch_predictions[stage]
+        ids, pred, target = collector.compute()
+        collector.reset()
         if self.trainer.sanity_checking:
             return
-        if outputs:
-            ids, pred, target = (torch.cat(x) for x in zip(*outputs))
-        else:
-            n = self.hparams.num_tasks
-            ids, pred, target = torch.zeros(0, dtype=torch.long), torch.zeros(0, n), torch.zeros(0, n)
-        ids, pred, target = gather_unique(ids, pred, target)
-        value = compute_metric(pred, target, self.metric_name, self.hparams.get("evaluator"))
-        # Every rank holds the same gathered value: no further reduction needed.
-        self.log(f"{stage}/{self.metric_name}", value, prog_bar=True, sync_dist=False)
-        self.log(f"{stage}/num_graphs", float(ids.numel()), sync_dist=False)
+        # Loss over the de-duplicated samples (exact under DDP), in training units.
+        scaled_pred = pred if self.hparams.task == "classification" else (
+            (pred - self.target_mean) / self.target_std)
+        loss = masked_loss(scaled_pred, self._scaled(target), self.loss_name)
+        values = epoch_metrics(pred, target, self.hparams.task, self.hparams.evaluator)
+        values = {f"{stage}/{k}": v for k, v in values.items()}
+        values[f"{stage}/loss"] = float(loss)
+        values[f"{stage}/num_graphs"] = float(ids.numel())
+        monitored = f"{stage}/{self.metric_name}"
+        for key, value in values.items():
+            # Every rank holds the same gathered values: no further reduction needed.
+            self.log(key, value, prog_bar=key == monitored, sync_dist=False)
+        if stage == "test":
+            self.test_outputs = (ids, pred, target)
 
     def on_validation_epoch_end(self) -> None:
         self._eval_epoch_end("val")
@@ -294,27 +274,32 @@ class GraphPropertyModule(LightningModule):
         self._eval_epoch_end("test")
 
     def predict_step(self, batch, batch_idx: int) -> dict[str, Tensor]:
-        """``{"sample_id": [G], "prediction": [G, T]}``; probabilities for classification."""
-        out = self(batch).float()
-        if self.hparams.task == "classification":
-            out = torch.sigmoid(out)
-        return {"sample_id": _sample_ids(batch), "prediction": out}
+        """``{"sample_id": [G], "prediction": [G, T]}`` in the labels' units (probabilities for
+        classification)."""
+        return {"sample_id": _sample_ids(batch), "prediction": self.predict_values(batch)}
 
     def configure_callbacks(self) -> Sequence[Callback] | Callback:
         """When predicting with a data module that names an output CSV, add its writer."""
         trainer = self._trainer
         if trainer is None or trainer.state.fn != "predict":
             return []
-        dm = getattr(trainer, "datamodule", None)
-        make = getattr(dm, "prediction_writer", None)
+        make = getattr(getattr(trainer, "datamodule", None), "prediction_writer", None)
         writer = make() if callable(make) else None
         return [writer] if writer is not None else []
 
-    # ------------------------------------------------------------------------ optimizers
     def configure_optimizers(self) -> dict[str, Any]:
-        """AdamW with :class:`~graph_urpe.tasks.graph_optim.PolynomialDecayLR`, stepped every
-        update. Weight decay applies to the weight matrices of linear layers and the hop weights
-        only: not to biases, norms, embeddings, or the ``B`` / ``C`` relation tables (decay would
-        pull ``C`` from its initial ones towards 0)."""
-        hop = self.model.hop_weight if self.model is not None else None
-        return configure_adamw(self, [] if hop is None else [hop])
+        """The injected optimizer over :func:`~graph_urpe.tasks.optim.parameter_groups`, and the
+        scheduler stepped every update, sized from the run."""
+        return configure_optimizers(self, self.optimizer, self.lr_scheduler)
+
+
+def _num_outputs(model: nn.Module) -> int:
+    """Outputs per graph of a network: its ``num_tasks`` (Graphormer) or ``out_channels``."""
+    for name in ("num_tasks", "out_channels"):
+        value = getattr(model, name, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    raise ValueError(
+        f"cannot tell how many outputs {type(model).__name__} has: give it a positive integer "
+        "attribute `num_tasks` (or `out_channels`)."
+    )

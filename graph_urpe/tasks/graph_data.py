@@ -29,11 +29,13 @@ from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
+import torch
 from lightning.pytorch import LightningDataModule
 from torch.utils.data import Dataset
 from torch_geometric.data import Data
 from torch_geometric.loader import DataLoader
 
+from graph_urpe.data.ogb_graphprop import ogb_master
 from graph_urpe.data.processing import molecules_to_graphs
 from graph_urpe.data.registry import DatasetSplits, load_dataset
 from graph_urpe.data.sampler import SizeBucketBatchSampler, graph_sizes
@@ -195,22 +197,48 @@ class GraphDataModule(LightningDataModule):
     # ------------------------------------------------------------------- the dataset
     def registry_args(self) -> dict[str, Any]:
         """``name`` and dataset-specific arguments of
-        :func:`~graph_urpe.data.registry.load_dataset`. Subclasses define it (abstract)."""
-        raise NotImplementedError(
-            f"{type(self).__name__} must define registry_args(); use one of the dataset "
-            "families (ZincLikeDataModule, ZINCDataModule, OGBDataModule, PCQM4Mv2DataModule, "
-            "CSVDataModule) or subclass GraphDataModule."
+        :func:`~graph_urpe.data.registry.load_dataset`. Each dataset family defines it."""
+        raise TypeError(
+            f"{type(self).__name__} names no dataset: use one of the dataset families "
+            "(ZincLikeDataModule, ZINCDataModule, OGBDataModule, PCQM4Mv2DataModule, "
+            "CSVDataModule) or define registry_args() in your subclass."
         )
 
-    def target_names(self, loaded: DatasetSplits) -> list[str]:
-        """Names of the label columns (used for the prediction columns)."""
-        if loaded.num_tasks == 1:
-            return ["y"]
-        return [f"y{i}" for i in range(loaded.num_tasks)]
+    # Static facts of the dataset, read from the configuration and dataset metadata without
+    # processing any molecule; ``graph-urpe`` links them into the model (see graph_urpe.cli).
+    num_tasks: int = 1
+    """Label columns ``T``."""
+    task_type: str = "regression"
+    """``"regression"`` or ``"classification"`` (binary, possibly multi-task)."""
+    metric: str = "mae"
+    """The benchmark's metric (monitored as ``val/<metric>``)."""
+    evaluator: str | None = None
+    """Official evaluator (OGB dataset name or ``"pcqm4mv2"``), or :obj:`None`."""
+    featurization: str = "zinc"
+    """How molecules become graphs: ``"zinc"`` or ``"ogb"``."""
 
-    def evaluator(self, loaded: DatasetSplits) -> str | None:
-        """Name of the official evaluator (OGB dataset name, ``"pcqm4mv2"``) or :obj:`None`."""
-        return None
+    @property
+    def target_names(self) -> list[str]:
+        """Names of the label columns (used for the prediction columns)."""
+        return ["y"] if self.num_tasks == 1 else [f"y{i}" for i in range(self.num_tasks)]
+
+    @property
+    def atom_categories(self) -> list[int]:
+        """Vocabulary size of each atom feature column of :attr:`featurization`."""
+        return _feature_dims(self.featurization)[0]
+
+    @property
+    def bond_categories(self) -> list[int]:
+        """Vocabulary size of each bond feature column of :attr:`featurization`."""
+        return _feature_dims(self.featurization)[1]
+
+    @property
+    def dataset_source(self) -> str:
+        """Where the data come from (recorded in the checkpoint): the loaded dataset's
+        ``source`` once loaded, else the registry name."""
+        if self.loaded is not None and self.loaded.source:
+            return self.loaded.source
+        return str(self.registry_args()["name"])
 
     def load(self) -> DatasetSplits:
         """Build (first call: process and cache on disk) or load the dataset with its splits."""
@@ -230,19 +258,34 @@ class GraphDataModule(LightningDataModule):
                         f"dataset {self.loaded.name!r} has no {part!r} split; it has "
                         f"{sorted(self.loaded.splits)}."
                     )
+            facts = {"num_tasks": self.num_tasks, "task": self.task_type,
+                     "featurization": self.featurization}
+            for key, expected in facts.items():
+                found = getattr(self.loaded, key)
+                if found != expected:
+                    raise ValueError(
+                        f"dataset {self.loaded.name!r} has {key}={found!r} but "
+                        f"{type(self).__name__} declares {expected!r}: fix the data module."
+                    )
         return self.loaded
 
-    def dataset_info(self) -> dict[str, Any]:
-        """What the model needs to know about the data: ``num_tasks``, ``task``,
-        ``atom_categories``, ``bond_categories``, ``metric``, ``evaluator``, ``target_names``,
-        ``featurization`` (loads the dataset if needed)."""
-        loaded = self.load()
-        atoms, bonds = _feature_dims(loaded.featurization)
-        return {
-            "num_tasks": int(loaded.num_tasks), "task": loaded.task, "atom_categories": atoms,
-            "bond_categories": bonds, "metric": loaded.metric, "evaluator": self.evaluator(loaded),
-            "target_names": self.target_names(loaded), "featurization": loaded.featurization,
-        }
+    def train_target_stats(self) -> tuple[list[float], list[float]]:
+        """NaN-aware per-task mean and standard deviation of the training labels (population
+        std; 1 where a task has fewer than two labels or no spread), for target standardisation.
+
+        Returns:
+            tuple[list[float], list[float]]: ``T`` means and ``T`` stds, in the labels' units.
+        """
+        train = self.load().splits["train"]
+        ys = torch.cat([train[i].y.view(-1, self.num_tasks).float() for i in range(len(train))])
+        mask = ~torch.isnan(ys)
+        count = mask.sum(0).clamp(min=1)
+        filled = torch.where(mask, ys, torch.zeros(()))
+        mean = filled.sum(0) / count
+        var = torch.where(mask, (ys - mean).square(), torch.zeros(())).sum(0) / count
+        std = var.sqrt()
+        std = torch.where((mask.sum(0) < 2) | (std == 0), torch.ones_like(std), std)
+        return mean.tolist(), std.tolist()
 
     # ------------------------------------------------------------------------ hooks
     def _predicting(self) -> bool:
@@ -306,8 +349,8 @@ class GraphDataModule(LightningDataModule):
         return self._loader(self.splits["test"], shuffle=False)
 
     # ---------------------------------------------------------------------- predict
-    def _predict_limit(self) -> int | None:
-        limits = [self.max_graph_nodes, self.max_nodes_per_batch]
+    def _predict_limit(self, trained_limit: int | None) -> int | None:
+        limits = [trained_limit, self.max_graph_nodes, self.max_nodes_per_batch]
         if self.max_cells_per_batch is not None:
             limits.append(math.isqrt(self.max_cells_per_batch))
         limits = [v for v in limits if v is not None]
@@ -330,7 +373,8 @@ class GraphDataModule(LightningDataModule):
                 f"{self.smiles_column!r} column) or --data.predict_smiles '[SMILES, ...]'."
             )
         model = self.trainer.lightning_module if self.trainer is not None else None
-        featurization = model.hparams.get("featurization") if model is not None else None
+        hparams = model.hparams if model is not None else {}
+        featurization = hparams.get("featurization")
         if featurization is None:
             raise ValueError(
                 "the model does not say how its molecules were featurised; predict with a "
@@ -339,11 +383,10 @@ class GraphDataModule(LightningDataModule):
         graphs, errors = molecules_to_graphs(
             frame[self.smiles_column].tolist(),
             featurization=featurization,
-            max_nodes=self._predict_limit(),
+            max_nodes=self._predict_limit(hparams.get("max_graph_nodes")),
             pre_transform=spd_pre_transform(),
             keep_smiles=False,
             num_workers=self.processing_workers,
-            progress=False,
         )
         for graph in graphs:
             graph.sample_id = int(graph.row)
@@ -363,8 +406,6 @@ class GraphDataModule(LightningDataModule):
         return SmilesPredictionWriter(self)
 
 
-
-
 class ZincLikeDataModule(GraphDataModule):
     r"""The embedded ZINC-like 12k default (``zinc-like``,
     :class:`graph_urpe.data.zinc_like.ZincLikeDataset`): 10,000 / 1,000 / 1,000 real ZINC
@@ -378,7 +419,8 @@ class ZincLikeDataModule(GraphDataModule):
     def registry_args(self) -> dict[str, Any]:
         return {"name": "zinc-like"}
 
-    def target_names(self, loaded: DatasetSplits) -> list[str]:
+    @property
+    def target_names(self) -> list[str]:
         return ["target"]
 
 
@@ -401,7 +443,8 @@ class ZINCDataModule(GraphDataModule):
     def registry_args(self) -> dict[str, Any]:
         return {"name": "zinc" if self.subset else "zinc-full"}
 
-    def target_names(self, loaded: DatasetSplits) -> list[str]:
+    @property
+    def target_names(self) -> list[str]:
         return ["target"]
 
 
@@ -411,7 +454,8 @@ class OGBDataModule(GraphDataModule):
     :class:`~ogb.graphproppred.Evaluator` (ROC-AUC for ``ogbg-molhiv``, AP for ``ogbg-molpcba``,
     RMSE for the regression sets). OGB features: 9 atom, 3 bond columns. The folder
     ``root/ogbg_<name>`` is downloaded with ``download=True`` or written offline by
-    :mod:`graph_urpe.data.build_ogb`.
+    :mod:`graph_urpe.data.build_ogb`. Task count, type and metric come from OGB's metadata
+    (``master.csv``), without reading the data.
 
     Args:
         name (str, optional): dataset name. (default: ``"ogbg-molhiv"``)
@@ -421,6 +465,8 @@ class OGBDataModule(GraphDataModule):
         ValueError: for a dataset that is not an OGB molecular dataset.
     """
 
+    featurization = "ogb"
+
     def __init__(self, name: str = "ogbg-molhiv", **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if not name.startswith("ogbg-mol"):
@@ -428,12 +474,15 @@ class OGBDataModule(GraphDataModule):
                 f"OGBDataModule supports the molecular ogbg-mol* datasets, got {name!r}."
             )
         self.name = name
+        meta = ogb_master(name)
+        self.num_tasks = int(meta["num tasks"])
+        self.task_type = "classification" if "classification" in meta["task type"] \
+            else "regression"
+        self.metric = str(meta["eval metric"])
+        self.evaluator = name
 
     def registry_args(self) -> dict[str, Any]:
         return {"name": self.name}
-
-    def evaluator(self, loaded: DatasetSplits) -> str | None:
-        return self.name
 
 
 class PCQM4Mv2DataModule(GraphDataModule):
@@ -450,6 +499,9 @@ class PCQM4Mv2DataModule(GraphDataModule):
         **kwargs: see :class:`GraphDataModule`.
     """
 
+    featurization = "ogb"
+    evaluator = "pcqm4mv2"
+
     def __init__(self, standin: bool = False, test_split: str | None = None, **kwargs: Any):
         super().__init__(**kwargs)
         self.standin = standin
@@ -458,10 +510,8 @@ class PCQM4Mv2DataModule(GraphDataModule):
     def registry_args(self) -> dict[str, Any]:
         return {"name": "pcqm4mv2-qm9" if self.standin else "pcqm4mv2"}
 
-    def evaluator(self, loaded: DatasetSplits) -> str | None:
-        return "pcqm4mv2"
-
-    def target_names(self, loaded: DatasetSplits) -> list[str]:
+    @property
+    def target_names(self) -> list[str]:
         return ["homolumogap"]
 
 
@@ -469,7 +519,8 @@ class CSVDataModule(GraphDataModule):
     r"""Your own molecules: a CSV with a SMILES column and one or more label columns
     (:class:`graph_urpe.data.smiles_dataset.SmilesCSVDataset`), regression or binary
     classification, NaN labels allowed; random, scaffold or explicit (column) split. Unusable rows
-    are skipped with their labels and listed (or refused with ``strict``).
+    are skipped with their labels and listed (or refused with ``strict``). The monitored metric
+    follows the task: MAE for regression, ROC-AUC for classification.
 
     Args:
         path (str): the CSV file.
@@ -481,6 +532,9 @@ class CSVDataModule(GraphDataModule):
         split_seed (int, optional): seed of the random split. (default: :obj:`0`)
         featurization (str, optional): ``"ogb"`` or ``"zinc"``. (default: ``"ogb"``)
         **kwargs: see :class:`GraphDataModule` (``smiles_column`` names the SMILES column).
+
+    Raises:
+        ValueError: for an unknown task or featurisation.
     """
 
     def __init__(
@@ -495,10 +549,14 @@ class CSVDataModule(GraphDataModule):
     ) -> None:
         super().__init__(**kwargs)
         _feature_dims(featurization)
+        if task not in ("regression", "classification"):
+            raise ValueError(f"task must be 'regression' or 'classification', got {task!r}.")
         self.path = path
         self.target_columns = [target_columns] if isinstance(target_columns, str) \
             else list(target_columns)
-        self.task = task
+        self.task_type = task
+        self.metric = "mae" if task == "regression" else "rocauc"
+        self.num_tasks = len(self.target_columns)
         self.split = split
         self.split_seed = split_seed
         self.featurization = featurization
@@ -506,9 +564,10 @@ class CSVDataModule(GraphDataModule):
     def registry_args(self) -> dict[str, Any]:
         return {
             "name": "csv", "csv_path": self.path, "smiles_column": self.smiles_column,
-            "target_columns": self.target_columns, "task": self.task, "split": self.split,
+            "target_columns": self.target_columns, "task": self.task_type, "split": self.split,
             "featurization": self.featurization, "seed": self.split_seed,
         }
 
-    def target_names(self, loaded: DatasetSplits) -> list[str]:
+    @property
+    def target_names(self) -> list[str]:
         return list(self.target_columns)

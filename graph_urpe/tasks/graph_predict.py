@@ -7,8 +7,6 @@ larger than the limit) keep their place in the output with empty predictions and
 
 from __future__ import annotations
 
-import os
-import os.path as osp
 from typing import Any
 
 import numpy as np
@@ -16,7 +14,8 @@ import pandas as pd
 import torch
 from lightning.pytorch.callbacks import BasePredictionWriter
 
-from graph_urpe.tasks.graph_metrics import gather_unique
+from graph_urpe.tasks.metrics import EpochPredictions
+from graph_urpe.files import atomic_write_csv
 
 __all__ = ["SmilesPredictionWriter", "prediction_table"]
 
@@ -79,22 +78,21 @@ class SmilesPredictionWriter(BasePredictionWriter):
 
     def on_predict_epoch_end(self, trainer, pl_module) -> None:
         dm = self.datamodule
-        num_tasks = int(pl_module.hparams.num_tasks)
-        ids = torch.cat(self._ids) if self._ids else torch.zeros(0, dtype=torch.long)
-        preds = torch.cat(self._preds) if self._preds else torch.zeros(0, num_tasks)
+        num_tasks = int(pl_module.num_tasks)
+        collector = EpochPredictions(num_tasks).to(pl_module.device)
+        for ids, preds in zip(self._ids, self._preds):
+            collector.update(ids, preds, torch.full_like(preds, float("nan")))
         self._ids, self._preds = [], []
-        ids, preds = gather_unique(ids, preds)
+        ids, preds, _ = collector.compute()  # gathered over DDP ranks, one row per input
         if not trainer.is_global_zero:
             return
-        names = pl_module.hparams.get("target_names") or [f"y{i}" for i in range(num_tasks)]
         errors = dm.predict_errors
         self.table = prediction_table(
-            dm.predict_frame, ids.numpy(), preds.numpy(), errors, list(names)
+            dm.predict_frame, ids.cpu().numpy(), preds.cpu().numpy(), errors,
+            list(pl_module.target_names),
         )
         path = dm.predict_output
-        if osp.dirname(path):
-            os.makedirs(osp.dirname(path), exist_ok=True)
-        self.table.to_csv(path, index=False)
+        atomic_write_csv(self.table, path)
         total = len(self.table)
         print(
             f"Wrote predictions for {total} input rows to {path}: {total - len(errors)} predicted, "

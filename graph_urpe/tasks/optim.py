@@ -78,10 +78,8 @@ def _accepts(factory: Callable, name: str) -> bool:
     target = factory
     while isinstance(target, functools.partial):
         # jsonargparse: partial(instantiator, cls, **init_args); Python: partial(cls, ...)
-        if target.args and inspect.isclass(target.args[0]):
-            target = target.args[0]
-        else:
-            target = target.func
+        classes = [a for a in target.args if inspect.isclass(a)]
+        target = classes[0] if classes else target.func
     try:
         return name in inspect.signature(target).parameters
     except (TypeError, ValueError):
@@ -171,8 +169,8 @@ class PolynomialDecayLR(LRScheduler):
 
     Args:
         optimizer (Optimizer): the wrapped optimizer.
-        total_steps (int): updates until ``end_lr`` (filled with the Trainer's estimate of the run
-            by :func:`configure_optimizers`).
+        total_steps (int): updates until ``end_lr`` (required; :func:`configure_optimizers` fills it
+            with the Trainer's estimate of the run). (default: :obj:`None`)
         warmup_steps (int, optional): explicit warm-up updates (wins over the fraction).
             (default: :obj:`None`)
         warmup_fraction (float, optional): warm-up as a fraction of ``total_steps``.
@@ -191,7 +189,7 @@ class PolynomialDecayLR(LRScheduler):
     def __init__(
         self,
         optimizer: Optimizer,
-        total_steps: int,
+        total_steps: int | None = None,
         warmup_steps: int | None = None,
         warmup_fraction: float = 0.06,
         max_warmup_steps: int | None = 10_000,
@@ -200,7 +198,10 @@ class PolynomialDecayLR(LRScheduler):
         last_epoch: int = -1,
     ) -> None:
         if total_steps is None or total_steps < 1:
-            raise ValueError(f"total_steps must be a positive integer, got {total_steps}.")
+            raise ValueError(
+                f"total_steps must be a positive integer, got {total_steps} (Lightning modules "
+                "fill it from the Trainer; in Python pass it)."
+            )
         if not 0.0 <= warmup_fraction < 1.0:
             raise ValueError(f"warmup_fraction must lie in [0, 1), got {warmup_fraction}.")
         if warmup_steps is None:

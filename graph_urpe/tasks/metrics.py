@@ -1,0 +1,205 @@
+"""Losses and epoch metrics for graph property prediction, with missing labels (NaN) masked.
+
+Every epoch metric is computed on *all* predictions of the split at once (not averaged over
+batches). :class:`EpochPredictions` is a torchmetrics :class:`~torchmetrics.Metric` whose state
+(sample ids, predictions, labels) torchmetrics gathers from every DDP rank; it then keeps one copy
+per sample id, because the size-bucketed sampler pads ranks to equal batch counts by repeating
+batches. The loss and metrics computed from it therefore equal the single-process values exactly.
+
+Metrics (:func:`epoch_metrics`), all from :mod:`torchmetrics.functional` on the labelled entries:
+
+* regression: ``mae``, ``rmse`` (over all labelled entries) and ``r2`` (per task, averaged);
+* classification (binary, multi-task): ``rocauc`` and ``ap`` per task and averaged over tasks
+  that have both classes among their labelled entries (the OGB rule);
+* the dataset's official evaluator where it has one (OGB :class:`~ogb.graphproppred.Evaluator`
+  for ``ogbg-*``, :class:`ogb.lsc.PCQM4Mv2Evaluator`): its value replaces the metric of the same
+  name, so the monitored ``val/<metric>`` is the official number.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+from torchmetrics import Metric
+from torchmetrics.functional import mean_absolute_error, mean_squared_error, r2_score
+from torchmetrics.functional.classification import binary_auroc, binary_average_precision
+
+__all__ = ["LOSSES", "METRICS", "EpochPredictions", "epoch_metrics", "masked_loss"]
+
+LOSSES = ("l1", "mse", "bce")
+METRICS = ("mae", "rmse", "r2", "rocauc", "ap")
+
+
+def masked_loss(pred: Tensor, target: Tensor, loss: str) -> Tensor:
+    """Mean loss over the labelled (non-NaN) entries of ``target``.
+
+    Args:
+        pred (Tensor): predictions (logits for ``"bce"``), ``[G, T]`` float.
+        target (Tensor): labels, ``[G, T]`` float, NaN = missing.
+        loss (str): ``"l1"``, ``"mse"`` or ``"bce"`` (binary cross-entropy with logits).
+
+    Returns:
+        Tensor: scalar float32; ``0`` (with gradient) when nothing is labelled.
+
+    Raises:
+        ValueError: for an unknown ``loss`` or mismatched shapes.
+    """
+    if loss not in LOSSES:
+        raise ValueError(f"loss must be one of {LOSSES}, got {loss!r}.")
+    if pred.shape != target.shape:
+        raise ValueError(
+            f"predictions {tuple(pred.shape)} and labels {tuple(target.shape)} differ in shape; "
+            f"the model's num_tasks must equal the number of label columns."
+        )
+    mask = ~torch.isnan(target)
+    p, t = pred[mask].float(), target[mask].float()
+    if p.numel() == 0:
+        return pred.sum() * 0.0
+    if loss == "l1":
+        return F.l1_loss(p, t)
+    if loss == "mse":
+        return F.mse_loss(p, t)
+    return F.binary_cross_entropy_with_logits(p, t)
+
+
+class EpochPredictions(Metric):
+    """All ``(sample id, prediction, label)`` rows of an epoch, gathered over DDP ranks and
+    de-duplicated by sample id.
+
+    Shapes:
+        - **update(ids, pred, target)**: ``[G]`` int64, ``[G, T]`` float, ``[G, T]`` float
+        - **compute()**: ``(ids [U], pred [U, T], target [U, T])``, unique ids in increasing order
+    """
+
+    full_state_update = False
+
+    def __init__(self, num_tasks: int) -> None:
+        super().__init__()
+        self.num_tasks = int(num_tasks)
+        self.add_state("ids", default=[], dist_reduce_fx="cat")
+        self.add_state("preds", default=[], dist_reduce_fx="cat")
+        self.add_state("targets", default=[], dist_reduce_fx="cat")
+
+    def update(self, ids: Tensor, pred: Tensor, target: Tensor) -> None:
+        """Add one batch of rows."""
+        self.ids.append(ids.detach().view(-1).long())
+        self.preds.append(pred.detach().float().reshape(-1, self.num_tasks))
+        self.targets.append(target.detach().float().reshape(-1, self.num_tasks))
+
+    def compute(self) -> tuple[Tensor, Tensor, Tensor]:
+        """Unique rows sorted by sample id (the first copy of a repeated id is kept)."""
+        def cat(state, shape):
+            if isinstance(state, Tensor):
+                return state
+            return torch.cat(state) if state else torch.zeros(shape, device=self.device)
+
+        ids = cat(self.ids, (0,)).long()
+        preds = cat(self.preds, (0, self.num_tasks))
+        targets = cat(self.targets, (0, self.num_tasks))
+        uid, inverse = torch.unique(ids, return_inverse=True)
+        first = torch.full((uid.numel(),), ids.numel(), dtype=torch.long, device=ids.device)
+        first.scatter_reduce_(0, inverse, torch.arange(ids.numel(), device=ids.device), "amin")
+        return uid, preds[first], targets[first]
+
+
+def _per_task_binary(pred: Tensor, target: Tensor, fn) -> list[float]:
+    scores = []
+    for task in range(target.shape[1]):
+        labelled = ~torch.isnan(target[:, task])
+        t = target[labelled, task]
+        if t.numel() == 0 or bool(t.min() == t.max()):
+            continue  # needs both classes (OGB's rule)
+        scores.append(float(fn(pred[labelled, task], t.long())))
+    return scores
+
+
+def _official(evaluator: str, metric: str, pred: Tensor, target: Tensor) -> float | None:
+    """The official evaluator's value of ``metric``, or :obj:`None` if it has none."""
+    if evaluator == "pcqm4mv2":
+        if metric != "mae":
+            return None
+        from ogb.lsc import PCQM4Mv2Evaluator
+
+        mask = ~torch.isnan(target[:, 0])
+        out = PCQM4Mv2Evaluator().eval({"y_pred": pred[mask, 0], "y_true": target[mask, 0]})
+        return float(out["mae"])
+    from ogb.graphproppred import Evaluator
+
+    ev = Evaluator(evaluator)
+    if ev.eval_metric != metric:
+        return None
+    y_true, y_pred = target.numpy(), pred.numpy()
+    if metric in ("rocauc", "ap"):
+        # OGB raises when no task has both classes; the metric is then undefined (NaN).
+        both = [
+            t for t in range(y_true.shape[1])
+            if np.unique(y_true[~np.isnan(y_true[:, t]), t]).size == 2
+        ]
+        if not both:
+            return float("nan")
+    return float(ev.eval({"y_true": y_true, "y_pred": y_pred})[metric])
+
+
+def epoch_metrics(
+    pred: Tensor, target: Tensor, task: str, evaluator: str | None = None
+) -> dict[str, float]:
+    """Epoch-level metrics on all (de-duplicated) predictions of a split.
+
+    Args:
+        pred (Tensor): ``[G, T]`` predictions in the labels' units (probabilities or logits for
+            classification: only their order matters).
+        target (Tensor): ``[G, T]`` labels, NaN = missing.
+        task (str): ``"regression"`` or ``"classification"``.
+        evaluator (str, optional): ``"ogbg-..."`` or ``"pcqm4mv2"``: the official evaluator's value
+            replaces the metric it defines. (default: :obj:`None`)
+
+    Returns:
+        dict[str, float]: regression ``{"mae", "rmse", "r2"}``; classification ``{"rocauc",
+        "ap"}`` plus ``"rocauc/<t>"``, ``"ap/<t>"`` per task when ``T > 1``. NaN where undefined
+        (no labelled entry; no task with both classes; R² with fewer than 2 labels).
+
+    Raises:
+        ValueError: for an unknown task.
+    """
+    pred, target = pred.detach().float().cpu(), target.detach().float().cpu()
+    out: dict[str, float] = {}
+    if task == "regression":
+        mask = ~torch.isnan(target)
+        if bool(mask.any()):
+            out["mae"] = float(mean_absolute_error(pred[mask], target[mask]))
+            out["rmse"] = float(mean_squared_error(pred[mask], target[mask], squared=False))
+        else:
+            out["mae"] = out["rmse"] = float("nan")
+        r2 = []
+        for t in range(target.shape[1]):
+            m = mask[:, t]
+            if int(m.sum()) >= 2:
+                r2.append(float(r2_score(pred[m, t], target[m, t])))
+        out["r2"] = float(np.mean(r2)) if r2 else float("nan")
+    elif task == "classification":
+        for name, fn in (("rocauc", binary_auroc), ("ap", binary_average_precision)):
+            scores = _per_task_binary(pred, target, fn)
+            out[name] = float(np.mean(scores)) if scores else float("nan")
+            if target.shape[1] > 1:
+                per = dict(zip(_tasks_with_both(target), scores))
+                for t, value in per.items():
+                    out[f"{name}/{t}"] = value
+    else:
+        raise ValueError(f"task must be 'regression' or 'classification', got {task!r}.")
+    if evaluator is not None and pred.shape[0]:
+        for name in list(out):
+            value = _official(evaluator, name, pred, target)
+            if value is not None:
+                out[name] = value
+    return out
+
+
+def _tasks_with_both(target: Tensor) -> list[int]:
+    tasks = []
+    for task in range(target.shape[1]):
+        t = target[~torch.isnan(target[:, task]), task]
+        if t.numel() and bool(t.min() != t.max()):
+            tasks.append(task)
+    return tasks

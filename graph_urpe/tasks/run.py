@@ -1,0 +1,149 @@
+"""What a ``fit`` run leaves in its folder and prints at the end.
+
+* :class:`AtomicCheckpointIO`: checkpoints written under a temporary name and renamed, so a full
+  disk or a kill never leaves a truncated ``last.ckpt``;
+* :func:`write_run_outputs`: ``test_predictions.csv`` (source row, SMILES, targets and
+  predictions of every test molecule, in the labels' units), ``splits.csv`` (the split of every
+  source row, skipped rows with their reason) and ``figures/``;
+* :func:`print_fit_summary`: how training ended (epochs done of planned; stopped by the time
+  limit, early stopping or an interrupt, and what that means), the test metrics, the run folder.
+"""
+
+from __future__ import annotations
+
+import os.path as osp
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
+from lightning.pytorch import LightningDataModule, LightningModule, Trainer
+from lightning.pytorch.callbacks import EarlyStopping, Timer
+
+from graph_urpe.files import atomic_save, atomic_write_csv
+
+__all__ = ["AtomicCheckpointIO", "how_training_ended", "print_fit_summary", "write_run_outputs"]
+
+
+class AtomicCheckpointIO(TorchCheckpointIO):
+    """:class:`~lightning.fabric.plugins.io.torch_io.TorchCheckpointIO` that writes each checkpoint
+    to a temporary file in the destination folder and renames it over the target
+    (:func:`graph_urpe.files.atomic_save`): a failed write leaves the previous checkpoint intact.
+
+    Raises:
+        graph_urpe.files.OutputError: on file-system errors (names the path).
+    """
+
+    def save_checkpoint(self, checkpoint: dict[str, Any], path, storage_options=None) -> None:
+        atomic_save(lambda tmp: torch.save(checkpoint, tmp), str(path))
+
+
+def how_training_ended(trainer: Trainer) -> str:
+    """One sentence: epochs done of planned and why training stopped.
+
+    Args:
+        trainer (Trainer): after ``fit``.
+    """
+    done = trainer.current_epoch
+    planned = trainer.max_epochs
+    of = f"{done} of {planned} epochs" if planned and planned > 0 else f"{done} epochs"
+    if trainer.interrupted:
+        return (f"interrupted after {of} (step {trainer.global_step}); last.ckpt holds the "
+                "state at the interrupt: resume with --ckpt_path last.")
+    for cb in trainer.callbacks:
+        if isinstance(cb, EarlyStopping) and cb.stopped_epoch > 0:
+            return (f"stopped early by EarlyStopping on {cb.monitor} after {of} (no improvement "
+                    f"for {cb.patience} validations).")
+        if isinstance(cb, Timer) and cb.time_remaining() is not None and cb.time_remaining() <= 0:
+            return (f"stopped by the time limit (trainer.max_time) after {of}: the learning-rate "
+                    "schedule did not finish, so the result is worse than a full run; raise "
+                    "max_time or lower max_epochs (the schedule follows max_epochs).")
+    if trainer.max_steps and trainer.max_steps > 0 and trainer.global_step >= trainer.max_steps:
+        return f"finished: reached max_steps={trainer.max_steps} ({of})."
+    return f"finished the planned schedule: {of}."
+
+
+def write_run_outputs(
+    trainer: Trainer, model: LightningModule, datamodule: LightningDataModule, run_dir: str
+) -> list[str]:
+    """Write the test predictions, the split membership and the figures into ``run_dir``.
+
+    ``test_predictions.csv`` has the columns ``row`` (the molecule's source row: the 0-based data
+    row of the user's file, or the index in the dataset), ``smiles`` (where known), then for each
+    target ``T``: ``T`` (label, empty = missing) and ``T_pred`` (prediction in the labels' units,
+    a probability for classification).
+
+    Args:
+        trainer (Trainer): after ``test``.
+        model (LightningModule): a :class:`~graph_urpe.tasks.graph.GraphPropertyModule` whose
+            ``test_outputs`` holds ``(ids, pred, target)``.
+        datamodule (LightningDataModule): the graph data module.
+        run_dir (str): the run folder.
+
+    Returns:
+        list[str]: the files written.
+    """
+    written = []
+    outputs = getattr(model, "test_outputs", None)
+    test_split = getattr(datamodule, "splits", {}).get("test")
+    if outputs is not None and test_split is not None:
+        ids, pred, target = (t.cpu() for t in outputs)
+        if model.hparams.task == "classification":
+            pred = torch.sigmoid(pred)
+        rows, smiles = [], []
+        for i in ids.tolist():
+            graph = test_split[i]
+            rows.append(int(graph.row) if "row" in graph else i)
+            smiles.append(graph.smiles if "smiles" in graph else "")
+        table = {"row": rows, "smiles": smiles}
+        for t, name in enumerate(model.target_names):
+            table[name] = target[:, t].numpy()
+            table[f"{name}_pred"] = pred[:, t].numpy()
+        path = osp.join(run_dir, "test_predictions.csv")
+        atomic_write_csv(pd.DataFrame(table), path)
+        written.append(path)
+    membership = getattr(datamodule, "split_membership", None)
+    frame = membership() if callable(membership) else None
+    if isinstance(frame, pd.DataFrame):
+        path = osp.join(run_dir, "splits.csv")
+        atomic_write_csv(frame, path)
+        written.append(path)
+    try:
+        from graph_urpe.viz import plot_run
+    except ImportError:  # matplotlib is an optional extra
+        return written
+    written += [str(p) for p in plot_run(run_dir, task=model.hparams.get("task"))]
+    return written
+
+
+def _format(value: float) -> str:
+    return "nan" if value is None or not np.isfinite(value) else f"{value:.4f}"
+
+
+def print_fit_summary(trainer: Trainer, metrics: dict[str, float] | None, run_dir: str) -> None:
+    """Print the end-of-``fit`` summary (see the module docstring)."""
+    lines = ["", "=" * 72, f"Training {how_training_ended(trainer)}"]
+    if metrics:
+        shown = {k[5:]: v for k, v in metrics.items()
+                 if k.startswith("test/") and "/" not in k[5:] and k[5:] not in ("num_graphs",)}
+        order = ["mae", "rmse", "r2", "rocauc", "ap", "loss"]
+        for key in sorted(shown, key=lambda k: order.index(k) if k in order else len(order)):
+            label = {"loss": "loss", "r2": "R2", "rocauc": "ROC-AUC", "ap": "AP"}.get(key, key.upper())
+            lines.append(f"Test {label}: {_format(shown[key])}")
+    dm = trainer.datamodule
+    loaded = getattr(dm, "loaded", None)
+    invalid = getattr(loaded, "invalid_rows", None) or []
+    if invalid:
+        where = getattr(loaded, "invalid_rows_path", None)
+        lines.append(f"Skipped rows: {len(invalid)}" + (f" (listed in {where})" if where else "")
+                     + "; see splits.csv for each row's fate.")
+    for cb in trainer.checkpoint_callbacks:
+        if cb.monitor is not None and cb.best_model_path:
+            lines.append(f"Best checkpoint: {cb.best_model_path}  ({cb.monitor})")
+        elif cb.monitor is None and (cb.best_model_path or cb.last_model_path):
+            last = cb.best_model_path or cb.last_model_path  # monitor None: the latest state
+            lines.append(f"Last checkpoint: {last}  (resume with --ckpt_path last)")
+    lines.append(f"Run folder: {run_dir}  (TensorBoard: tensorboard --logdir {osp.dirname(run_dir)})")
+    lines.append("=" * 72)
+    print("\n".join(lines))
