@@ -13,10 +13,11 @@ from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from torch_geometric.data import Batch
 
 from graph_urpe.data.featurize import smiles_to_graph
-from graph_urpe.tasks.graph import GraphPropertyModule
+from graph_urpe.tasks.graph import GraphPropertyModule, NonFiniteLossError
 from graph_urpe.tasks.graph_data import CSVDataModule, IndexedDataset
-from graph_urpe.tasks.graph_metrics import compute_metric, gather_unique, masked_loss
-from graph_urpe.tasks.graph_optim import PolynomialDecayLR, polynomial_decay_factor
+from graph_urpe.nn import Graphormer
+from graph_urpe.tasks.metrics import EpochPredictions, epoch_metrics, masked_loss
+from graph_urpe.tasks.optim import PolynomialDecayLR, parameter_groups, polynomial_decay_factor
 from graph_urpe.transforms import AddShortestPathDistance
 
 SMILES = [
@@ -24,7 +25,26 @@ SMILES = [
     "OCCO", "CC#N", "C1CCCCC1", "CCCl", "Cc1ccccc1", "COC(=O)C", "NCCN", "CCS",
 ]
 TINY = {"num_layers": 1, "embed_dim": 16, "num_heads": 2, "ffn_dim": 16, "max_hops": 4, "max_distance": 8,
-            "max_degree": 6, "dropout": 0.0, "attention_dropout": 0.0, "lr": 3e-3, "warmup_steps": 5}
+        "max_degree": 6, "dropout": 0.0, "attention_dropout": 0.0}
+
+
+def tiny_net(num_tasks=1, featurization="zinc", **kw):
+    atoms, bonds = ([28], [4]) if featurization == "zinc" else (
+        [119, 5, 12, 12, 10, 6, 6, 2, 2], [5, 6, 2])
+    return Graphormer(num_tasks=num_tasks, atom_categories=atoms, bond_categories=bonds,
+                      **{**TINY, **kw})
+
+
+def module(task="regression", lr=3e-3, warmup=5, total=None, **kw):
+    """The Python path: a network instance and explicit dataset facts."""
+    from functools import partial
+
+    sched = partial(PolynomialDecayLR, warmup_steps=warmup)
+    if total is not None:
+        sched = partial(sched, total_steps=total)
+    return GraphPropertyModule(tiny_net(), task=task, featurization="zinc", target_names=["target"],
+                               optimizer=partial(torch.optim.AdamW, lr=lr), lr_scheduler=sched,
+                               **kw)
 
 
 def write_csv(path, task="regression"):
@@ -73,22 +93,29 @@ def test_masked_loss_ignores_nan_labels():
 def test_metrics_against_hand_values():
     y = torch.tensor([[0.0, float("nan")], [0.0, 1.0], [1.0, 1.0], [1.0, float("nan")]])
     s = torch.tensor([[0.1, 0.0], [0.4, 0.2], [0.35, 0.3], [0.8, 0.0]])
+    out = epoch_metrics(s, y, "classification")
     # Task 0: 3 of 4 (positive, negative) pairs ranked right; task 1 has one class: skipped.
-    assert compute_metric(s, y, "rocauc") == pytest.approx(0.75)
+    assert out["rocauc"] == pytest.approx(0.75)
     # AP: ranks 0.8 (+), 0.4 (-), 0.35 (+): 0.5 * 1 + 0.5 * 2/3.
-    assert compute_metric(s, y, "ap") == pytest.approx(0.5 + 1 / 3)
-    assert compute_metric(s[:, :1], y[:, :1], "rocauc", evaluator="ogbg-molhiv") == pytest.approx(0.75)
-    assert math.isnan(compute_metric(s[:, 1:], y[:, 1:], "rocauc"))
+    assert out["ap"] == pytest.approx(0.5 + 1 / 3)
+    official = epoch_metrics(s[:, :1], y[:, :1], "classification", evaluator="ogbg-molhiv")
+    assert official["rocauc"] == pytest.approx(0.75)
+    assert math.isnan(epoch_metrics(s[:, 1:], y[:, 1:], "classification")["rocauc"])
     pred, target = torch.tensor([[1.0], [2.0], [4.0]]), torch.tensor([[1.5], [float("nan")], [2.0]])
-    assert compute_metric(pred, target, "mae") == pytest.approx(1.25)
-    assert compute_metric(pred, target, "rmse") == pytest.approx(math.sqrt((0.25 + 4) / 2))
-    assert compute_metric(pred, target, "mae", evaluator="pcqm4mv2") == pytest.approx(1.25)
+    out = epoch_metrics(pred, target, "regression")
+    assert out["mae"] == pytest.approx(1.25)
+    assert out["rmse"] == pytest.approx(math.sqrt((0.25 + 4) / 2))
+    # R^2 by hand: labels 1.5, 2.0 (mean 1.75); residuals -0.5, 2.0.
+    assert out["r2"] == pytest.approx(1 - (0.25 + 4.0) / (0.0625 + 0.0625))
+    pcq = epoch_metrics(pred, target, "regression", evaluator="pcqm4mv2")
+    assert pcq["mae"] == pytest.approx(1.25)
 
 
-def test_gather_unique_drops_repeats_and_sorts():
-    ids = torch.tensor([3, 1, 3, 2])
-    rows = torch.tensor([[30.0], [10.0], [31.0], [20.0]])
-    uid, out = gather_unique(ids, rows)
+def test_epoch_predictions_drop_repeats_and_sort():
+    collector = EpochPredictions(1)
+    collector.update(torch.tensor([3, 1]), torch.tensor([[30.0], [10.0]]), torch.zeros(2, 1))
+    collector.update(torch.tensor([3, 2]), torch.tensor([[31.0], [20.0]]), torch.zeros(2, 1))
+    uid, out, _ = collector.compute()
     assert uid.tolist() == [1, 2, 3]
     assert out.view(-1).tolist() == [10.0, 20.0, 30.0]
 
@@ -103,7 +130,7 @@ def test_polynomial_decay_schedule():
     assert f(110) == f(500) == end
     param = torch.nn.Parameter(torch.zeros(1))
     opt = torch.optim.SGD([param], lr=peak)
-    sched = PolynomialDecayLR(opt, 10, 110, end_lr=end)
+    sched = PolynomialDecayLR(opt, total_steps=110, warmup_steps=10, end_lr=end)
     seen = []
     for _ in range(61):
         seen.append(opt.param_groups[0]["lr"])
@@ -112,6 +139,29 @@ def test_polynomial_decay_schedule():
     assert seen[0] == pytest.approx(1e-4) and seen[60] == pytest.approx(f(60))
     with pytest.raises(ValueError):
         polynomial_decay_factor(0, 10, 10, peak, end, 1.0)
+
+
+def test_warmup_is_a_fraction_of_the_run_and_capped():
+    opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+    assert PolynomialDecayLR(opt, total_steps=200, warmup_fraction=0.1).warmup_steps == 20
+    assert PolynomialDecayLR(opt, total_steps=10**7).warmup_steps == 10_000  # the cap
+    assert PolynomialDecayLR(opt, total_steps=200, warmup_steps=7).warmup_steps == 7  # explicit
+    assert PolynomialDecayLR(opt, total_steps=1).warmup_steps == 0
+    with pytest.raises(ValueError, match="total_steps"):
+        PolynomialDecayLR(opt)
+
+
+def test_parameter_groups_decay_only_weight_matrices():
+    net = tiny_net()
+    decay, no_decay = (g["params"] for g in parameter_groups(net))
+    names = {id(p): n for n, p in net.named_parameters()}
+    decayed = {names[id(p)] for p in decay}
+    assert decayed and all(p.dim() >= 2 for p in decay)
+    # Embedding tables and the B / C relation tables are never decayed (C would drift from 1).
+    for name in names.values():
+        if "embedding" in name or "spatial" in name or "multiplier" in name or name.endswith(".bias"):
+            assert name not in decayed, name
+    assert len(decay) + len(no_decay) == len(list(net.parameters()))
 
 
 def test_indexed_dataset_adds_sample_ids():
@@ -125,7 +175,7 @@ def test_indexed_dataset_adds_sample_ids():
 def test_tiny_training_run_overfits(tmp_path):
     seed_everything(0)
     dm = datamodule(tmp_path, batch_size=16)
-    model = GraphPropertyModule(**{**TINY, "lr": 1e-2, "loss": "mse", "total_steps": 80})
+    model = module(lr=1e-2, warmup=5, total=80, loss="mse")
     losses = []
 
     class Record(Callback):
@@ -135,16 +185,43 @@ def test_tiny_training_run_overfits(tmp_path):
     trainer(tmp_path, max_steps=80, callbacks=[Record()], limit_val_batches=0).fit(model, dm)
     first, last = np.mean(losses[:5]), np.mean(losses[-5:])
     assert last < 0.05 * first, (first, last)
-    assert model.hparams.num_tasks == 1 and model.hparams.featurization == "zinc"
+
+
+def test_regression_targets_are_standardised_with_training_statistics(tmp_path):
+    dm = datamodule(tmp_path)
+    model = module()
+    trainer(tmp_path, max_epochs=1).fit(model, dm)
+    y = np.array([len(s) / 4.0 for s in SMILES[:10]])  # the 10 training molecules
+    assert model.target_mean.item() == pytest.approx(y.mean(), abs=1e-5)
+    assert model.target_std.item() == pytest.approx(y.std(), abs=1e-5)
+    # Predictions are in the labels' units: network output * std + mean.
+    batch = next(iter(dm.val_dataloader()))
+    model.eval()
+    with torch.no_grad():
+        raw = model(batch)
+        torch.testing.assert_close(model.predict_values(batch), raw * y.std() + y.mean(),
+                                   rtol=1e-5, atol=1e-5)
+
+
+def test_non_finite_loss_stops_training(tmp_path):
+    csv = tmp_path / "huge.csv"
+    pd.DataFrame({"smiles": SMILES, "target": [1e30] * len(SMILES),
+                  "split": ["train"] * 10 + ["valid"] * 3 + ["test"] * 3}).to_csv(csv, index=False)
+    dm = CSVDataModule(str(csv), split="split", featurization="zinc", root=str(tmp_path / "p"),
+                       batch_size=4)
+    model = module(loss="mse", standardize=False)
+    with pytest.raises(NonFiniteLossError, match="training loss"):
+        trainer(tmp_path, max_epochs=1).fit(model, dm)
 
 
 def test_classification_with_missing_labels(tmp_path):
     seed_everything(0)
     dm = datamodule(tmp_path, task="classification")
-    model = GraphPropertyModule(**TINY)
+    model = module(task="classification")
     t = trainer(tmp_path, max_epochs=2)
     t.fit(model, dm)
     assert model.loss_name == "bce" and model.metric_name == "rocauc"
+    assert model.metric_mode == "max"
     metrics = t.validate(model, dm, verbose=False)[0]
     assert metrics["val/num_graphs"] == 3
     assert 0.0 <= metrics["val/rocauc"] <= 1.0 or math.isnan(metrics["val/rocauc"])
@@ -155,7 +232,7 @@ def _fit_with_checkpoints(tmp_path, epochs):
     dm = datamodule(tmp_path)
     ckpt = ModelCheckpoint(dirpath=str(tmp_path / "ckpt"), monitor="val/mae", mode="min",
                            save_last=True, filename="best-{epoch}")
-    model = GraphPropertyModule(**TINY)
+    model = module()
     t = trainer(tmp_path, max_epochs=epochs, callbacks=[ckpt], enable_checkpointing=True)
     t.fit(model, dm)
     return model, dm, ckpt, t
@@ -165,22 +242,21 @@ def test_checkpoint_save_load_and_resume(tmp_path):
     model, dm, ckpt, t = _fit_with_checkpoints(tmp_path, epochs=2)
     assert t.global_step == 2 * 3  # 10 training molecules, batches of <= 4
     last = ckpt.last_model_path
-    loaded = GraphPropertyModule.load_from_checkpoint(last)  # no data module needed
-    assert loaded.hparams.atom_categories == [28]
-    state = torch.load(last, weights_only=False, map_location="cpu")["state_dict"]
-    assert all(k.startswith("model.") for k in state)  # one copy of each weight
-    compiled = GraphPropertyModule(**{**TINY, "compile": True}, **{
-        k: loaded.hparams[k] for k in ("num_tasks", "task", "atom_categories", "bond_categories")})
-    assert compiled.state_dict().keys() == loaded.state_dict().keys()
+    raw = torch.load(last, weights_only=True, map_location="cpu")  # no pickled module inside
+    assert "model" not in raw["hyper_parameters"]
+    assert all(k.startswith(("model.", "target_")) for k in raw["state_dict"])  # one copy
+    # Built from an instance in Python: load with a network of the same architecture.
+    loaded = GraphPropertyModule.load_from_checkpoint(last, model=tiny_net())
+    assert loaded.target_mean.item() == pytest.approx(model.target_mean.item())
     batch = Batch.from_data_list([
         AddShortestPathDistance()(smiles_to_graph(s, "zinc")) for s in SMILES[:4]
     ])
     model.eval()
     loaded.eval()
     with torch.no_grad():
-        torch.testing.assert_close(loaded(batch), model(batch))
+        torch.testing.assert_close(loaded.predict_values(batch), model.predict_values(batch))
     # Resume from "last": training continues at epoch 2 with the same step counter.
-    model2 = GraphPropertyModule(**TINY)
+    model2 = module()
     t2 = trainer(tmp_path, max_epochs=3, callbacks=[ModelCheckpoint(dirpath=str(tmp_path / "ckpt"),
                                                                     save_last=True)],
                  enable_checkpointing=True)
@@ -197,7 +273,7 @@ def test_predict_keeps_row_order_and_reports_failures(tmp_path):
     pdm = CSVDataModule(str(tmp_path / "mols_regression.csv"), featurization="zinc",
                         predict_csv=str(csv), predict_output=str(out), max_graph_nodes=10,
                         batch_size=2)
-    loaded = GraphPropertyModule.load_from_checkpoint(ckpt.last_model_path)
+    loaded = GraphPropertyModule.load_from_checkpoint(ckpt.last_model_path, model=tiny_net())
     trainer(tmp_path).predict(loaded, pdm, return_predictions=False)
     table = pd.read_csv(out, keep_default_na=False)
     assert table["id"].tolist() == [f"m{i}" for i in range(len(inputs))]
@@ -208,12 +284,13 @@ def test_predict_keeps_row_order_and_reports_failures(tmp_path):
     assert "invalid SMILES" in errors[1] and "28 ZINC atom types" in errors[2]
     assert "12" in errors[3] and "10" in errors[3]  # the size and the limit
     assert all(table["pred_target"][i] == "" for i in failed)
-    # Predictions equal the model applied to each molecule on its own.
+    # Predictions equal the model applied to each molecule on its own, in the labels' units.
     loaded.eval()
     for i in (0, 4, 6):
         g = Batch.from_data_list([AddShortestPathDistance()(smiles_to_graph(inputs[i], "zinc"))])
+        g.sample_id = torch.tensor([0])
         with torch.no_grad():
-            expect = loaded(g).item()
+            expect = loaded.predict_values(g).item()
         assert float(table["pred_target"][i]) == pytest.approx(expect, abs=1e-5)
 
 
@@ -245,12 +322,15 @@ def _build_family(family, root):
 @pytest.mark.parametrize("family", ["zinc", "ogbg-molhiv", "pcqm4mv2"])
 def test_data_module_families_validate_with_official_metric(tmp_path, family):
     dm, names, evaluator = _build_family(family, str(tmp_path))
-    model = GraphPropertyModule(**TINY)
+    # The static facts need no processing and describe the folder that gets built.
+    assert dm.target_names == names and dm.evaluator == evaluator
+    assert dm.featurization == ("zinc" if family == "zinc" else "ogb")
+    assert dm.atom_categories == ([28] if family == "zinc" else [119, 5, 12, 12, 10, 6, 6, 2, 2])
+    net = Graphormer(num_tasks=dm.num_tasks, atom_categories=dm.atom_categories,
+                     bond_categories=dm.bond_categories, **TINY)
+    model = GraphPropertyModule(net, task=dm.task_type, metric=dm.metric, evaluator=dm.evaluator,
+                                target_names=dm.target_names, featurization=dm.featurization)
     metrics = trainer(tmp_path).validate(model, dm, verbose=False)[0]
-    hp = model.hparams
-    assert hp.target_names == names and hp.evaluator == evaluator
-    assert hp.featurization == ("zinc" if family == "zinc" else "ogb")
-    assert hp.atom_categories == ([28] if family == "zinc" else [119, 5, 12, 12, 10, 6, 6, 2, 2])
     # Independent check: run the model over the validation split and score it by hand.
     model.eval()
     preds, ys = [], []

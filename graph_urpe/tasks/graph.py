@@ -37,6 +37,7 @@ import torch
 from lightning.pytorch import LightningModule
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
+from lightning.pytorch.core.mixins.hparams_mixin import _given_hyperparameters
 from torch import Tensor, nn
 
 from graph_urpe.tasks.metrics import LOSSES, EpochPredictions, epoch_metrics, masked_loss
@@ -117,11 +118,11 @@ class GraphPropertyModule(LightningModule):
         compile: bool = False,
     ) -> None:
         super().__init__()
-        self.save_hyperparameters()
-        if isinstance(self.hparams.get("model"), nn.Module):
-            # Built in Python from an instance: never pickle a module into the checkpoint.
-            del self.hparams["model"]
-            self._hparams_initial.pop("model", None)
+        # Under LightningCLI the configurations of the network, optimizer and scheduler (class
+        # paths, arguments) are saved, so a checkpoint rebuilds them; objects given in Python are
+        # never pickled into a checkpoint (it stays loadable with weights_only=True).
+        injected = ["model", "optimizer", "lr_scheduler"]
+        self.save_hyperparameters(ignore=None if _given_hyperparameters.get() else injected)
         if task not in _TASKS:
             raise ValueError(f"task must be one of {_TASKS}, got {task!r}.")
         if loss is not None and loss not in LOSSES:

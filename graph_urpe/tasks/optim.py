@@ -171,7 +171,8 @@ class PolynomialDecayLR(LRScheduler):
         optimizer (Optimizer): the wrapped optimizer.
         total_steps (int): updates until ``end_lr`` (required; :func:`configure_optimizers` fills it
             with the Trainer's estimate of the run). (default: :obj:`None`)
-        warmup_steps (int, optional): explicit warm-up updates (wins over the fraction).
+        warmup_steps (int, optional): explicit warm-up updates (wins over the fraction; at most
+            ``total_steps - 1``).
             (default: :obj:`None`)
         warmup_fraction (float, optional): warm-up as a fraction of ``total_steps``.
             (default: :obj:`0.06`, Graphormer's PCQM4Mv2 ratio 60k / 1M)
@@ -182,8 +183,7 @@ class PolynomialDecayLR(LRScheduler):
         last_epoch (int, optional): index of the last step, for resuming. (default: :obj:`-1`)
 
     Raises:
-        ValueError: if ``total_steps < 1``, ``warmup_fraction`` is outside ``[0, 1)`` or the
-            explicit ``warmup_steps`` is not below ``total_steps``.
+        ValueError: if ``total_steps < 1`` or ``warmup_fraction`` is outside ``[0, 1)``.
     """
 
     def __init__(
@@ -208,7 +208,7 @@ class PolynomialDecayLR(LRScheduler):
             warmup_steps = int(round(warmup_fraction * total_steps))
             if max_warmup_steps is not None:
                 warmup_steps = min(warmup_steps, max_warmup_steps)
-            warmup_steps = min(warmup_steps, total_steps - 1)
+        warmup_steps = min(warmup_steps, total_steps - 1)  # leave at least one decay step
         total_steps = max(int(total_steps), 1)
         polynomial_decay_factor(0, warmup_steps, total_steps, 1.0, end_lr, power)  # validates
         self.warmup_steps = int(warmup_steps)
