@@ -247,3 +247,13 @@ def test_plot_run_errors(tmp_path):
         plot_run(tmp_path)
     with pytest.raises(ValueError, match="task must be"):
         plot_run(tmp_path, task="ranking")
+
+
+def test_missing_matplotlib_says_how_to_install(monkeypatch):
+    import sys
+
+    from graph_urpe.viz._mpl import pyplot
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now fails
+    with pytest.raises(ImportError, match=r"pip install 'graph-urpe\[plot\]'"):
+        pyplot()

@@ -16,7 +16,7 @@ def pyplot() -> ModuleType:
     """
     try:
         import matplotlib
-    except ImportError as err:  # pragma: no cover - exercised only without matplotlib
+    except ImportError as err:
         raise ImportError(f"graph-urpe's figures need matplotlib: {INSTALL_HINT}") from err
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
