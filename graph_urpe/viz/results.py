@@ -1,0 +1,242 @@
+"""Test-set figures from a run's ``test_predictions.csv``: parity plots (regression), ROC and
+precision-recall curves (binary classification).
+
+Expected file: a header ``row, smiles`` followed, for each task ``T``, by the columns ``T`` (the
+target; empty = missing, read as NaN) and ``T_pred`` (the prediction, in the target's units for
+regression, the probability of class 1 in ``[0, 1]`` for classification). One row per test
+molecule. A task is every column ``T`` that has a partner ``T_pred``; other columns are ignored.
+
+Task type rule (:func:`infer_task`): ``"classification"`` when, for every task, all non-missing
+targets are 0 or 1 and all non-missing predictions lie in ``[0, 1]``; ``"regression"`` otherwise.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from graph_urpe.viz._mpl import pyplot, save
+
+__all__ = [
+    "TASK_TYPES",
+    "infer_task",
+    "parity_figure",
+    "plot_parity",
+    "plot_roc_pr",
+    "prediction_tasks",
+    "read_predictions_csv",
+    "roc_pr_figure",
+]
+
+TASK_TYPES = ("regression", "classification")
+PRED_SUFFIX = "_pred"
+
+
+def read_predictions_csv(path: str | Path) -> pd.DataFrame:
+    """Read ``test_predictions.csv`` (format in the module docstring).
+
+    Args:
+        path (str or Path): the CSV file.
+
+    Returns:
+        pandas.DataFrame: the table; empty target cells are NaN.
+
+    Raises:
+        FileNotFoundError: if ``path`` does not exist.
+        ValueError: if the file has no ``T`` / ``T_pred`` column pair.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no test predictions at {path} (a run folder holds "
+                                "test_predictions.csv after `fit` tested the model).")
+    frame = pd.read_csv(path)
+    prediction_tasks(frame, source=str(path))
+    return frame
+
+
+def prediction_tasks(frame: pd.DataFrame, source: str = "the table") -> list[str]:
+    """Task names of a predictions table: each column ``T`` with a partner ``T_pred``, in order.
+
+    Raises:
+        ValueError: if there is no such pair (``source`` names the table in the message).
+    """
+    cols = set(frame.columns)
+    tasks = [
+        c for c in frame.columns
+        if not c.endswith(PRED_SUFFIX) and f"{c}{PRED_SUFFIX}" in cols
+    ]
+    if not tasks:
+        raise ValueError(
+            f"{source} has no target/prediction column pair 'T', 'T_pred' "
+            f"(columns: {list(frame.columns)})."
+        )
+    return tasks
+
+
+def infer_task(frame: pd.DataFrame) -> str:
+    """``"classification"`` or ``"regression"`` by the rule in the module docstring."""
+    for task in prediction_tasks(frame):
+        y = frame[task].to_numpy(dtype=float)
+        p = frame[f"{task}{PRED_SUFFIX}"].to_numpy(dtype=float)
+        y, p = y[~np.isnan(y)], p[~np.isnan(p)]
+        if not (np.isin(y, (0.0, 1.0)).all() and ((p >= 0) & (p <= 1)).all()):
+            return "regression"
+    return "classification"
+
+
+def _pairs(frame: pd.DataFrame, task: str) -> tuple[np.ndarray, np.ndarray]:
+    """Targets and predictions of ``task`` where both are finite."""
+    y = frame[task].to_numpy(dtype=float)
+    p = frame[f"{task}{PRED_SUFFIX}"].to_numpy(dtype=float)
+    keep = np.isfinite(y) & np.isfinite(p)
+    return y[keep], p[keep]
+
+
+def _grid(num: int, ncols: int = 4):
+    plt = pyplot()
+    ncols = min(num, ncols)
+    nrows = math.ceil(num / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3.8 * ncols, 3.6 * nrows), squeeze=False)
+    for ax in axes.flat[num:]:
+        ax.set_visible(False)
+    return fig, axes.flat[:num]
+
+
+def _shown(tasks: list[str], max_tasks: int) -> tuple[list[str], str]:
+    if max_tasks < 1:
+        raise ValueError(f"max_tasks must be >= 1, got {max_tasks}.")
+    if len(tasks) <= max_tasks:
+        return tasks, ""
+    return tasks[:max_tasks], f"first {max_tasks} of {len(tasks)} tasks"
+
+
+def parity_figure(frame: pd.DataFrame, max_tasks: int = 12):
+    """Predicted against true value, one panel per task, with the line ``y = x``.
+
+    Rows with a missing target or prediction are left out. Each panel's title gives the task, the
+    mean absolute error ``MAE = mean |p - y|``, the coefficient of determination
+    ``R² = 1 - Σ(y - p)² / Σ(y - ȳ)²`` (scikit-learn's ``r2_score``; NaN with fewer than two
+    points) and the number of points.
+
+    Args:
+        frame (pandas.DataFrame): a predictions table (module docstring).
+        max_tasks (int, optional): draw at most this many tasks (the first ones).
+            (default: :obj:`12`)
+
+    Returns:
+        matplotlib.figure.Figure: panel ``t`` holds one scatter (``collections[0]``, points
+        ``(y, p)``) and the ``y = x`` line.
+
+    Raises:
+        ValueError: if the table has no task pair or a task has no labelled row.
+        ImportError: if matplotlib is missing.
+    """
+    from sklearn.metrics import mean_absolute_error, r2_score
+
+    tasks, note = _shown(prediction_tasks(frame), max_tasks)
+    fig, axes = _grid(len(tasks))
+    for ax, task in zip(axes, tasks):
+        y, p = _pairs(frame, task)
+        if not len(y):
+            raise ValueError(f"task {task!r} has no row with both a target and a prediction.")
+        mae = mean_absolute_error(y, p)
+        r2 = r2_score(y, p) if len(y) > 1 else float("nan")
+        ax.scatter(y, p, s=6, alpha=0.5, color="tab:blue", edgecolors="none")
+        lo, hi = float(min(y.min(), p.min())), float(max(y.max(), p.max()))
+        pad = 0.03 * (hi - lo or 1.0)
+        ax.plot([lo - pad, hi + pad], [lo - pad, hi + pad], color="black", lw=0.8, ls="--")
+        ax.set_xlim(lo - pad, hi + pad)
+        ax.set_ylim(lo - pad, hi + pad)
+        ax.set_aspect("equal")
+        ax.set_title(f"{task}\nMAE {mae:.4g}, R² {r2:.3f} (n={len(y)})", fontsize=10)
+        ax.set_xlabel("true")
+        ax.set_ylabel("predicted")
+        ax.grid(alpha=0.3)
+    if note:
+        fig.suptitle(note, fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def roc_pr_figure(frame: pd.DataFrame, max_tasks: int = 12):
+    """ROC and precision-recall curves, one line per task (binary tasks, probabilities).
+
+    Curves come from scikit-learn (``roc_curve`` with every threshold kept,
+    ``precision_recall_curve``); the legend gives each task's ROC-AUC (``roc_auc_score``) and
+    average precision (``average_precision_score``). Rows with a missing target are left out;
+    tasks whose labelled rows hold only one class are skipped and named under the panels.
+
+    Args:
+        frame (pandas.DataFrame): a predictions table (module docstring).
+        max_tasks (int, optional): draw at most this many tasks (the first with both classes).
+            (default: :obj:`12`)
+
+    Returns:
+        matplotlib.figure.Figure: panel 0 ROC (line ``t`` is task ``t``'s ``(fpr, tpr)``; the last
+        line the chance diagonal), panel 1 precision-recall (line ``t``: ``(recall, precision)``).
+
+    Raises:
+        ValueError: if no task has both classes among its labelled rows.
+        ImportError: if matplotlib is missing.
+    """
+    from sklearn.metrics import (
+        average_precision_score,
+        precision_recall_curve,
+        roc_auc_score,
+        roc_curve,
+    )
+
+    tasks = prediction_tasks(frame)
+    usable = [t for t in tasks if len(np.unique(_pairs(frame, t)[0])) == 2]
+    skipped = [t for t in tasks if t not in usable]
+    if not usable:
+        raise ValueError(
+            f"no task has both classes among its labelled test rows ({tasks}); ROC and "
+            "precision-recall curves are undefined."
+        )
+    usable, note = _shown(usable, max_tasks)
+    plt = pyplot()
+    fig, (roc_ax, pr_ax) = plt.subplots(1, 2, figsize=(10, 4.4))
+    for task in usable:
+        y, p = _pairs(frame, task)
+        fpr, tpr, _ = roc_curve(y, p, drop_intermediate=False)
+        precision, recall, _ = precision_recall_curve(y, p)
+        roc_ax.plot(fpr, tpr, lw=1.3, label=f"{task} (AUC {roc_auc_score(y, p):.3f})")
+        pr_ax.plot(recall, precision, lw=1.3, drawstyle="steps-post",
+                   label=f"{task} (AP {average_precision_score(y, p):.3f})")
+    roc_ax.plot([0, 1], [0, 1], color="grey", lw=0.8, ls="--", label="chance")
+    roc_ax.set(xlabel="false positive rate", ylabel="true positive rate", title="ROC",
+               xlim=(0, 1), ylim=(0, 1.02))
+    pr_ax.set(xlabel="recall", ylabel="precision", title="precision-recall",
+              xlim=(0, 1), ylim=(0, 1.02))
+    for ax in (roc_ax, pr_ax):
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="lower right" if ax is roc_ax else "best")
+    notes = [n for n in (note, f"skipped (one class only): {', '.join(skipped)}"
+                         if skipped else "") if n]
+    if notes:
+        fig.text(0.01, -0.02, "; ".join(notes), fontsize=8, va="top")
+    fig.tight_layout()
+    return fig
+
+
+def plot_parity(predictions_csv: str | Path, out_path: str | Path, max_tasks: int = 12) -> Path:
+    """Write the parity figure (:func:`parity_figure`) of a ``test_predictions.csv``.
+
+    Returns:
+        Path: ``out_path``.
+    """
+    return save(parity_figure(read_predictions_csv(predictions_csv), max_tasks), out_path)
+
+
+def plot_roc_pr(predictions_csv: str | Path, out_path: str | Path, max_tasks: int = 12) -> Path:
+    """Write the ROC / precision-recall figure (:func:`roc_pr_figure`) of a
+    ``test_predictions.csv``.
+
+    Returns:
+        Path: ``out_path``.
+    """
+    return save(roc_pr_figure(read_predictions_csv(predictions_csv), max_tasks), out_path)
