@@ -311,7 +311,14 @@ def main(args: list[str] | None = None) -> None:
 
 
 def _check_ckpt_path(argv: list[str]) -> None:
-    """Refuse a ``--ckpt_path`` that names a missing file (not ``last``/``best``/``hpc``)."""
+    """Refuse a ``--ckpt_path`` that names a missing file (not ``last``/``best``/``hpc``), and
+    ``predict`` without one."""
+    if argv[:1] == ["predict"] and not any(a.startswith("--ckpt_path") for a in argv) \
+            and not any(a in ("-h", "--help", "--print_config") for a in argv):
+        raise CLIError(
+            "predict needs a trained model: pass --ckpt_path PATH (e.g. the best.ckpt printed "
+            "at the end of `graph-urpe fit`)."
+        )
     for i, arg in enumerate(argv):
         value = None
         if arg == "--ckpt_path" and i + 1 < len(argv):
@@ -374,7 +381,9 @@ def _main(argv: list[str], args: list[str] | None) -> None:
     if argv[0] == "plot":
         from graph_urpe.viz.cli import main as plot_main
 
-        plot_main(argv[1:])
+        code = plot_main(argv[1:])
+        if code:
+            raise SystemExit(code)
         return
     argv = _checkpoint_config(argv)
     if args is not None or argv != list(sys.argv[1:]):

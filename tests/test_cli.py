@@ -24,74 +24,98 @@ SMILES = [
 ]
 
 
-def write_config(tmp_path, max_epochs=2):
+def write_config(tmp_path, max_epochs=2, task="regression"):
+    """A tiny experiment file on a 16-molecule CSV: only what differs from the package base."""
     csv = tmp_path / "mols.csv"
     split = ["train"] * 10 + ["valid"] * 3 + ["test"] * 3
-    pd.DataFrame({"smiles": SMILES, "target": [len(s) / 4.0 for s in SMILES],
-                  "split": split}).to_csv(csv, index=False)
-    run = tmp_path / "run"
+    if task == "regression":
+        target = [len(s) / 4.0 for s in SMILES]
+    else:
+        target = [float(len(s) > 4) for s in SMILES]
+    pd.DataFrame({"smiles": SMILES, "target": target, "split": split}).to_csv(csv, index=False)
+    root = tmp_path / "runs"
     config = {
-        "seed_everything": 0,
+        "name": "tiny",
         "trainer": {
-            "accelerator": "cpu", "devices": 1, "max_epochs": max_epochs,
-            "use_distributed_sampler": False, "enable_progress_bar": False,
+            "accelerator": "cpu", "max_epochs": max_epochs, "enable_progress_bar": False,
             "enable_model_summary": False, "num_sanity_val_steps": 0,
-            "default_root_dir": str(run),
-            "logger": [{"class_path": "lightning.pytorch.loggers.CSVLogger",
-                        "init_args": {"save_dir": str(run), "name": "csv"}}],
-            "callbacks": [{"class_path": "lightning.pytorch.callbacks.ModelCheckpoint",
-                           "init_args": {"dirpath": str(run / "checkpoints"),
-                                         "filename": "best-{epoch}", "monitor": "val/mae",
-                                         "mode": "min", "save_last": True}}],
+            "default_root_dir": str(root),
         },
-        "model": {"class_path": "graph_urpe.tasks.graph.GraphPropertyModule",
-                  "init_args": {"num_layers": 1, "embed_dim": 16, "num_heads": 2, "ffn_dim": 16,
-                                "max_hops": 4, "max_distance": 8, "max_degree": 6,
-                                "dropout": 0.0, "attention_dropout": 0.0, "lr": 3e-3,
-                                "warmup_steps": 2}},
+        "model": {"init_args": {
+            "model": {"init_args": {"num_layers": 1, "embed_dim": 16, "num_heads": 2,
+                                    "ffn_dim": 16, "max_hops": 4, "max_distance": 8,
+                                    "max_degree": 6}},
+            "optimizer": {"init_args": {"lr": 3e-3}},
+            "lr_scheduler": {"init_args": {"warmup_steps": 2}},
+        }},
         "data": {"class_path": "graph_urpe.tasks.graph_data.CSVDataModule",
                  "init_args": {"path": str(csv), "split": "split", "featurization": "zinc",
-                               "root": str(tmp_path / "data"), "batch_size": 4}},
+                               "task": task, "root": str(tmp_path / "data"), "batch_size": 4}},
     }
     path = tmp_path / "tiny.yaml"
     path.write_text(yaml.safe_dump(config))
-    return str(path), run
+    return str(path), root / "tiny"
 
 
-def test_fit_tests_best_checkpoint_then_resume_and_predict(tmp_path, capsys, monkeypatch):
-    monkeypatch.chdir(tmp_path)  # predict below uses the default config (its run folder lands here)
-    config, run = write_config(tmp_path)
+def test_fit_writes_one_run_folder_tests_best_then_resumes_and_predicts(
+        tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    config, runs = write_config(tmp_path)
     main(["fit", "--config", config])
     out = capsys.readouterr().out
+    run = runs / "version_0"
+    assert "Training finished the planned schedule: 2 of 2 epochs." in out
+    for name in ("config.yaml", "metrics.csv", "hparams.yaml", "checkpoints/best.ckpt",
+                 "checkpoints/last.ckpt", "test_predictions.csv",
+                 "figures/learning_curves.png", "figures/parity.png"):
+        assert (run / name).is_file(), name
+    assert any(p.name.startswith("events.out.tfevents") for p in run.iterdir())
     mae = float(re.search(r"Test MAE: ([0-9.]+)", out).group(1))
     best = re.search(r"Best checkpoint: (\S+)", out).group(1)
-    assert os.path.isfile(best) and os.path.isfile(run / "checkpoints" / "last.ckpt")
-    # The printed test MAE is the best checkpoint's MAE on the 3 test molecules.
+    assert best == str(run / "checkpoints" / "best.ckpt")
+    # The checkpoint alone rebuilds the trained network (its class path and arguments).
     model = GraphPropertyModule.load_from_checkpoint(best)
     dm = CSVDataModule(str(tmp_path / "mols.csv"), split="split", featurization="zinc",
                        root=str(tmp_path / "data"), batch_size=4)
     dm.setup("test")
     model.eval()
-    errors = []
+    errors, preds = [], {}
     with torch.no_grad():
         for batch in dm.test_dataloader():
-            errors.append((model(batch) - batch.y).abs().view(-1))
+            p = model.predict_values(batch)
+            preds.update(zip(batch.sample_id.tolist(), p.view(-1).tolist()))
+            errors.append((p - batch.y).abs().view(-1))
     assert mae == pytest.approx(torch.cat(errors).mean().item(), abs=1e-4)
+    # test_predictions.csv: source rows of the test molecules (13-15), their labels, predictions.
+    table = pd.read_csv(run / "test_predictions.csv")
+    assert table["row"].tolist() == [13, 14, 15]
+    assert table["smiles"].tolist() == SMILES[13:]
+    assert table["target"].tolist() == pytest.approx([len(s) / 4.0 for s in SMILES[13:]])
+    assert table["target_pred"].tolist() == pytest.approx([preds[i] for i in range(3)], abs=1e-5)
+    last_epoch = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)["epoch"]
 
-    # Resume from last.ckpt for one more epoch: 3 epochs x 3 batches of training in total.
+    # Resume the latest version from its last.ckpt for one more epoch (3 x 3 updates in all):
+    # no new version folder.
     main(["fit", "--config", config, "--trainer.max_epochs", "3", "--ckpt_path", "last",
           "--test_after_fit", "false"])
-    resumed = torch.load(run / "checkpoints" / "last.ckpt", weights_only=False, map_location="cpu")
-    assert resumed["global_step"] == 9 and resumed["epoch"] == 3  # epochs completed
+    resumed = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
+    assert resumed["global_step"] == 9 and resumed["epoch"] == last_epoch + 1
+    assert sorted(p.name for p in runs.iterdir()) == ["version_0"]
+    capsys.readouterr()
 
-    # Predict with the default configuration: architecture and featurisation come from the
-    # checkpoint; one output row per input, in order, failures reported.
-    pred = tmp_path / "pred.csv"
-    main(["predict", "--ckpt_path", best, "--data.init_args.predict_smiles",
-          '["CCO", "C1CC", "[Na+].[Cl-]", "c1ccccc1"]',
-          "--data.init_args.predict_output", str(pred)])
-    out = capsys.readouterr().out
-    assert "2 failed" in out
+    # Predict in a fresh process with the package base configuration: the architecture and
+    # featurisation come from the checkpoint; one row per input, in order; nothing else written.
+    pred = tmp_path / "out" / "pred.csv"
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    before = sorted(os.listdir(tmp_path))
+    proc = subprocess.run(
+        [sys.executable, "-m", "graph_urpe.cli", "predict", "--ckpt_path", best,
+         "--data.init_args.predict_smiles", '["CCO", "C1CC", "[Na+].[Cl-]", "c1ccccc1"]',
+         "--data.init_args.predict_output", str(pred), "--trainer.enable_progress_bar", "false"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "2 failed" in proc.stdout
+    assert sorted(os.listdir(tmp_path)) == sorted(before + ["out"])  # no runs/ or logs added
     table = pd.read_csv(pred, keep_default_na=False)
     assert table["smiles"].tolist() == ["CCO", "C1CC", "[Na+].[Cl-]", "c1ccccc1"]
     assert [bool(e) for e in table["error"]] == [False, True, True, False]
@@ -106,6 +130,27 @@ def test_fit_tests_best_checkpoint_then_resume_and_predict(tmp_path, capsys, mon
     assert "no molecule could be predicted: 2 input rows" in capsys.readouterr().err
     table = pd.read_csv(pred, keep_default_na=False)
     assert table["smiles"].tolist() == ["xyz", "C1CC"] and all(table["error"])
+
+
+def test_second_fit_gets_its_own_version_and_last_is_the_latest_state(tmp_path, capsys):
+    config, runs = write_config(tmp_path, max_epochs=1)
+    main(["fit", "--config", config, "--test_after_fit", "false"])
+    main(["fit", "--config", config, "--trainer.max_epochs", "3", "--test_after_fit", "false"])
+    assert sorted(p.name for p in runs.iterdir()) == ["version_0", "version_1"]
+    last = torch.load(runs / "version_1" / "checkpoints" / "last.ckpt", weights_only=True)
+    assert last["epoch"] == 2 and last["global_step"] == 9  # the final state, improved or not
+    assert sorted(os.listdir(runs / "version_1" / "checkpoints")) == ["best.ckpt", "last.ckpt"]
+    with pytest.raises(SystemExit):  # an explicit version that already holds a run
+        main(["fit", "--config", config, "--version", "0"])
+    assert "already holds a trained run" in capsys.readouterr().err
+
+
+def test_classification_monitors_rocauc_without_editing_the_config(tmp_path, capsys):
+    config, runs = write_config(tmp_path, max_epochs=2, task="classification")
+    main(["fit", "--config", config])
+    out = capsys.readouterr().out
+    assert "Test ROC-AUC:" in out and "(val/rocauc)" in out
+    assert (runs / "version_0" / "figures" / "roc_pr.png").is_file()
 
 
 def test_predict_requires_an_existing_checkpoint(tmp_path, monkeypatch, capsys):
@@ -154,7 +199,7 @@ def test_ddp_two_processes_on_cpu(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     mae = float(re.search(r"Test MAE: ([0-9.]+)", proc.stdout).group(1))
     best = re.search(r"Best checkpoint: (\S+)", proc.stdout).group(1)
-    # The global test metric equals a single-process evaluation of the same checkpoint.
+    # The global test metric and loss equal a single-process evaluation of the checkpoint.
     model = GraphPropertyModule.load_from_checkpoint(best)
     dm = CSVDataModule(str(tmp_path / "mols.csv"), split="split", featurization="zinc",
                        root=str(tmp_path / "data"), batch_size=4)
@@ -163,8 +208,10 @@ def test_ddp_two_processes_on_cpu(tmp_path):
     single = trainer.test(model, dm, verbose=False)[0]
     assert single["test/num_graphs"] == 3
     assert mae == pytest.approx(single["test/mae"], abs=1e-4)
+    loss = float(re.search(r"Test loss: ([0-9.]+)", proc.stdout).group(1))
+    assert loss == pytest.approx(single["test/loss"], abs=1e-4)  # no padding batch counted twice
     # Validation under DDP saw each of the 3 validation graphs exactly once (after de-duplication).
-    metrics = pd.read_csv(next(run.glob("csv/version_*/metrics.csv")))
+    metrics = pd.read_csv(run / "version_0" / "metrics.csv")
     assert set(metrics["val/num_graphs"].dropna()) == {3.0}
 
 
@@ -184,16 +231,13 @@ def test_shipped_graph_configs_parse(config, capsys):
     assert "graph_urpe.tasks.graph.GraphPropertyModule" in capsys.readouterr().out
 
 
-def test_default_config_matches_zinc_like_urpe():
-    root = ROOT
+def test_experiment_files_state_only_what_differs():
     from graph_urpe.cli import DEFAULT_CONFIG
 
     with open(DEFAULT_CONFIG) as f:
-        default = yaml.safe_load(f)
-    with open(os.path.join(root, "configs", "zinc", "zinc-like-urpe.yaml")) as f:
-        assert yaml.safe_load(f) == default
-    with open(os.path.join(root, "configs", "zinc", "zinc-like-rpe.yaml")) as f:
+        base = yaml.safe_load(f)
+    with open(os.path.join(ROOT, "configs", "zinc", "zinc-like-rpe.yaml")) as f:
         rpe = yaml.safe_load(f)
-    text = yaml.safe_dump(default).replace("zinc-like-urpe", "zinc-like-rpe")
-    expected = yaml.safe_load(text.replace("attention: urpe", "attention: rpe"))
-    assert rpe == expected  # same budget, only the attention (and run folder) differ
+    assert base["model"]["init_args"]["model"]["init_args"]["attention"] == "urpe"
+    assert rpe == {"name": "zinc-like-rpe",
+                   "model": {"init_args": {"model": {"init_args": {"attention": "rpe"}}}}}

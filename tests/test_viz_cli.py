@@ -19,13 +19,21 @@ SMILES = "CC(=O)Nc1ccc(O)cc1"
 
 
 def write_checkpoint(path, **kw):
-    """A Lightning-format checkpoint of a tiny URPE Graphormer (ZINC features)."""
+    """A checkpoint of a tiny URPE Graphormer (ZINC features) in the format ``graph-urpe fit``
+    writes: the network's class path and arguments in the hyperparameters."""
+    from lightning.pytorch.core.mixins.hparams_mixin import _given_hyperparameters_context
+
+    from graph_urpe.nn import Graphormer
+
     torch.manual_seed(0)
-    cfg = {"num_layers": 2, "embed_dim": 16, "num_heads": 4, "ffn_dim": 16, "max_distance": 5,
-           "num_tasks": 1, "task": "regression", "atom_categories": [28], "bond_categories": [4],
-           "featurization": "zinc"}
-    cfg.update(kw)
-    module = GraphPropertyModule(**cfg)
+    net_args = {"num_layers": 2, "embed_dim": 16, "num_heads": 4, "ffn_dim": 16,
+                "max_distance": 5, "num_tasks": 1, "atom_categories": [28], "bond_categories": [4]}
+    net_args.update(kw)
+    hparams = {"_class_path": "graph_urpe.tasks.graph.GraphPropertyModule",
+               "model": {"class_path": "graph_urpe.nn.Graphormer", "init_args": net_args},
+               "task": "regression", "featurization": "zinc"}
+    with _given_hyperparameters_context(hparams, "lightning.pytorch.cli.instantiate_module"):
+        module = GraphPropertyModule(Graphormer(**net_args), featurization="zinc")
     path.parent.mkdir(parents=True, exist_ok=True)
     torch.save({"state_dict": module.state_dict(), "hyper_parameters": dict(module.hparams),
                 "pytorch-lightning_version": lightning.__version__}, path)

@@ -155,18 +155,18 @@ class GraphPropertyModule(LightningModule):
         """The loss in use: ``loss``, else ``bce`` (classification), ``mse`` (RMSE-scored
         regression) or ``l1``."""
         hp = self.hparams
-        if hp.loss is not None:
+        if hp.get("loss") is not None:
             return hp.loss
-        if hp.task == "classification":
+        if hp.get("task") == "classification":
             return "bce"
-        return "mse" if hp.metric == "rmse" else "l1"
+        return "mse" if hp.get("metric") == "rmse" else "l1"
 
     @property
     def metric_name(self) -> str:
         """The monitored metric: ``metric``, else ``mae`` / ``rocauc``."""
-        if self.hparams.metric is not None:
+        if self.hparams.get("metric") is not None:
             return self.hparams.metric
-        return "rocauc" if self.hparams.task == "classification" else "mae"
+        return "rocauc" if self.hparams.get("task") == "classification" else "mae"
 
     @property
     def metric_mode(self) -> str:

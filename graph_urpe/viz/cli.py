@@ -81,9 +81,14 @@ def load_graph_model(ckpt: Path) -> tuple[nn.Module, str]:
     """
     from graph_urpe.tasks.graph import GraphPropertyModule
 
-    module = GraphPropertyModule.load_from_checkpoint(ckpt, map_location="cpu", weights_only=True)
-    if module.model is None:
-        raise ValueError(f"{ckpt} holds no built graph model.")
+    try:
+        module = GraphPropertyModule.load_from_checkpoint(ckpt, map_location="cpu",
+                                                          weights_only=True)
+    except TypeError as err:  # no network configuration stored (a module built in Python)
+        raise ValueError(
+            f"{ckpt} does not record its network (it was not written by `graph-urpe fit`): "
+            "draw attention maps in Python with graph_urpe.viz.attention_maps(network, smiles)."
+        ) from err
     return module.model, module.hparams.get("featurization") or "ogb"
 
 
