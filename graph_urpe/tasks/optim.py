@@ -77,11 +77,10 @@ def _accepts(factory: Callable, name: str) -> bool:
     jsonargparse for ``*Callable`` arguments) takes a keyword argument ``name``."""
     target = factory
     while isinstance(target, functools.partial):
-        # jsonargparse: partial(instantiator, cls, **init_args); Python: partial(cls, ...)
-        if target.args and inspect.isclass(target.args[0]):
-            target = target.args[0]
-        else:
-            target = target.func
+        # jsonargparse: partial(call_without_instantiate_context, instantiator, cls, **init_args)
+        # (older versions: partial(instantiator, cls, ...)); Python: partial(cls, ...)
+        classes = [a for a in target.args if inspect.isclass(a)]
+        target = classes[0] if classes else target.func
     try:
         return name in inspect.signature(target).parameters
     except (TypeError, ValueError):
@@ -171,8 +170,9 @@ class PolynomialDecayLR(LRScheduler):
 
     Args:
         optimizer (Optimizer): the wrapped optimizer.
-        total_steps (int): updates until ``end_lr`` (filled with the Trainer's estimate of the run
-            by :func:`configure_optimizers`).
+        total_steps (int): updates until ``end_lr``; :func:`configure_optimizers` fills it with
+            the Trainer's estimate of the run when it is left :obj:`None` (optional in the
+            signature only so that a configuration need not state it; required at construction).
         warmup_steps (int, optional): explicit warm-up updates (wins over the fraction).
             (default: :obj:`None`)
         warmup_fraction (float, optional): warm-up as a fraction of ``total_steps``.
@@ -191,7 +191,7 @@ class PolynomialDecayLR(LRScheduler):
     def __init__(
         self,
         optimizer: Optimizer,
-        total_steps: int,
+        total_steps: int | None = None,
         warmup_steps: int | None = None,
         warmup_fraction: float = 0.06,
         max_warmup_steps: int | None = 10_000,
