@@ -10,6 +10,11 @@ attention variant. Every variant gets the same initial weights where they coinci
 URPE's ``C`` starts at ones, so URPE starts as exactly the RPE model), the same data order and the
 same number of updates.
 
+Each run is the shipped config ``configs/lm/base.yaml`` + ``shakespeare-<position>.yaml`` (parsed
+as ``graph-urpe fit`` parses it, see ``_sequence.py``; none/ape: the URPE file with the position
+changed), so the model, optimizer and schedule below are the config's; the script overrides the
+corpus folder, steps, seeds and device, and any other key with ``--set KEY=VALUE``.
+
 Default model: 3 pre-LN layers, width 128, 4 heads, FFN 512, dropout 0.1, blocks of 128 tokens,
 batch 8 blocks, one ``B``/``C`` table per head shared by the layers with one id per distance
 (0..127, causal), adaptive softmax with cutoffs 2,000 / 6,000 (as Transformer-XL on WikiText-103;
@@ -25,15 +30,14 @@ Usage::
     python datasets/build_text_corpus.py --out data/shakespeare   # once
     python benchmarks/lm.py                                        # rpe and urpe, 2 processes
     python benchmarks/lm.py --steps 3000 --seeds 0 1 2
+    python benchmarks/lm.py --steps 20 --set model.init_args.model.init_args.num_layers=1
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
 import multiprocessing as mp
 import time
-import warnings
 
 import torch
 from _common import emit, machine_info, markdown_table
@@ -44,29 +48,20 @@ PAPER = {"rpe": (23.1, 24.0), "urpe": (22.4, 23.2)}  # (valid, test), WikiText-1
 def run_one(job: dict) -> dict:
     """Train one (position, seed) model; return its record with val/test perplexity."""
     import lightning as L
+    from _sequence import QUIET_TRAINER, experiment_args, sequence_cli
 
-    from graph_urpe.tasks.sequence import LanguageModelModule, WikiTextDataModule
-
-    warnings.filterwarnings("ignore")
-    logging.getLogger("lightning").setLevel(logging.ERROR)
-    logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
     if job["threads"]:
         torch.set_num_threads(job["threads"])
-    L.seed_everything(job["seed"], verbose=False)
-    dm = WikiTextDataModule(job["root"], seq_len=job["seq_len"], batch_size=job["batch_size"],
-                            eval_batch_size=4 * job["batch_size"])
-    model = LanguageModelModule(
-        position=job["position"], embed_dim=job["embed_dim"], num_layers=job["num_layers"],
-        num_heads=job["num_heads"], ffn_dim=4 * job["embed_dim"], dropout=job["dropout"],
-        norm_first=True, tie_weights=job["adaptive_cutoffs"] is None,
-        adaptive_cutoffs=job["adaptive_cutoffs"], lr=job["lr"], end_lr=1e-5,
-        weight_decay=0.01, warmup_steps=job["warmup_steps"], total_steps=job["steps"],
-    )
-    trainer = L.Trainer(
-        max_steps=job["steps"], accelerator=job["accelerator"], devices=1, logger=False,
-        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-        num_sanity_val_steps=0, limit_val_batches=0,
-    )
+    args = experiment_args("lm", f"shakespeare-{job['position']}", job["position"])
+    args += QUIET_TRAINER + [
+        f"--seed_everything={job['seed']}", f"--data.init_args.root={job['root']}",
+        f"--trainer.accelerator={job['accelerator']}",
+    ]
+    if job["steps"]:
+        args += [f"--trainer.max_steps={job['steps']}"]
+    args += [f"--{kv}" for kv in job["set"]]
+    cli = sequence_cli(args)
+    trainer, model, dm = cli.trainer, cli.model, cli.datamodule
     start, cpu_start = time.perf_counter(), time.process_time()
     trainer.fit(model, dm)
     seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
@@ -74,13 +69,17 @@ def run_one(job: dict) -> dict:
                           enable_progress_bar=False, enable_model_summary=False)
     val = evaluator.validate(model, dm, verbose=False)[0]
     test = evaluator.test(model, dm, verbose=False)[0]
-    record = {k: v for k, v in job.items() if k != "threads"}
+    net = cli.config["model"]["init_args"]["model"]["init_args"]
+    record = {k: v for k, v in job.items() if k not in ("threads", "steps")}
     record.update(
+        steps=trainer.max_steps, seq_len=dm.sequence_length, batch_size=dm.hparams.batch_size,
+        embed_dim=net["embed_dim"], num_layers=net["num_layers"],
+        adaptive_cutoffs=net["adaptive_cutoffs"],
+        config=[a.split("configs/")[-1] for a in args if a.endswith(".yaml")],
         val_ppl=round(val["val/ppl"], 2), test_ppl=round(test["test/ppl"], 2),
         train_seconds=round(seconds, 1), train_cpu_seconds=round(cpu_seconds, 1),
-        params=sum(p.numel() for p in model.parameters()),
-        vocab_size=model.hparams.vocab_size,
-        train_tokens_seen=job["steps"] * job["batch_size"] * job["seq_len"],
+        params=sum(p.numel() for p in model.parameters()), vocab_size=dm.vocab_size,
+        train_tokens_seen=trainer.max_steps * dm.hparams.batch_size * dm.sequence_length,
     )
     return record
 
@@ -91,20 +90,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--positions", nargs="+", default=["rpe", "urpe"],
                         choices=["none", "ape", "rpe", "urpe"])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0])
-    parser.add_argument("--steps", type=int, default=1000)
-    parser.add_argument("--warmup-steps", type=int, default=100)
-    parser.add_argument("--seq-len", type=int, default=128)
-    parser.add_argument("--batch-size", type=int, default=8)
-    parser.add_argument("--embed-dim", type=int, default=128)
-    parser.add_argument("--num-layers", type=int, default=3)
-    parser.add_argument("--num-heads", type=int, default=4)
-    parser.add_argument("--dropout", type=float, default=0.1)
-    parser.add_argument("--lr", type=float, default=1e-3)
-    parser.add_argument("--adaptive-cutoffs", nargs="*", type=int, default=[2000, 6000],
-                        help="adaptive-softmax cutoffs; none given = full tied softmax")
+    parser.add_argument("--steps", type=int, help="updates per run (default: the config's)")
     parser.add_argument("--jobs", type=int, default=2, help="parallel runs")
     parser.add_argument("--threads", type=int, default=1, help="torch threads per run (0: all)")
     parser.add_argument("--accelerator", default="cpu")
+    parser.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE",
+                        help="more config overrides, e.g. model.init_args.model.init_args.dropout=0.2")
     args = parser.parse_args(argv)
 
     from graph_urpe.data.text import TokenFileCorpus
@@ -112,15 +103,8 @@ def main(argv: list[str] | None = None) -> None:
     corpus = TokenFileCorpus(args.root)  # builds the cache once, before the workers start
     print(f"# corpus {corpus!r}; machine: {machine_info(torch.device('cpu'))}", flush=True)
     jobs = [
-        {
-            "position": pos, "seed": seed, "root": args.root, "steps": args.steps,
-            "warmup_steps": args.warmup_steps, "seq_len": args.seq_len,
-            "batch_size": args.batch_size, "embed_dim": args.embed_dim,
-            "num_layers": args.num_layers, "num_heads": args.num_heads,
-            "dropout": args.dropout, "lr": args.lr,
-            "adaptive_cutoffs": args.adaptive_cutoffs or None,
-            "accelerator": args.accelerator, "threads": args.threads,
-        }
+        {"position": pos, "seed": seed, "root": args.root, "steps": args.steps,
+         "accelerator": args.accelerator, "threads": args.threads, "set": args.set}
         for seed in args.seeds
         for pos in args.positions
     ]
@@ -142,7 +126,7 @@ def main(argv: list[str] | None = None) -> None:
         runs = sorted((r for r in records if r["position"] == pos), key=lambda r: r["seed"])
         paper = PAPER.get(pos)
         rows.append([
-            pos, runs[0]["params"], args.steps,
+            pos, runs[0]["params"], runs[0]["steps"],
             " / ".join(f"{r['val_ppl']:.2f}" for r in runs),
             " / ".join(f"{r['test_ppl']:.2f}" for r in runs),
             f"{paper[0]} / {paper[1]}" if paper else "-",

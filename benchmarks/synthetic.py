@@ -1,18 +1,23 @@
 """The paper's synthetic tasks: no PE vs APE vs RPE vs URPE on Position Identification and Even
 Token Prediction (Luo et al., NeurIPS 2022, arXiv 2205.13401, Sec. 5.1 and Fig. 2).
 
-Each run trains :class:`graph_urpe.tasks.sequence.SyntheticTaskModule` (a bidirectional
-Transformer encoder, no absolute positions unless ``ape``) on fresh random sequences from
-:class:`graph_urpe.tasks.sequence.SyntheticDataModule` with a Lightning ``Trainer``, then reports
-the token accuracy on a fixed held-out set (the data module's test split, never trained on).
+Each run is the shipped config ``configs/synthetic/base.yaml`` + ``<task>-<position>[-paper].yaml``
+(parsed as ``graph-urpe fit`` parses it, see ``_sequence.py``): it trains
+:class:`graph_urpe.tasks.sequence.SyntheticTaskModule` (a bidirectional
+:class:`graph_urpe.nn.SequenceTransformer`, no absolute positions unless ``ape``) on fresh random
+sequences from :class:`graph_urpe.tasks.sequence_data.SyntheticDataModule`, then reports the token
+accuracy on a fixed held-out set (the data module's test split, never trained on). The model,
+optimizer and schedule are the config's; the script only overrides steps, vocabulary, seeds,
+device and, with ``--set KEY=VALUE``, any other key.
 
 Settings:
 
-* ``--quick`` (default): length 32, vocabulary 100, 3 layers, width 64, 4 heads, batch 64,
+* ``--quick`` (default; ``configs/synthetic/<task>-<position>.yaml``): length 32, vocabulary 100, 3 layers, width 64, 4 heads, batch 64,
   AdamW lr 3e-3 with 10 % linear warm-up then linear decay, 500 updates for PI and 1,500 for ETP,
   1,024 test sequences; runs in parallel processes of one thread each (``--jobs``, default 2).
   All eight runs take a few minutes on two CPU cores.
-* ``--paper``: the official setting (``simulate_*.sh`` of lsj2408/URPE): length 128, vocabulary
+* ``--paper`` (``<task>-<position>-paper.yaml``; none/ape: the URPE file with the position
+  changed): the official setting (``simulate_*.sh`` of lsj2408/URPE): length 128, vocabulary
   1,000 and 10,000, 3 layers, width 768, 12 heads, FFN 3,072, post-LN, batch 128, Adam lr 7e-5,
   6,000 warm-up of 40,000 updates (linear decay), no dropout, 6,400 test sequences; one run at a
   time on the accelerator (bf16 mixed precision on a GPU).
@@ -29,34 +34,26 @@ Usage::
     python benchmarks/synthetic.py --quick
     python benchmarks/synthetic.py --quick --seeds 0 1 2 --jobs 2
     python benchmarks/synthetic.py --paper --vocab-sizes 1000 10000
+    python benchmarks/synthetic.py --tasks pi --positions urpe --steps 50 \
+        --set model.init_args.model.init_args.num_layers=2
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
 import multiprocessing as mp
 import time
-import warnings
 
 import torch
 from _common import emit, machine_info, markdown_table
 
 POSITIONS = ("none", "ape", "rpe", "urpe")
 TASKS = ("pi", "etp")
-
-QUICK = {
-    "length": 32, "vocab_sizes": [100], "embed_dim": 64, "num_layers": 3, "num_heads": 4,
-    "ffn_dim": 256, "batch_size": 64, "lr": 3e-3, "warmup_fraction": 0.1,
-    "steps": {"pi": 500, "etp": 1500}, "test_size": 1024, "precision": "32-true",
-    "num_workers": 0,
-}
-PAPER = {
-    "length": 128, "vocab_sizes": [1000, 10000], "embed_dim": 768, "num_layers": 3,
-    "num_heads": 12, "ffn_dim": 3072, "batch_size": 128, "lr": 7e-5, "warmup_fraction": 0.15,
-    "steps": {"pi": 40000, "etp": 40000}, "test_size": 6400, "precision": None,
-    "num_workers": 4,
-}
+#: What the script sets beyond the configs: evaluation and parallelism of each setting.
+QUICK = {"vocab_sizes": [100], "num_workers": 0, "precision": "32-true"}
+PAPER = {"vocab_sizes": [1000, 10000], "num_workers": 4, "precision": None}
+#: Warm-up fraction of the paper's schedule (6,000 of 40,000), used when --steps changes its length.
+PAPER_WARMUP_FRACTION = 0.15
 #: The paper's accuracies (read off its bar chart, +-0.005) for vocab 10 / 1k / 10k at length 128.
 PAPER_RESULTS = {
     ("pi", "none"): "0.066 / 0.057 / 0.052", ("pi", "rpe"): "0.123 / 0.104 / 0.100",
@@ -67,41 +64,42 @@ PAPER_RESULTS = {
 
 def run_one(job: dict) -> dict:
     """Train and test one (task, position, vocab, seed) configuration; return its record."""
-    import lightning as L
+    from _sequence import QUIET_TRAINER, experiment_args, sequence_cli
 
-    from graph_urpe.tasks.sequence import SyntheticDataModule, SyntheticTaskModule
-
-    warnings.filterwarnings("ignore")
-    logging.getLogger("lightning").setLevel(logging.ERROR)
-    logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
     if job["threads"]:
         torch.set_num_threads(job["threads"])
-    L.seed_everything(job["seed"], verbose=False)
-    steps = job["steps"]
-    dm = SyntheticDataModule(
-        task=job["task"], length=job["length"], vocab_size=job["vocab_size"],
-        batch_size=job["batch_size"], train_size=steps * job["batch_size"],
-        val_size=job["batch_size"], test_size=job["test_size"], seed=job["seed"],
-        num_workers=job["num_workers"],
-    )
-    model = SyntheticTaskModule(
-        position=job["position"], embed_dim=job["embed_dim"], num_layers=job["num_layers"],
-        num_heads=job["num_heads"], ffn_dim=job["ffn_dim"], lr=job["lr"],
-        warmup_steps=int(job["warmup_fraction"] * steps), total_steps=steps,
-        weight_decay=0.0, end_lr=0.0,
-    )
-    trainer = L.Trainer(
-        max_steps=steps, accelerator=job["accelerator"], devices=1,
-        precision=job["precision"], logger=False, enable_checkpointing=False,
-        enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
-        limit_val_batches=0,
-    )
+    suffix = "-paper" if job["setting"] == "paper" else ""
+    args = experiment_args("synthetic", f"{job['task']}-{job['position']}{suffix}",
+                           job["position"])
+    args += QUIET_TRAINER + [
+        f"--seed_everything={job['seed']}", f"--data.init_args.seed={job['seed']}",
+        f"--data.init_args.vocab_size={job['vocab_size']}",
+        f"--data.init_args.num_workers={job['num_workers']}",
+        f"--trainer.accelerator={job['accelerator']}", f"--trainer.precision={job['precision']}",
+    ]
+    if job["steps"]:
+        # Samples are generated on access (sample k is a function of (seed, k)), so a long epoch
+        # costs nothing; it only has to hold the run's updates at any batch size of the configs.
+        args += [f"--trainer.max_steps={job['steps']}",
+                 f"--data.init_args.train_size={job['steps'] * 1024}"]
+        if job["setting"] == "paper":
+            warmup = int(PAPER_WARMUP_FRACTION * job["steps"])
+            args += [f"--model.init_args.lr_scheduler.init_args.warmup_steps={warmup}"]
+    args += [f"--{kv}" for kv in job["set"]]
+    cli = sequence_cli(args)
+    trainer, model, dm = cli.trainer, cli.model, cli.datamodule
+    steps = trainer.max_steps
     start, cpu_start = time.perf_counter(), time.process_time()
     trainer.fit(model, dm)
     seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
     acc = trainer.test(model, dm, verbose=False)[0]["test/acc"]
-    record = {k: v for k, v in job.items() if k not in ("threads",)}
+    net = cli.config["model"]["init_args"]["model"]["init_args"]
+    record = {k: v for k, v in job.items() if k not in ("threads", "steps")}
     record.update(
+        length=dm.sequence_length, steps=steps, embed_dim=net["embed_dim"],
+        num_layers=net["num_layers"], num_heads=net["num_heads"],
+        batch_size=dm.hparams.batch_size, test_size=dm.hparams.test_size,
+        config=[a.split("configs/")[-1] for a in args if a.endswith(".yaml")],
         accuracy=round(float(acc), 4), train_seconds=round(seconds, 1),
         train_cpu_seconds=round(cpu_seconds, 1),
         params=sum(p.numel() for p in model.parameters()),
@@ -118,12 +116,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tasks", nargs="+", choices=TASKS, default=list(TASKS))
     parser.add_argument("--positions", nargs="+", choices=POSITIONS, default=list(POSITIONS))
     parser.add_argument("--vocab-sizes", nargs="+", type=int, help="override the setting's")
-    parser.add_argument("--steps", type=int, help="updates per run (override both tasks)")
+    parser.add_argument("--steps", type=int, help="updates per run (default: the config's)")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0])
     parser.add_argument("--jobs", type=int, help="parallel runs (default: 2 quick, 1 paper)")
     parser.add_argument("--threads", type=int, help="torch threads per run (default: 1 quick)")
     parser.add_argument("--accelerator", default=None, help="Lightning accelerator")
     parser.add_argument("--precision", default=None, help="Lightning precision")
+    parser.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE",
+                        help="more config overrides, e.g. model.init_args.model.init_args.ffn_dim=128")
     args = parser.parse_args(argv)
 
     setting = dict(PAPER if args.paper else QUICK)
@@ -136,16 +136,12 @@ def main(argv: list[str] | None = None) -> None:
     threads = args.threads if args.threads is not None else (0 if args.paper else 1)
     jobs = [
         {
-            "task": task, "position": pos, "length": setting["length"], "vocab_size": vocab,
-            "steps": args.steps or setting["steps"][task], "seed": seed,
-            "embed_dim": setting["embed_dim"], "num_layers": setting["num_layers"],
-            "num_heads": setting["num_heads"], "ffn_dim": setting["ffn_dim"],
-            "batch_size": setting["batch_size"], "lr": setting["lr"],
-            "warmup_fraction": setting["warmup_fraction"], "test_size": setting["test_size"],
+            "task": task, "position": pos, "vocab_size": vocab, "steps": args.steps,
+            "seed": seed,
             # pool workers are daemonic and cannot start DataLoader workers
             "num_workers": setting["num_workers"] if jobs_n == 1 else 0,
             "accelerator": accelerator, "precision": precision, "threads": threads,
-            "setting": "paper" if args.paper else "quick",
+            "setting": "paper" if args.paper else "quick", "set": args.set,
         }
         for task in args.tasks
         for vocab in (args.vocab_sizes or setting["vocab_sizes"])
@@ -170,14 +166,15 @@ def main(argv: list[str] | None = None) -> None:
     rows = []
     for task in args.tasks:
         for vocab in args.vocab_sizes or setting["vocab_sizes"]:
-            cells = []
+            cells, runs = [], []
             for pos in args.positions:
-                accs = [r["accuracy"] for r in records
-                        if (r["task"], r["vocab_size"], r["position"]) == (task, vocab, pos)]
-                cells.append(" / ".join(f"{a:.3f}" for a in accs))
-            steps = args.steps or setting["steps"][task]
-            chance = f"{1 / setting['length']:.3f}" if task == "pi" else "0.500"
-            rows.append([task.upper(), setting["length"], vocab, steps, chance, *cells])
+                found = [r for r in records
+                         if (r["task"], r["vocab_size"], r["position"]) == (task, vocab, pos)]
+                runs += found
+                cells.append(" / ".join(f"{r['accuracy']:.3f}" for r in found))
+            length = runs[0]["length"]
+            chance = f"{1 / length:.3f}" if task == "pi" else "0.500"
+            rows.append([task.upper(), length, vocab, runs[0]["steps"], chance, *cells])
     for task in args.tasks:
         rows.append([f"{task.upper()} (paper)", 128, "10 / 1k / 10k", 40000,
                      "", *[PAPER_RESULTS.get((task, p), "-") for p in args.positions]])

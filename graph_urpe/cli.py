@@ -129,7 +129,12 @@ class GraphURPECLI(LightningCLI):
     checkpoint and a summary, dataset facts linked into the model, and a ``predict`` that requires
     a checkpoint. Models and data modules are subclass-mode (chosen by class path)."""
 
+    _parsing: str | None = None  # the subcommand whose parser is being built (None: run=False)
+
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
+        if self._parsing != "predict":  # predict: the checkpoint's facts win
+            for source, target in _all_links():
+                parser.link_arguments(source, target, apply_on="instantiate")
         parser.add_argument(
             "--name", type=str, default="run",
             help="Run name: fit writes into <trainer.default_root_dir>/<name>/version_<N>.",
@@ -141,9 +146,11 @@ class GraphURPECLI(LightningCLI):
         )
 
     def _prepare_subcommand_parser(self, klass: type, subcommand: str, **kwargs: Any):
+        self._parsing = subcommand
         parser: LightningArgumentParser = super()._prepare_subcommand_parser(
             klass, subcommand, **kwargs
         )
+        self._parsing = None
         if subcommand == "fit":
             parser.add_argument(
                 "--test_after_fit", type=bool, default=True,
@@ -155,9 +162,6 @@ class GraphURPECLI(LightningCLI):
                 help="Stop when the monitored validation metric has not improved for this many "
                 "validations (Lightning's EarlyStopping).",
             )
-        if subcommand != "predict":  # predict: the checkpoint's facts win
-            for source, target in _all_links():
-                parser.link_arguments(source, target, apply_on="instantiate")
         return parser
 
     # ------------------------------------------------------------------ trainer
@@ -165,6 +169,8 @@ class GraphURPECLI(LightningCLI):
         """For ``fit``: the run folder, its loggers and its two checkpoints; otherwise no logger
         and no checkpointing (``test`` / ``predict`` write only what they are asked for)."""
         sub = self.subcommand
+        if sub is None:  # run=False (benchmarks): a plain Trainer from the configuration
+            return super().instantiate_trainer(**kwargs)
         config = self.config_init[sub]
         trainer_cfg = config["trainer"]
         plugins = list(trainer_cfg.get("plugins") or [])

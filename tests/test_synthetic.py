@@ -1,5 +1,7 @@
 """Tests for the synthetic tasks (graph_urpe.data.synthetic) and their Lightning modules."""
 
+import functools
+
 import lightning as L
 import pytest
 import torch
@@ -11,7 +13,10 @@ from graph_urpe.data.synthetic import (
     num_classes,
     position_identification_targets,
 )
-from graph_urpe.tasks.sequence import SyntheticDataModule, SyntheticTaskModule
+from graph_urpe.nn import SequenceTransformer
+from graph_urpe.tasks.optim import PolynomialDecayLR
+from graph_urpe.tasks.sequence import SyntheticTaskModule
+from graph_urpe.tasks.sequence_data import SyntheticDataModule
 
 
 def test_even_token_prediction_hand_made():
@@ -68,15 +73,38 @@ def test_datamodule_batches_and_fixed_validation():
     assert torch.equal(v1, v2)
     t = next(iter(dm.test_dataloader()))[0]
     assert not torch.equal(v1, t)
-    assert dm.dataset_info() == {"task": "pi", "length": 8, "vocab_size": 5}
+
+
+def test_datamodule_sizes_are_static():
+    # PI: one class per position; ETP: the vocabulary plus the filler. Nothing is generated.
+    pi = SyntheticDataModule(task="pi", length=8, vocab_size=5, val_size=6)
+    assert (pi.num_tokens, pi.sequence_length, pi.num_classes) == (5, 8, 8)
+    etp = SyntheticDataModule(task="etp", length=8, vocab_size=5)
+    assert (etp.num_tokens, etp.sequence_length, etp.num_classes) == (5, 8, 6)
+    assert pi._eval_sets == {} and etp._eval_sets == {}
+    # the sizes are properties, not hyperparameters, so they cannot clash with the model's
+    assert set(pi.hparams) == {"task", "length", "vocab_size", "batch_size", "train_size",
+                               "val_size", "test_size", "seed", "num_workers"}
+    with pytest.raises(ValueError, match="task must be one of"):
+        SyntheticDataModule(task="copy")
+    with pytest.raises(ValueError, match="val_size"):
+        SyntheticDataModule(val_size=0)
+
+
+def _task(position: str, length: int, vocab_size: int, num_classes: int, lr: float = 1e-2):
+    net = SequenceTransformer(vocab_size, max_length=length, position=position, embed_dim=32,
+                              num_layers=2, num_heads=4)
+    return SyntheticTaskModule(
+        net, num_classes, optimizer=functools.partial(torch.optim.AdamW, lr=lr, weight_decay=0.0),
+        lr_scheduler=functools.partial(PolynomialDecayLR, warmup_steps=20, end_lr=0.0),
+    )
 
 
 def _fit_pi(position: str) -> float:
     L.seed_everything(0)
     dm = SyntheticDataModule(task="pi", length=8, vocab_size=10, batch_size=32,
                              train_size=32 * 150, val_size=256, test_size=256)
-    model = SyntheticTaskModule(position=position, embed_dim=32, num_layers=2, num_heads=4,
-                                warmup_steps=20, lr=1e-2)
+    model = _task(position, dm.sequence_length, dm.num_tokens, dm.num_classes)
     trainer = L.Trainer(max_steps=150, logger=False, enable_checkpointing=False,
                         enable_progress_bar=False, enable_model_summary=False,
                         num_sanity_val_steps=0, limit_val_batches=0)
@@ -100,13 +128,35 @@ def test_urpe_identifies_positions_that_rpe_cannot(one_thread):
     assert rpe <= 0.2
 
 
-def test_module_checks_data_sizes():
-    model = SyntheticTaskModule(task="pi", length=16, vocab_size=10, embed_dim=8, num_heads=2)
+def test_accuracy_matches_a_loop_over_the_split(one_thread):
+    """``test/acc`` is correct tokens / all tokens of the split, every sample counted once."""
+    L.seed_everything(0)
+    # 10 test samples with an evaluation batch of 8: a full and a partial batch
+    dm = SyntheticDataModule(task="etp", length=6, vocab_size=4, batch_size=2, train_size=60,
+                             val_size=4, test_size=10)
+    model = _task("urpe", dm.sequence_length, dm.num_tokens, dm.num_classes)
+    trainer = L.Trainer(max_steps=30, logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False,
+                        num_sanity_val_steps=0, limit_val_batches=0)
+    trainer.fit(model, dm)
+    acc = trainer.test(model, dm, verbose=False)[0]["test/acc"]
+    model.eval()
+    correct = total = 0
+    with torch.no_grad():
+        for k in range(10):
+            x, y = dm._eval_set("test")[k]
+            pred = model(x[None])[0].argmax(-1)
+            for i in range(6):
+                correct += int(pred[i] == y[i])
+                total += 1
+    assert total == 60 and acc == pytest.approx(correct / total, abs=1e-6)
+
+
+def test_module_checks_its_arguments():
+    net = SequenceTransformer(10, max_length=16, embed_dim=8, num_heads=2)
+    model = SyntheticTaskModule(net, num_classes=16)
     assert model(torch.zeros(2, 16, dtype=torch.long)).shape == (2, 16, 16)
-    trainer = L.Trainer(max_steps=1, logger=False, enable_checkpointing=False,
-                        enable_progress_bar=False, enable_model_summary=False)
-    dm = SyntheticDataModule(task="pi", length=8, vocab_size=10, train_size=8, batch_size=4)
-    with pytest.raises(ValueError, match="length=16"):
-        trainer.fit(model, dm)
-    with pytest.raises(RuntimeError, match="not built"):
-        SyntheticTaskModule()(torch.zeros(1, 4, dtype=torch.long))
+    with pytest.raises(TypeError, match="embed_dim"):
+        SyntheticTaskModule(torch.nn.Linear(4, 4), num_classes=3)
+    with pytest.raises(ValueError, match="num_classes"):
+        SyntheticTaskModule(net, num_classes=0)

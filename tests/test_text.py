@@ -1,5 +1,6 @@
 """Tests for the WikiText-format reader (graph_urpe.data.text), the corpus builder and the LM task."""
 
+import functools
 import importlib.util
 import io
 import math
@@ -20,7 +21,10 @@ from graph_urpe.data.text import (
     Vocabulary,
     read_token_lines,
 )
-from graph_urpe.tasks.sequence import LanguageModelModule, WikiTextDataModule
+from graph_urpe.nn import TransformerLM
+from graph_urpe.tasks.optim import PolynomialDecayLR
+from graph_urpe.tasks.sequence import LanguageModelModule
+from graph_urpe.tasks.sequence_data import WikiTextDataModule
 
 EXCERPT = Path(__file__).parent / "data" / "shakespeare_excerpt"
 ROOT = Path(__file__).parents[1]
@@ -167,24 +171,61 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
-def test_lm_module_on_excerpt(tmp_path, one_thread):
+def _excerpt_copy(root: Path) -> Path:
     for split in ("train", "valid", "test"):
-        (tmp_path / f"wiki.{split}.tokens").write_bytes(
-            (EXCERPT / f"wiki.{split}.tokens").read_bytes()
-        )
+        (root / f"wiki.{split}.tokens").write_bytes((EXCERPT / f"wiki.{split}.tokens").read_bytes())
+    return root
+
+
+def test_lm_datamodule_sizes(tmp_path):
+    dm = WikiTextDataModule(str(_excerpt_copy(tmp_path)), seq_len=32, batch_size=8)
+    train_words = {w for ln in (EXCERPT / "wiki.train.tokens").read_text().splitlines()
+                   for w in ln.split()}
+    assert dm.vocab_size == len(train_words | {UNK, EOS}) and dm.sequence_length == 32
+    # the sizes are properties, not hyperparameters (no clash with the model's)
+    assert "vocab_size" not in dm.hparams and "sequence_length" not in dm.hparams
+    with pytest.raises(ValueError, match="seq_len"):
+        WikiTextDataModule(str(tmp_path), seq_len=0)
+
+
+def test_lm_module_on_excerpt(tmp_path, one_thread):
     L.seed_everything(0)
-    dm = WikiTextDataModule(str(tmp_path), seq_len=32, batch_size=8)
-    model = LanguageModelModule(position="urpe", embed_dim=32, num_layers=2, num_heads=4,
-                                warmup_steps=5, lr=3e-3)
+    dm = WikiTextDataModule(str(_excerpt_copy(tmp_path)), seq_len=32, batch_size=8)
+    net = TransformerLM(dm.vocab_size, max_length=dm.sequence_length, position="urpe",
+                        embed_dim=32, num_layers=2, num_heads=4, dropout=0.1, norm_first=True)
+    model = LanguageModelModule(
+        net, optimizer=functools.partial(torch.optim.AdamW, lr=3e-3, betas=(0.9, 0.98)),
+        lr_scheduler=functools.partial(PolynomialDecayLR, warmup_steps=5, end_lr=1e-5),
+    )
     trainer = L.Trainer(max_steps=60, logger=False, enable_checkpointing=False,
                         enable_progress_bar=False, enable_model_summary=False,
                         num_sanity_val_steps=0)
     untrained = trainer.validate(model, dm, verbose=False)[0]
     vocab = dm.corpus.vocab_size
-    assert model.hparams.vocab_size == vocab and model.hparams.max_length == 32
     # an untrained model is close to uniform over the vocabulary
     assert 0.8 * vocab < untrained["val/ppl"] < 1.25 * vocab
     assert math.isclose(untrained["val/ppl"], math.exp(untrained["val/loss"]), rel_tol=1e-5)
     trainer.fit(model, dm)
     trained = trainer.validate(model, dm, verbose=False)[0]
     assert trained["val/ppl"] < 0.5 * untrained["val/ppl"]
+    # perplexity = exp(total NLL / total tokens) over the whole split, every target token once:
+    # an independent loop over the split's stream, predicting each token from its block prefix
+    ids = dm.corpus.splits["valid"]
+    total, count = 0.0, 0
+    model.eval()
+    with torch.no_grad():
+        for start in range(0, ids.numel() - 1, 32):
+            x = ids[start : start + 32]
+            y = ids[start + 1 : start + 33]
+            x = x[: y.numel()]
+            log_p = torch.log_softmax(net(x[None])[0].double(), dim=-1)
+            for i in range(y.numel()):
+                total -= float(log_p[i, y[i]])
+                count += 1
+    assert count == ids.numel() - 1
+    assert math.isclose(trained["val/ppl"], math.exp(total / count), rel_tol=1e-4)
+
+
+def test_lm_module_needs_a_language_model():
+    with pytest.raises(TypeError, match="nll"):
+        LanguageModelModule(torch.nn.Linear(3, 3))

@@ -113,7 +113,10 @@ def write_run_outputs(
         from graph_urpe.viz import plot_run
     except ImportError:  # matplotlib is an optional extra
         return written
-    written += [str(p) for p in plot_run(run_dir, task=model.hparams.get("task"))]
+    try:
+        written += [str(p) for p in plot_run(run_dir, task=model.hparams.get("task"))]
+    except ValueError as err:  # nothing to draw yet (e.g. a run shorter than log_every_n_steps)
+        print(f"figures skipped: {err}")
     return written
 
 
