@@ -32,6 +32,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from graph_urpe.nn._chunked import chunked_attention
+from graph_urpe.nn._flex import flex_attention_urpe
 from graph_urpe.nn._fused import fused_attention
 from graph_urpe.nn._masks import additive_mask, empty_rows, hidden_mask
 
@@ -189,9 +190,12 @@ def urpe_attention(
             the official URPE code does). (default: :obj:`False`)
         training (bool, optional): whether dropout is active. (default: :obj:`True`)
         backend (str, optional): ``"eager"`` (:func:`eager_attention`, twice differentiable),
-            ``"fused"`` (one autograd node, fewer full-size passes, first-order gradients only)
-            or ``"auto"`` (``"fused"``). Both compile with ``torch.compile(fullgraph=True)``
-            on the dense path. (default: :obj:`"auto"`)
+            ``"fused"`` (one autograd node, fewer full-size passes, first-order gradients only),
+            ``"flex"`` (two :func:`~torch.nn.attention.flex_attention` calls combined through
+            their log-sum-exp, exact; no ``[B, H, Nq, Nk]`` scores on CUDA; no dropout, no
+            ``need_weights``, no ``chunk_size``; on CPU inference only) or ``"auto"``
+            (``"fused"``). ``"eager"`` and ``"fused"`` compile with
+            ``torch.compile(fullgraph=True)`` on the dense path. (default: :obj:`"auto"`)
 
     Shapes:
         - **query**: ``[B, H, Nq, D]``; **key**: ``[B, H, Nk, D]``; **value**: ``[B, H, Nk, Dv]``
@@ -203,7 +207,9 @@ def urpe_attention(
     Raises:
         ValueError: if a tensor does not have the shape above (the message names the tensor and
             the expected shape), ``chunk_size`` is not positive, ``dropout_p`` is outside
-            ``[0, 1]`` or ``backend`` is not one of :data:`BACKENDS`.
+            ``[0, 1]``, ``backend`` is not one of :data:`BACKENDS`, or ``backend="flex"`` is
+            combined with dropout in training, ``need_weights`` or ``chunk_size``.
+        RuntimeError: ``backend="flex"`` on CPU with inputs that require grad.
     """
     _validate(query, key, value, attn_bias, multiplier, key_padding_mask)
     b, h, nq, _ = query.shape
@@ -212,10 +218,22 @@ def urpe_attention(
         raise ValueError(f"dropout_p must lie in [0, 1], got {dropout_p}.")
     if chunk_size is not None and chunk_size <= 0:
         raise ValueError(f"chunk_size must be a positive int or None, got {chunk_size}.")
-    if chunk_size is None and b * h * nq * nk > AUTO_CHUNK_ELEMENTS:
-        chunk_size = max(1, AUTO_CHUNK_ELEMENTS // (b * h * nk))
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}.")
+    if backend == "flex":
+        for bad, what in ((dropout_p > 0.0 and training, f"dropout_p={dropout_p} in training"),
+                          (need_weights, "need_weights=True"),
+                          (chunk_size is not None, f"chunk_size={chunk_size}")):
+            if bad:
+                raise ValueError(
+                    f"backend='flex' does not support {what}: FlexAttention never forms the "
+                    "attention weights (so they cannot be dropped, returned or chunked); use "
+                    "backend='fused' for this call."
+                )
+        return flex_attention_urpe(query, key, value, attn_bias, multiplier, key_padding_mask,
+                                   is_causal)
+    if chunk_size is None and b * h * nq * nk > AUTO_CHUNK_ELEMENTS:
+        chunk_size = max(1, AUTO_CHUNK_ELEMENTS // (b * h * nk))
     # dropout_p = 1 zeroes every weight; the fused backward's 1 / (1 - p) would be inf.
     drops_all = dropout_p == 1.0 and training
     block = eager_attention if backend == "eager" or drops_all else fused_attention
