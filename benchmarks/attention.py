@@ -11,15 +11,20 @@ forward + backward pass and its peak memory, for:
 * ``sdpa-grad``: the same with a learnable ``B`` (as RPE needs), where PyTorch falls back to
   whichever kernel supports a mask gradient (the JSON records the backend it picked).
 
-``urpe`` and ``rpe`` run on the dense path (the full ``[B, H, N, N]`` scores) and on the chunked
-path (``chunk_size`` query rows at a time, recomputed in backward); the chunked path is skipped
-where ``chunk_size >= N`` (it would be the dense path). Queries, keys, values, ``B`` and ``C``
+``urpe`` and ``rpe`` run with each of ``--backends`` (default ``eager fused compiled``):
+``urpe_attention(backend="eager")`` (the readable reference, autograd's graph of plain ops),
+``backend="fused"`` (one autograd node with a hand-written backward, the default) and
+``compiled`` (``torch.compile(dynamic=False)`` of the eager reference: Inductor's kernels), on the
+dense path (the full ``[B, H, N, N]`` scores) and, for eager and fused, on the chunked path
+(``chunk_size`` query rows at a time, recomputed in backward); the chunked path is skipped where
+``chunk_size >= N`` (it would be the dense path). Queries, keys, values, ``B`` and ``C``
 all require grad; the backward pass is ``out.backward(g)`` with a fixed random ``g``.
 
 Method. Timing: one fresh subprocess per length times every configuration, interleaved in
 rounds (each round runs each configuration once, in a rotated order, so load changes on a shared
-machine hit all configurations alike); ``--warmup`` rounds are dropped, the median of
-``--repeats`` rounds is reported, as wall time and as the process's CPU time. On CPU the workers
+machine hit all configurations alike); ``--warmup`` rounds are dropped, the median and the minimum of
+``--repeats`` rounds are kept, as wall time and as the process's CPU time (ratios use the
+minimum: on a shared machine load only ever adds time). On CPU the workers
 use 1 intra-op thread by default and the ratios use CPU time: with one thread it does not count
 time spent waiting for other processes' cores (it still includes page faults and cache misses).
 Peak memory: one fresh subprocess per configuration, one warm-up pass, then the median of 3
@@ -33,7 +38,7 @@ gradients of all inputs (also reported separately: the gradients of ``B`` and ``
 makes CPU numbers below about 1 MiB (``N = 32``) noise.
 
 Output: one JSON line per configuration, then markdown tables (absolute medians, and ratios
-URPE/RPE, URPE/SDPA, chunked/dense) and the issue-6 targets: URPE/RPE time <= 1.05 at
+URPE/RPE per backend side by side, URPE/SDPA, chunked/dense) and the issue-6 / issue-13 targets: URPE/RPE time <= 1.05 at
 ``N >= 128``; at ``N = 2048`` the chunked path within 1/4 of the dense peak memory and 1.5x its
 time.
 
@@ -41,12 +46,14 @@ Usage::
 
     python benchmarks/attention.py                       # full run: N = 32, 128, 512, 2048
     python benchmarks/attention.py --quick               # N = 32, 128, 512; 3 repeats
+    python benchmarks/attention.py --lengths 128 256 512 --variants urpe rpe --no-memory
     python benchmarks/attention.py --device cuda --lengths 128 512 2048 8192
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 import time
@@ -70,6 +77,8 @@ from graph_urpe.nn.functional import AUTO_CHUNK_ELEMENTS, urpe_attention
 
 VARIANTS = ("urpe", "rpe", "sdpa", "sdpa-grad")
 CHUNKED_VARIANTS = ("urpe", "rpe")
+BACKENDS = ("eager", "fused", "compiled")
+CHUNKED_BACKENDS = ("eager", "fused")
 MEMORY_PASSES = 3
 
 
@@ -93,7 +102,7 @@ def _make_inputs(cfg: dict) -> dict:
     return inputs
 
 
-def _pass_fns(variant: str, path: str, chunk_size: int, inputs: dict):
+def _pass_fns(variant: str, path: str, backend: str, chunk_size: int, inputs: dict):
     """Closures ``(run, forward)``: one forward + backward pass of a variant, and its forward."""
     q, k, v = inputs["q"], inputs["k"], inputs["v"]
     chunk = chunk_size if path == "chunked" else None
@@ -105,11 +114,13 @@ def _pass_fns(variant: str, path: str, chunk_size: int, inputs: dict):
             return F.scaled_dot_product_attention(q, k, v, attn_mask=inputs["bias"])
     else:
         mult = inputs["mult"] if variant == "urpe" else None
+        core = functools.partial(urpe_attention, chunk_size=chunk,
+                                 backend="eager" if backend == "compiled" else backend)
+        if backend == "compiled":
+            core = torch.compile(core, dynamic=False)
 
         def forward():
-            return urpe_attention(
-                q, k, v, attn_bias=inputs["bias"], multiplier=mult, chunk_size=chunk
-            )
+            return core(q, k, v, attn_bias=inputs["bias"], multiplier=mult)
     leaves = [t for t in inputs.values() if t.requires_grad]
 
     def run():
@@ -135,13 +146,18 @@ def _sdpa_backend(forward) -> str:
     return "math"
 
 
-def _configs(cfg: dict) -> list[tuple[str, str]]:
-    """(variant, path) pairs measured at ``cfg["length"]``."""
+def _configs(cfg: dict) -> list[tuple[str, str, str]]:
+    """(variant, path, backend) triples measured at ``cfg["length"]`` (SDPA: backend "-")."""
     out = []
     for variant in cfg["variants"]:
-        out.append((variant, "dense"))
-        if variant in CHUNKED_VARIANTS and cfg["chunk_size"] < cfg["length"]:
-            out.append((variant, "chunked"))
+        if variant.startswith("sdpa"):
+            out.append((variant, "dense", "-"))
+            continue
+        for backend in cfg["backends"]:
+            out.append((variant, "dense", backend))
+            if (variant in CHUNKED_VARIANTS and backend in CHUNKED_BACKENDS
+                    and cfg["chunk_size"] < cfg["length"]):
+                out.append((variant, "chunked", backend))
     return out
 
 
@@ -182,8 +198,9 @@ def time_worker(cfg: dict) -> list[dict]:
                 cpu[c].append(time.process_time() - c0)
     recs = []
     for c in configs:
-        rec = {"variant": c[0], "path": c[1], "length": cfg["length"],
+        rec = {"variant": c[0], "path": c[1], "backend": c[2], "length": cfg["length"],
                "wall_ms": 1000 * median(wall[c]), "cpu_ms": 1000 * median(cpu[c]),
+               "wall_ms_min": 1000 * min(wall[c]), "cpu_ms_min": 1000 * min(cpu[c]),
                "wall_ms_all": [round(1000 * t, 3) for t in wall[c]]}
         if c[0].startswith("sdpa"):
             rec["sdpa_backend"] = _sdpa_backend(fns[c][1])
@@ -204,7 +221,7 @@ def memory_worker(cfg: dict) -> dict:
             inputs[name] = inputs[name].detach().requires_grad_(False)
     elif cfg["variant"] != "urpe":
         inputs["mult"] = inputs["mult"].detach().requires_grad_(False)
-    run, _ = _pass_fns(cfg["variant"], cfg["path"], cfg["chunk_size"], inputs)
+    run, _ = _pass_fns(cfg["variant"], cfg["path"], cfg["backend"], cfg["chunk_size"], inputs)
     run()
     peaks, method = [], None
     for _ in range(MEMORY_PASSES):
@@ -216,7 +233,8 @@ def memory_worker(cfg: dict) -> dict:
         method = pm.method
     grads = sum(t.grad.numel() * t.grad.element_size() for t in inputs.values()
                 if t.grad is not None)
-    return {"variant": cfg["variant"], "path": cfg["path"], "length": cfg["length"],
+    return {"variant": cfg["variant"], "path": cfg["path"], "backend": cfg["backend"],
+            "length": cfg["length"],
             "peak_mib": median(peaks), "peak_mib_all": [round(p, 2) for p in peaks],
             "input_grads_mib": grads / 2**20, "memory_method": method}
 
@@ -224,36 +242,58 @@ def memory_worker(cfg: dict) -> dict:
 def measure_length(cfg: dict) -> list[dict]:
     """All configurations at one length: one timing subprocess, one memory subprocess each."""
     times = run_worker(__file__, {**cfg, "mode": "time"}, memory_env=False)["records"]
+    if not cfg["memory"]:
+        return times
     recs = []
     for t in times:
         mem = run_worker(__file__, {**cfg, "mode": "memory", "variant": t["variant"],
-                                    "path": t["path"]}, memory_env=cfg["device"] == "cpu")
+                                    "path": t["path"], "backend": t["backend"]},
+                         memory_env=cfg["device"] == "cpu")
         recs.append({**t, **mem})
     return recs
 
 
 def report(records: list[dict], lengths: list[int], clock: str) -> str:
-    """Markdown: absolute medians, ratios (time by ``clock``: "cpu" or "wall"), targets."""
-    key = f"{clock}_ms"
-    by = {(r["length"], r["variant"], r["path"]): r for r in records}
+    """Markdown: absolute times, ratios (minimum ``clock`` time: "cpu" or "wall"), targets."""
+    key = f"{clock}_ms_min"
+    by = {(r["length"], r["variant"], r["path"], r["backend"]): r for r in records}
+    backends = [b for b in BACKENDS if any(r["backend"] == b for r in records)]
+    has_mem = any("peak_mib" in r for r in records)
 
-    def get(n, variant, path, field):
-        r = by.get((n, variant, path))
+    def get(n, variant, path, field, backend="fused"):
+        r = by.get((n, variant, path, "-" if variant.startswith("sdpa") else backend))
         return None if r is None else r.get(field)
 
-    def act(n, variant, path):  # peak memory without the gradients of the inputs
-        p, g = get(n, variant, path, "peak_mib"), get(n, variant, path, "input_grads_mib")
+    def act(n, variant, path, backend="fused"):  # peak memory without the inputs' gradients
+        p = get(n, variant, path, "peak_mib", backend)
+        g = get(n, variant, path, "input_grads_mib", backend)
         return None if p is None else p - g
 
     rows = []
     for r in records:
         kernel = r.get("sdpa_backend", r["path"])
-        rows.append([r["length"], r["variant"], kernel, f"{r['wall_ms']:.2f}",
-                     f"{r['cpu_ms']:.2f}", f"{r['peak_mib']:.1f}",
-                     f"{r['peak_mib'] - r['input_grads_mib']:.1f}"])
-    out = ["### Absolute (medians)", "", markdown_table(
-        ["N", "variant", "path / kernel", "wall ms", "CPU ms", "peak MiB",
-         "peak - input grads MiB"], rows), ""]
+        mem = ([f"{r['peak_mib']:.1f}", f"{r['peak_mib'] - r['input_grads_mib']:.1f}"]
+               if "peak_mib" in r else ["-", "-"])
+        rows.append([r["length"], r["variant"], r["backend"], kernel, f"{r['wall_ms']:.2f}",
+                     f"{r['cpu_ms']:.2f}", f"{r['cpu_ms_min']:.2f}", *mem])
+    out = ["### Absolute", "", markdown_table(
+        ["N", "variant", "backend", "path / kernel", "wall ms (median)", "CPU ms (median)",
+         "CPU ms (min)", "peak MiB", "peak - input grads MiB"], rows), ""]
+
+    rows = []
+    for n in lengths:
+        row = [n]
+        for b in backends:
+            row.append(ratio(get(n, "urpe", "dense", key, b), get(n, "rpe", "dense", key, b)))
+        for b in backends:
+            row.append(ratio(get(n, "urpe", "dense", key, b), get(n, "rpe", "dense", key, "eager")))
+        for variant in ("urpe", "rpe"):
+            row.append(ratio(get(n, variant, "dense", key, "fused"),
+                             get(n, variant, "dense", key, "eager")))
+        rows.append(row)
+    out += [f"### URPE/RPE by backend (minimum {clock} time, dense)", "", markdown_table(
+        ["N", *(f"URPE/RPE {b}" for b in backends), *(f"URPE {b} / RPE eager" for b in backends),
+         "URPE fused/eager", "RPE fused/eager"], rows), ""]
 
     rows = []
     for n in lengths:
@@ -264,29 +304,30 @@ def report(records: list[dict], lengths: list[int], clock: str) -> str:
             return get(n, v, p, "peak_mib")
 
         rows.append([
-            n, ratio(t("urpe"), t("rpe")), ratio(m("urpe"), m("rpe")),
+            n, ratio(m("urpe"), m("rpe")),
             ratio(t("urpe"), t("sdpa")), ratio(m("urpe"), m("sdpa")),
             ratio(t("urpe"), t("sdpa-grad")), ratio(m("urpe"), m("sdpa-grad")),
             ratio(t("urpe", "chunked"), t("rpe", "chunked")),
             ratio(t("urpe", "chunked"), t("urpe")), ratio(m("urpe", "chunked"), m("urpe")),
             ratio(act(n, "urpe", "chunked"), act(n, "urpe", "dense")),
         ])
-    out += [f"### Ratios (time: {clock} time; dense unless noted)", "", markdown_table(
-        ["N", "URPE/RPE time", "URPE/RPE mem", "URPE/SDPA time", "URPE/SDPA mem",
-         "URPE/SDPA-grad time", "URPE/SDPA-grad mem", "URPE/RPE time (chunked)",
-         "URPE chunked/dense time", "URPE chunked/dense mem",
-         "URPE chunked/dense mem w/o input grads"], rows), ""]
+    out += [f"### Fused backend: memory, SDPA and chunking (minimum {clock} time)", "",
+            markdown_table(
+                ["N", "URPE/RPE mem", "URPE/SDPA time", "URPE/SDPA mem", "URPE/SDPA-grad time",
+                 "URPE/SDPA-grad mem", "URPE/RPE time (chunked)", "URPE chunked/dense time",
+                 "URPE chunked/dense mem", "URPE chunked/dense mem w/o input grads"], rows), ""]
 
-    out += ["### Targets (issue 6)", ""]
+    out += ["### Targets (issues 6 and 13)", ""]
     for n in lengths:
         if n < 128:
             continue
-        for path in ("dense", "chunked"):
-            a, b = get(n, "urpe", path, key), get(n, "rpe", path, key)
-            if a is not None and b is not None:
-                ok = "met" if a / b <= 1.05 else "MISSED"
-                out.append(f"- N={n} {path}: URPE/RPE time {a / b:.3f} <= 1.05: {ok}")
-    if 2048 in lengths:
+        for b in backends:
+            for path in ("dense", "chunked"):
+                x, y = get(n, "urpe", path, key, b), get(n, "rpe", path, key, b)
+                if x is not None and y is not None:
+                    ok = "met" if x / y <= 1.05 else "MISSED"
+                    out.append(f"- N={n} {b} {path}: URPE/RPE time {x / y:.3f} <= 1.05: {ok}")
+    if 2048 in lengths and has_mem:
         for variant in CHUNKED_VARIANTS:
             tc, td = get(2048, variant, "chunked", key), get(2048, variant, "dense", key)
             mc, md = get(2048, variant, "chunked", "peak_mib"), get(2048, variant, "dense", "peak_mib")
@@ -325,6 +366,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--clock", choices=["cpu", "wall"], default=None,
                    help="time used for ratios and targets (default: cpu on CPU, robust to "
                         "other processes' load with 1 thread; wall elsewhere)")
+    p.add_argument("--backends", nargs="+", default=list(BACKENDS), choices=BACKENDS,
+                   help="urpe_attention backends for urpe / rpe (default: eager fused compiled)")
+    p.add_argument("--no-memory", action="store_true",
+                   help="time only (skip the per-configuration peak-memory subprocesses)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--worker", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -346,7 +391,8 @@ def main(argv: list[str] | None = None) -> None:
     base = {"device": args.device, "dtype": args.dtype, "batch": args.batch,
             "heads": args.heads, "head_dim": args.head_dim, "chunk_size": args.chunk_size,
             "warmup": args.warmup, "repeats": args.repeats, "threads": threads,
-            "seed": args.seed, "variants": args.variants}
+            "seed": args.seed, "variants": args.variants, "backends": args.backends,
+            "memory": not args.no_memory}
     emit({"bench": "attention", "event": "start", "clock": clock,
           "machine": machine_info(torch.device(args.device)), **base})
     records = []

@@ -52,13 +52,16 @@ def _inputs(seed, B=2, H=3, Nq=5, Nk=5, D=4, dtype=torch.float32):
     return q, k, v, bias, mult, pad
 
 
+BACKENDS = ["eager", "fused"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("use_bias", [False, True])
 @pytest.mark.parametrize("use_mult", [False, True])
 @pytest.mark.parametrize("use_pad", [False, True])
 @pytest.mark.parametrize("causal", [False, True])
-def test_matches_naive_reference(seed, use_bias, use_mult, use_pad, causal):
-    g = torch.Generator().manual_seed(100 + seed)
+def test_matches_naive_reference(backend, seed, use_bias, use_mult, use_pad, causal):
     B, H, D = 1 + seed % 2, 1 + seed % 3, 2 + seed
     N = 3 + seed
     q, k, v, bias, mult, pad = _inputs(seed, B, H, N, N, D)
@@ -67,21 +70,22 @@ def test_matches_naive_reference(seed, use_bias, use_mult, use_pad, causal):
         "multiplier": mult if use_mult else None,
         "key_padding_mask": pad if use_pad else None,
         "is_causal": causal,
+        "backend": backend,
     }
-    del g
     out = urpe_attention(q, k, v, **args)
     ref = naive_urpe(q, k, v, bias if use_bias else None, mult if use_mult else None,
                      pad if use_pad else None, causal)
     torch.testing.assert_close(out.double(), ref, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("shape", [(3, 4, 6), (1, 3, 4, 6), (1, 1, 4, 6), (2, 1, 1, 6), (6,)])
-def test_broadcast_bias_and_multiplier(shape):
+def test_broadcast_bias_and_multiplier(shape, backend):
     q, k, v, _, _, _ = _inputs(7, B=2, H=3, Nq=4, Nk=6)
     g = torch.Generator().manual_seed(1)
     bias = torch.randn(shape, generator=g)
     mult = torch.randn(shape, generator=g)
-    out = urpe_attention(q, k, v, attn_bias=bias, multiplier=mult)
+    out = urpe_attention(q, k, v, attn_bias=bias, multiplier=mult, backend=backend)
     torch.testing.assert_close(out.double(), naive_urpe(q, k, v, bias, mult), rtol=1e-5, atol=1e-5)
 
 
@@ -96,13 +100,16 @@ def test_ones_multiplier_equals_plain_attention_and_sdpa():
     torch.testing.assert_close(b, ref, rtol=1e-5, atol=1e-5)
 
 
-def test_all_padded_rows_give_zeros_not_nan():
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_all_padded_rows_give_zeros_not_nan(backend):
     q, k, v, bias, mult, _ = _inputs(4)
     pad = torch.zeros(2, 5, dtype=torch.bool)
     pad[1] = True  # the whole second sequence is padding
     for t in (q, k, v, bias, mult):
         t.requires_grad_(True)
-    out = urpe_attention(q, k, v, attn_bias=bias, multiplier=mult, key_padding_mask=pad)
+    out = urpe_attention(
+        q, k, v, attn_bias=bias, multiplier=mult, key_padding_mask=pad, backend=backend
+    )
     assert torch.all(out[1] == 0)
     assert torch.isfinite(out).all()
     out.sum().backward()
@@ -111,38 +118,42 @@ def test_all_padded_rows_give_zeros_not_nan():
     # causal + leading padding: rows whose visible prefix is all padded are zero
     pad2 = torch.zeros(2, 5, dtype=torch.bool)
     pad2[0, :2] = True
-    out2 = urpe_attention(q, k, v, key_padding_mask=pad2, is_causal=True)
+    out2 = urpe_attention(q, k, v, key_padding_mask=pad2, is_causal=True, backend=backend)
     assert torch.all(out2[0, :, :2] == 0)
     torch.testing.assert_close(
         out2.double(), naive_urpe(q, k, v, pad=pad2, causal=True), rtol=1e-5, atol=1e-5
     )
 
 
-def test_gradcheck_all_inputs():
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_gradcheck_all_inputs(backend):
     q, k, v, bias, mult, pad = _inputs(5, B=1, H=2, Nq=3, Nk=4, D=2, dtype=torch.float64)
     inputs = [t.clone().requires_grad_(True) for t in (q, k, v, bias, mult)]
 
     def fn(q, k, v, b, c):
-        return urpe_attention(q, k, v, attn_bias=b, multiplier=c, key_padding_mask=pad[:1])
+        return urpe_attention(
+            q, k, v, attn_bias=b, multiplier=c, key_padding_mask=pad[:1], backend=backend
+        )
 
     assert torch.autograd.gradcheck(fn, inputs)
 
     def fn_chunked(q, k, v, b, c):
         return urpe_attention(
-            q, k, v, attn_bias=b, multiplier=c, is_causal=True, chunk_size=2
+            q, k, v, attn_bias=b, multiplier=c, is_causal=True, chunk_size=2, backend=backend
         )
 
     assert torch.autograd.gradcheck(fn_chunked, inputs)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("chunk", [1, 3, 7])
-def test_chunked_equals_dense_values_and_gradients(causal, chunk):
+def test_chunked_equals_dense_values_and_gradients(causal, chunk, backend):
     q, k, v, bias, mult, pad = _inputs(6, B=2, H=2, Nq=10, Nk=10, D=4)
     bias = bias[:1, :, :, :]  # broadcast over the batch
     dense_in = [t.clone().requires_grad_(True) for t in (q, k, v, bias, mult)]
     chunk_in = [t.clone().requires_grad_(True) for t in (q, k, v, bias, mult)]
-    kw = {"key_padding_mask": pad, "is_causal": causal}
+    kw = {"key_padding_mask": pad, "is_causal": causal, "backend": backend}
     d = urpe_attention(*dense_in[:3], attn_bias=dense_in[3], multiplier=dense_in[4], **kw)
     c = urpe_attention(
         *chunk_in[:3], attn_bias=chunk_in[3], multiplier=chunk_in[4], chunk_size=chunk, **kw
@@ -161,57 +172,59 @@ def test_auto_chunking_kicks_in(monkeypatch):
     q, k, v, bias, mult, _pad = _inputs(8, B=1, H=2, Nq=9, Nk=9)
     dense = urpe_attention(q, k, v, attn_bias=bias[:1], multiplier=mult[:1])
     calls = []
-    orig = F_._attention_block
+    orig = F_.fused_attention
 
     def spy(q, *a, **kw):
         calls.append(q.shape[2])
         return orig(q, *a, **kw)
 
     monkeypatch.setattr(F_, "AUTO_CHUNK_ELEMENTS", 2 * 9 * 4)
-    monkeypatch.setattr(F_, "_attention_block", spy)
+    monkeypatch.setattr(F_, "fused_attention", spy)
     out = urpe_attention(q, k, v, attn_bias=bias[:1], multiplier=mult[:1])
     assert calls == [4, 4, 1]
     torch.testing.assert_close(out, dense)
 
 
-def test_dropout_applies_after_multiplier_and_only_in_training():
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_dropout_applies_after_multiplier_and_only_in_training(backend):
     q, k, v, bias, mult, _ = _inputs(9)
-    ref = urpe_attention(q, k, v, attn_bias=bias, multiplier=mult)
-    torch.testing.assert_close(
-        urpe_attention(q, k, v, attn_bias=bias, multiplier=mult, dropout_p=0.9, training=False),
-        ref,
-    )
+    kw = {"attn_bias": bias, "multiplier": mult, "backend": backend}
+    ref = urpe_attention(q, k, v, **kw)
+    torch.testing.assert_close(urpe_attention(q, k, v, dropout_p=0.9, training=False, **kw), ref)
     torch.manual_seed(0)
-    dropped = urpe_attention(q, k, v, attn_bias=bias, multiplier=mult, dropout_p=0.5)
+    dropped = urpe_attention(q, k, v, dropout_p=0.5, **kw)
     assert not torch.allclose(dropped, ref)
     # With V = identity, the output is the attention matrix itself: each entry is either 0 or
     # the undropped (softmax ⊙ C) weight scaled by 1 / (1 - p).
     n = q.shape[2]
     eye = torch.eye(n).expand(q.shape[0], q.shape[1], n, n)
-    weights = urpe_attention(q, k, eye, attn_bias=bias, multiplier=mult, training=False)
+    weights = urpe_attention(q, k, eye, training=False, **kw)
     torch.manual_seed(1)
-    dropped_w = urpe_attention(q, k, eye, attn_bias=bias, multiplier=mult, dropout_p=0.5)
+    dropped_w = urpe_attention(q, k, eye, dropout_p=0.5, **kw)
     kept = dropped_w != 0
     assert 0 < kept.float().mean() < 1
     torch.testing.assert_close(dropped_w[kept], 2 * weights[kept])
 
 
-def test_need_weights_returns_probabilities_before_multiplier():
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_need_weights_returns_probabilities_before_multiplier(backend):
     q, k, v, bias, mult, pad = _inputs(10)
     out, w = urpe_attention(
-        q, k, v, attn_bias=bias, multiplier=mult, key_padding_mask=pad, need_weights=True
+        q, k, v, attn_bias=bias, multiplier=mult, key_padding_mask=pad, need_weights=True,
+        backend=backend,
     )
     torch.testing.assert_close(w.sum(-1), torch.ones(w.shape[:-1]))
     assert torch.all(w.masked_select(pad[:, None, None, :].expand_as(w)) == 0)
     torch.testing.assert_close(out, torch.matmul(w * mult, v))
 
 
-def test_autocast_bf16_softmax_in_float32():
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_autocast_bf16_softmax_in_float32(backend):
     q, k, v, bias, mult, pad = _inputs(11)
     with torch.autocast("cpu", dtype=torch.bfloat16):
         out, w = urpe_attention(
             q.bfloat16(), k.bfloat16(), v.bfloat16(), attn_bias=bias, multiplier=mult,
-            key_padding_mask=pad, need_weights=True,
+            key_padding_mask=pad, need_weights=True, backend=backend,
         )
     assert w.dtype == torch.float32 and out.dtype == torch.bfloat16
     ref = naive_urpe(q, k, v, bias, mult, pad)
@@ -230,6 +243,7 @@ def test_autocast_bf16_softmax_in_float32():
         ({"key_padding_mask": torch.zeros(2, 5)}, r"bool tensor"),
         ({"chunk_size": 0}, r"chunk_size"),
         ({"dropout_p": -0.5}, r"dropout_p must lie in \[0, 1\]"),
+        ({"backend": "triton"}, r"backend must be one of"),
     ],
 )
 def test_bad_shapes_raise_value_error_naming_expected_shape(kwargs, match):
