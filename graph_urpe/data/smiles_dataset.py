@@ -12,6 +12,7 @@ import pandas as pd
 import torch
 from torch_geometric.data import Data, InMemoryDataset
 
+from graph_urpe.data.cache import SafeCacheMixin
 from graph_urpe.data.featurize import FEATURIZATIONS
 from graph_urpe.data.labels import TASKS, label_matrix
 from graph_urpe.data.processing import molecules_to_graphs
@@ -20,7 +21,7 @@ from graph_urpe.data.splits import column_split, random_split, scaffold_split
 from graph_urpe.data.wheels import sha256_of
 
 
-class SmilesCSVDataset(InMemoryDataset):
+class SmilesCSVDataset(SafeCacheMixin, InMemoryDataset):
     r"""Molecular graphs and labels from a CSV file (one molecule per row), processed once and cached.
 
     Each graph is a :class:`~torch_geometric.data.Data` with ``x`` ``torch.long`` ``[n, F]`` and
@@ -40,6 +41,10 @@ class SmilesCSVDataset(InMemoryDataset):
     hashes the CSV content and every option that changes the graphs (featurisation, columns, task,
     split, :obj:`max_nodes`, ``repr(pre_transform)``), so changing any of them processes again
     instead of returning stale graphs, and a second run with the same options does no graph work.
+    Cache files are read with ``torch.load(weights_only=True)`` only
+    (:class:`~graph_urpe.data.cache.SafeCacheMixin`): a tampered file is refused with
+    :class:`~graph_urpe.data.cache.UnsafeCacheError` naming it; a corrupt one (truncated, empty)
+    is rebuilt with a warning naming it.
 
     Args:
         root (str): folder for the processed files.
@@ -73,6 +78,7 @@ class SmilesCSVDataset(InMemoryDataset):
         ValueError: for unknown options, missing columns, non-numeric labels, classification labels
             other than 0/1, a bad split column, or no usable row at all.
         InvalidRowsError: in :obj:`strict` mode, if a row cannot be used.
+        UnsafeCacheError: if a processed file holds non-allow-listed objects.
 
     Example:
         >>> ds = SmilesCSVDataset("data/my", "my.csv", "smiles", ["logS"],
@@ -134,8 +140,8 @@ class SmilesCSVDataset(InMemoryDataset):
         key = json.dumps(self.config, sort_keys=True).encode()
         self.key = hashlib.sha256(key).hexdigest()[:16]
         super().__init__(root, transform, pre_transform, None, log=log, force_reload=force_reload)
-        self.load(self.processed_paths[0])
-        self._split_idx = torch.load(self.processed_paths[1])
+        stored, self._split_idx = self._read_cache(self.processed_paths[:2])
+        self._set_data(stored, self.processed_paths[0])
 
     @property
     def num_tasks(self) -> int:

@@ -14,6 +14,7 @@ from torch_geometric.data import Data
 from torch_geometric.datasets import ZINC
 from torch_geometric.transforms import Compose
 
+from graph_urpe.data.cache import SafeCacheMixin
 from graph_urpe.data.layout import StandardLayout
 
 RAW_FILES = ("train.pickle", "val.pickle", "test.pickle", "train.index", "val.index", "test.index")
@@ -64,5 +65,14 @@ def pyg_zinc(
             f"`python -m graph_urpe.data.build_pyg_zinc --root {root}`"
         )
     layout = StandardLayout() if transform is None else Compose([StandardLayout(), transform])
-    return ZINC(root, subset=subset, split=_SPLITS[split], transform=layout,
-                pre_transform=pre_transform, force_reload=force_reload)
+    return SafeZINC(root, subset=subset, split=_SPLITS[split], transform=layout,
+                    pre_transform=pre_transform, force_reload=force_reload)
+
+
+class SafeZINC(SafeCacheMixin, ZINC):
+    r""":class:`torch_geometric.datasets.ZINC` with safe cache reads
+    (:class:`~graph_urpe.data.cache.SafeCacheMixin`): processed files and ``pre_transform.pt`` /
+    ``pre_filter.pt`` are read with ``weights_only=True`` (PyG reads the latter unsafely and retries
+    ``*.pt`` unsafely), a cache made with another ``pre_transform`` is refused instead of returned
+    stale, and a corrupt processed file is rebuilt with a warning. Arguments as PyG's ZINC.
+    """
