@@ -7,6 +7,7 @@ import os
 import os.path as osp
 import socket
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -145,10 +146,10 @@ def test_corrupt_csv_cache_is_rebuilt(tmp_path, csv, damage):
     name = damage.split()[1]
     path = osp.join(first.processed_dir, name)
     if damage.startswith("truncate"):
-        blob = open(path, "rb").read()
-        open(path, "wb").write(blob[: len(blob) // 2])
+        blob = Path(path).read_bytes()
+        Path(path).write_bytes(blob[: len(blob) // 2])
     else:
-        open(path, "wb").close()
+        Path(path).write_bytes(b"")
     with pytest.warns(UserWarning, match=f"{name}.*corrupt.*rebuilding"):
         again = SmilesCSVDataset(str(tmp_path / "csv"), csv, split="split", log=False,
                                  pre_transform=AddShortestPathDistance())
@@ -163,7 +164,7 @@ def test_corrupt_csv_cache_is_rebuilt(tmp_path, csv, damage):
 def test_corrupt_ogb_cache_is_rebuilt(tmp_path, csv, offline):
     first = _ogb(tmp_path, csv)
     _, data = _processed_files(tmp_path, "ogb")
-    open(data, "wb").write(open(data, "rb").read()[:100])
+    Path(data).write_bytes(Path(data).read_bytes()[:100])
     with pytest.warns(UserWarning, match="geometric_data_processed.pt.*corrupt"):
         again = ogb_graphprop_dataset("ogbg-molhiv", root=str(tmp_path / "ogb"), download=False)
     assert len(again) == len(first)
