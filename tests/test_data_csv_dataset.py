@@ -161,3 +161,31 @@ def test_zinc_like_dataset(tmp_path):
     with pytest.raises(ValueError, match="split must be"):
         ZincLikeDataset(str(tmp_path / "zl"), split="dev", csv_path=str(small))
     assert os.path.getsize(EMBEDDED_ZINC_LIKE) < 1_000_000
+
+
+def test_infinite_labels_refused_by_row_and_large_labels_warned(tmp_path):
+    path = tmp_path / "inf.csv"
+    pd.DataFrame({"smiles": ["C", "CC", "CCC"], "y": ["1.5", "inf", "-inf"],
+                  "big": [1.0, 2e12, 3.0]}).to_csv(path, index=False)
+    with pytest.raises(ValueError, match=r"'y'.*2 infinite values \(row 1: inf, row 2: -inf\)"
+                                         r".*leave the cells empty"):
+        SmilesCSVDataset(str(tmp_path / "r1"), str(path), target_columns="y", log=False)
+    with pytest.warns(UserWarning, match=r"column 'big'.*1 values of magnitude above 1e\+06.*row 1"):
+        ds = SmilesCSVDataset(str(tmp_path / "r2"), str(path), target_columns="big", log=False)
+    assert ds[1].y.item() == pytest.approx(2e12)
+
+
+def test_strict_refuses_a_cache_made_without_strict(tmp_path, csv):
+    lenient = load(tmp_path, csv)
+    assert len(lenient.invalid_rows) == 2
+    with pytest.raises(InvalidRowsError, match="2 of 8 rows") as info:
+        load(tmp_path, csv, strict=True)
+    assert [e.row for e in info.value.errors] == [2, 7]
+
+
+def test_progress_bar_default_follows_input_size(capsys, monkeypatch):
+    processing.molecules_to_graphs(["C", "CC"], num_workers=0, desc="small input")
+    assert "small input" not in capsys.readouterr().err
+    monkeypatch.setattr(processing, "PROGRESS_MIN_ITEMS", 2)
+    processing.molecules_to_graphs(["C", "CC"], num_workers=0, desc="large input")
+    assert "large input" in capsys.readouterr().err

@@ -11,6 +11,7 @@ Offline, write a dataset folder with
 from __future__ import annotations
 
 import os.path as osp
+import sys
 from collections.abc import Callable
 
 import pandas as pd
@@ -18,6 +19,7 @@ import torch
 from ogb.graphproppred import PygGraphPropPredDataset
 from torch_geometric.data import Data
 from torch_geometric.transforms import Compose
+from tqdm.auto import tqdm
 
 from graph_urpe.data.cache import SafeCacheMixin, ogb_safe_construction
 from graph_urpe.data.layout import StandardLayout
@@ -107,9 +109,32 @@ class OGBGraphPropDataset(SafeCacheMixin, PygGraphPropPredDataset):
         with ogb_safe_construction([processed]):
             super().__init__(name, root=root, transform=transform, pre_transform=pre_transform)
 
+    def process(self) -> None:
+        # OGB applies pre_transform (e.g. the SPD of 41k molecules) with no progress report.
+        pre = self.pre_transform
+        if pre is None:
+            return super().process()
+        with tqdm(desc=f"pre_transform of {self.name}", unit="graph", file=sys.stderr) as bar:
+            self.pre_transform = _Progress(pre, bar)
+            try:
+                super().process()
+            finally:
+                self.pre_transform = pre
+
     def get_idx_split(self, split_type: str | None = None) -> dict[str, torch.Tensor]:
         r"""OGB's split: ``{"train", "valid", "test"}`` -> ``torch.long`` indices."""
         kind = self.meta_info["split"] if split_type is None else split_type
         cached = osp.join(self.root, "split", kind, "split_dict.pt")
         with ogb_safe_construction([cached]):
             return super().get_idx_split(split_type)
+
+class _Progress:
+    """Calls a transform and advances a progress bar."""
+
+    def __init__(self, fn: Callable[[Data], Data], bar: tqdm) -> None:
+        self.fn, self.bar = fn, bar
+
+    def __call__(self, data: Data) -> Data:
+        out = self.fn(data)
+        self.bar.update(1)
+        return out

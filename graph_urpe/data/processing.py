@@ -12,6 +12,7 @@ import functools
 import multiprocessing
 import os
 import pickle
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -22,6 +23,10 @@ from tqdm.auto import tqdm
 
 from graph_urpe.data.featurize import FEATURIZATIONS, MoleculeError, smiles_to_graph
 from graph_urpe.data.row_errors import RowError
+
+PROGRESS_MIN_ITEMS = 1000
+"""With ``progress=None``, inputs of at least this many items show a progress bar (about a second
+of RDKit and SPD work per thousand molecules on one core)."""
 
 AUTO_PARALLEL_MIN_ITEMS = 5000
 """With ``num_workers=None``, inputs smaller than this are processed in the calling process."""
@@ -47,7 +52,7 @@ def resolve_num_workers(num_workers: int | None, num_items: int) -> int:
 
 def parallel_map(fn: Callable[[Any], Any], items: Sequence[Any], num_workers: int | None = None,
                  chunksize: int | None = None, desc: str | None = None,
-                 progress: bool = True) -> list[Any]:
+                 progress: bool | None = None) -> list[Any]:
     r"""``[fn(item) for item in items]``, in a :class:`multiprocessing.Pool` when
     :func:`resolve_num_workers` says so, in order, with a :mod:`tqdm` progress bar.
 
@@ -59,10 +64,14 @@ def parallel_map(fn: Callable[[Any], Any], items: Sequence[Any], num_workers: in
         chunksize (int, optional): items sent to a worker at a time.
             (default: :obj:`None`, about ``len(items) / (8 * num_workers)``, at most 1000)
         desc (str, optional): progress bar label. (default: :obj:`None`)
-        progress (bool, optional): show the progress bar. (default: :obj:`True`)
+        progress (bool, optional): show a progress bar on stderr; :obj:`None` shows one for at
+            least :data:`PROGRESS_MIN_ITEMS` items. (default: :obj:`None`)
     """
     workers = resolve_num_workers(num_workers, len(items))
-    bar = functools.partial(tqdm, total=len(items), desc=desc, disable=not progress)
+    if progress is None:
+        progress = len(items) >= PROGRESS_MIN_ITEMS
+    bar = functools.partial(tqdm, total=len(items), desc=desc, disable=not progress,
+                            file=sys.stderr)
     if workers == 0:
         return [fn(item) for item in bar(items)]
     if chunksize is None:
@@ -116,7 +125,7 @@ def molecules_to_graphs(
     num_workers: int | None = None,
     chunksize: int | None = None,
     desc: str | None = "Featurising molecules",
-    progress: bool = True,
+    progress: bool | None = None,
 ) -> tuple[list[Data], list[RowError]]:
     r"""Featurises SMILES strings into graphs, in parallel, keeping labels with their graphs.
 
@@ -140,7 +149,9 @@ def molecules_to_graphs(
             (default: :obj:`None`, automatic)
         chunksize (int, optional): rows per worker task. (default: :obj:`None`, automatic)
         desc (str, optional): progress bar label.
-        progress (bool, optional): show a progress bar. (default: :obj:`True`)
+        progress (bool, optional): show a progress bar (on stderr) over featurisation and
+            :obj:`pre_transform` (e.g. the SPD); :obj:`None` shows one for inputs of at least
+            :data:`PROGRESS_MIN_ITEMS` molecules. (default: :obj:`None`)
 
     Returns:
         ``(graphs, errors)``: the graphs in input order, and the failed rows in input order.

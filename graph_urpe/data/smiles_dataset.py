@@ -16,9 +16,18 @@ from graph_urpe.data.cache import SafeCacheMixin
 from graph_urpe.data.featurize import FEATURIZATIONS
 from graph_urpe.data.labels import TASKS, label_matrix
 from graph_urpe.data.processing import molecules_to_graphs
-from graph_urpe.data.row_errors import RowError, handle_row_errors, read_row_errors
+from graph_urpe.data.row_errors import (
+    InvalidRowsError,
+    RowError,
+    handle_row_errors,
+    read_row_errors,
+)
 from graph_urpe.data.splits import column_split, random_split, scaffold_split
 from graph_urpe.data.wheels import sha256_of
+
+CACHE_FORMAT = 2
+"""Version of what processing stores and refuses; part of the cache key, so caches written by
+code with other checks (format 1 accepted infinite labels) are processed again."""
 
 
 class SmilesCSVDataset(SafeCacheMixin, InMemoryDataset):
@@ -39,8 +48,10 @@ class SmilesCSVDataset(SafeCacheMixin, InMemoryDataset):
 
     Processing runs once; the result is stored under ``root/processed/<key>/`` where ``<key>``
     hashes the CSV content and every option that changes the graphs (featurisation, columns, task,
-    split, :obj:`max_nodes`, ``repr(pre_transform)``), so changing any of them processes again
-    instead of returning stale graphs, and a second run with the same options does no graph work.
+    split and its fractions and seed, :obj:`max_nodes`, ``repr(pre_transform)``, the
+    :data:`CACHE_FORMAT`), so changing any of them processes again instead of returning stale
+    graphs, and a second run with the same options does no graph work. :obj:`strict` is checked
+    against the cache instead: a cache that skipped rows is refused in strict mode (listing them).
     Cache files are read with ``torch.load(weights_only=True)`` only
     (:class:`~graph_urpe.data.cache.SafeCacheMixin`): a tampered file is refused with
     :class:`~graph_urpe.data.cache.UnsafeCacheError` naming it; a corrupt one (truncated, empty)
@@ -126,6 +137,7 @@ class SmilesCSVDataset(SafeCacheMixin, InMemoryDataset):
         self.strict = bool(strict)
         self.num_workers = num_workers
         self.config = {
+            "format": CACHE_FORMAT,
             "csv_sha256": sha256_of(self.csv_path),
             "smiles_column": smiles_column,
             "target_columns": self.target_columns,
@@ -142,6 +154,10 @@ class SmilesCSVDataset(SafeCacheMixin, InMemoryDataset):
         super().__init__(root, transform, pre_transform, None, log=log, force_reload=force_reload)
         stored, self._split_idx = self._read_cache(self.processed_paths[:2])
         self._set_data(stored, self.processed_paths[0])
+        if self.strict and self.invalid_rows:
+            # A cache made without strict holds the rows that strict refuses: refuse them now.
+            skipped = self.invalid_rows
+            raise InvalidRowsError(skipped, len(self) + len(skipped), self.csv_path)
 
     @property
     def num_tasks(self) -> int:
@@ -190,7 +206,7 @@ class SmilesCSVDataset(SafeCacheMixin, InMemoryDataset):
         graphs, errors = molecules_to_graphs(
             frame[self.smiles_column].tolist(), labels, featurization=self.featurization,
             max_nodes=self.max_nodes, pre_transform=self.pre_transform,
-            num_workers=self.num_workers, progress=self.log,
+            num_workers=self.num_workers, progress=None if self.log else False,
             desc=f"Processing {osp.basename(self.csv_path)}",
         )
         os.makedirs(self.processed_dir, exist_ok=True)
