@@ -189,3 +189,13 @@ def test_progress_bar_default_follows_input_size(capsys, monkeypatch):
     monkeypatch.setattr(processing, "PROGRESS_MIN_ITEMS", 2)
     processing.molecules_to_graphs(["C", "CC"], num_workers=0, desc="large input")
     assert "large input" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("cpus", "items", "expected"), [
+    (1, 100_000, 0), (2, 100_000, 0),  # a worker would compete with the calling process
+    (3, 100_000, 2), (4, 4_999, 0), (4, 5_000, 3), (64, 10**6, 8),
+])
+def test_automatic_worker_count(monkeypatch, cpus, items, expected):
+    monkeypatch.setattr(processing, "available_cpus", lambda: cpus)
+    assert processing.resolve_num_workers(None, items) == expected
+    assert processing.resolve_num_workers(1, items) == 1

@@ -77,7 +77,8 @@ class SmilesCSVDataset(SafeCacheMixin, InMemoryDataset):
         strict (bool, optional): fail on any unusable row instead of skipping it.
             (default: :obj:`False`)
         num_workers (int, optional): worker processes for processing (0 = none).
-            (default: :obj:`None`, automatic: parallel from 5,000 rows)
+            (default: :obj:`None`, automatic: see
+            :func:`~graph_urpe.data.processing.resolve_num_workers`)
         transform (Callable, optional): applied on every access. (default: :obj:`None`)
         pre_transform (Callable, optional): applied once before saving, e.g.
             :class:`graph_urpe.transforms.AddShortestPathDistance`. (default: :obj:`None`)
