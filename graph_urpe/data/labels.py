@@ -32,8 +32,9 @@ def label_matrix(frame: pd.DataFrame, columns: Sequence[str], task: str = "regre
         source (str, optional): name of the input, for messages.
 
     Raises:
-        ValueError: for an unknown task, no or missing columns, a non-numeric or infinite value
-            (naming the column and rows), or a classification label other than 0/1.
+        ValueError: for an unknown task, no or missing columns, a column without any value, a
+            non-numeric or infinite value (naming the column and rows), or a classification label
+            other than 0/1.
 
     Warns:
         UserWarning: naming each column holding a label of magnitude above :data:`LARGE_LABEL`.
@@ -62,6 +63,11 @@ def label_matrix(frame: pd.DataFrame, columns: Sequence[str], task: str = "regre
                 " leave a cell empty for a missing label"
             )
         out[:, t] = values.to_numpy(dtype=np.float64)
+        if len(out) and np.isnan(out[:, t]).all():
+            raise ValueError(
+                f"label column {column!r} of {source} has no value in any of its {len(out)} rows "
+                "(0 labels); fill it in or leave it out of the target columns"
+            )
         infinite = np.flatnonzero(np.isinf(out[:, t]))
         if len(infinite):
             shown = ", ".join(f"row {i}: {raw.iloc[i]}" for i in infinite[:10])
