@@ -22,7 +22,7 @@ from torch_geometric.transforms import Compose
 from tqdm.auto import tqdm
 
 from graph_urpe.data.cache import SafeCacheMixin, ogb_safe_construction
-from graph_urpe.data.layout import StandardLayout
+from graph_urpe.transforms import StandardLayout
 
 
 def ogb_master(name: str) -> pd.Series:
@@ -62,7 +62,7 @@ def ogb_graphprop_dataset(
     Graphs (molecular datasets): ``x`` ``torch.long`` ``[n, 9]``, ``edge_index`` ``[2, E]``,
     ``edge_attr`` ``torch.long`` ``[E, 3]`` (OGB features), ``y`` ``torch.float32`` ``[1, T]``
     (classification labels 0./1., NaN = missing; OGB's own ``y`` is ``long`` when a dataset has no
-    missing label and is cast on access by :class:`~graph_urpe.data.layout.StandardLayout`).
+    missing label and is cast on access by :class:`~graph_urpe.transforms.StandardLayout`).
 
     Args:
         name (str): OGB dataset name, e.g. ``"ogbg-molhiv"``.

@@ -19,9 +19,9 @@ from torch_geometric.data import Data
 from torch_geometric.transforms import BaseTransform, Compose
 
 from graph_urpe.data.cache import SafeCacheMixin, ogb_safe_construction, safe_torch_load
-from graph_urpe.data.layout import StandardLayout
 from graph_urpe.data.processing import molecules_to_graphs
 from graph_urpe.data.row_errors import InvalidRowsError
+from graph_urpe.transforms import StandardLayout
 
 SPLITS = ("train", "valid", "test-dev", "test-challenge")
 """Keys of ``get_idx_split()``; test-dev and test-challenge labels are hidden (NaN)."""

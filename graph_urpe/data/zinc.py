@@ -20,7 +20,7 @@ from torch_geometric.datasets import ZINC
 from torch_geometric.transforms import Compose
 
 from graph_urpe.data.cache import SafeCacheMixin
-from graph_urpe.data.layout import StandardLayout
+from graph_urpe.transforms import StandardLayout
 
 RAW_FILES = ("train.pickle", "val.pickle", "test.pickle", "train.index", "val.index", "test.index")
 """The six files PyG's ZINC expects in ``root/raw``."""
@@ -66,7 +66,7 @@ def pyg_zinc(
     Graphs: ``x`` ``torch.long`` ``[n, 1]`` (28 ZINC atom types), ``edge_index`` ``[2, E]``,
     ``edge_attr`` ``torch.long`` ``[E, 1]`` (bond types 1-3), ``y`` ``torch.float32`` ``[1, 1]``
     (constrained solubility), plus what :obj:`pre_transform` adds. PyG's own layout (1-D
-    ``edge_attr`` and ``y``) is reshaped on access by :class:`~graph_urpe.data.layout.StandardLayout`.
+    ``edge_attr`` and ``y``) is reshaped on access by :class:`~graph_urpe.transforms.StandardLayout`.
 
     Args:
         root (str, optional): PyG's root (raw files in ``root/raw``). (default: :obj:`"data/zinc"`)
