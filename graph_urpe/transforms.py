@@ -1,4 +1,5 @@
-"""Graph transforms: all-pairs shortest-path distances and paths, computed once per graph.
+"""Graph transforms: all-pairs shortest-path distances and paths, computed once per graph
+(:class:`AddShortestPathDistance`), and the package's tensor layout (:class:`StandardLayout`).
 
 Graphormer (Ying et al., NeurIPS 2021, Sec. 3.1.2 "spatial encoding" and "edge encoding") needs the
 shortest-path distance (SPD) between every pair of nodes and, for its edge encoding, the edges along
@@ -20,9 +21,10 @@ from scipy.sparse.csgraph import dijkstra, floyd_warshall
 from torch_geometric.data import Data
 from torch_geometric.transforms import BaseTransform
 
-UNREACHABLE: int = -1
-"""SPD value of node pairs with no path between them (other connected components); also the value
-:func:`graph_urpe.dense.to_dense_spd` puts in padded cells. Distances themselves are >= 0."""
+from graph_urpe.constants import UNREACHABLE
+
+__all__ = ["FLOYD_WARSHALL_MAX_NODES", "MAX_NODES", "UNREACHABLE", "AddShortestPathDistance",
+           "StandardLayout", "shortest_path_arrays"]
 
 FLOYD_WARSHALL_MAX_NODES: int = 256
 """Graphs with at most this many nodes use SciPy's compiled Floyd-Warshall, larger ones its
@@ -190,3 +192,33 @@ def shortest_path_arrays(
         np.minimum(dist, max_distance, out=dist)
     dist[unreachable] = UNREACHABLE
     return dist.astype(np.int16), pred
+
+
+class StandardLayout(BaseTransform):
+    r"""Reshapes a graph to the tensor layout every dataset of :mod:`graph_urpe.data` yields (PyG's
+    ZINC has 1-D ``x``, ``edge_attr`` and ``y``; OGB integer ``y``), so that a collated batch has
+    ``y`` ``[B, T]`` whatever the source: 1-D ``x`` -> ``[n, 1]``, 1-D ``edge_attr`` ->
+    ``[E, 1]``, ``y`` -> ``torch.float32`` ``[1, T]``. Other attributes are untouched.
+
+    Shapes:
+        - **input:** ``x`` ``[n]`` or ``[n, F]``; ``edge_attr`` ``[E]`` or ``[E, F_e]``; ``y``
+          scalar, ``[T]`` or ``[1, T]`` (any numeric dtype).
+        - **output:** ``x`` ``[n, F]``, ``edge_attr`` ``[E, F_e]``, ``y`` ``float32`` ``[1, T]``.
+
+    Raises:
+        ValueError: if ``y`` has more than one row (node-level labels are not graph labels).
+    """
+
+    def forward(self, data: Data) -> Data:
+        if data.x is not None and data.x.dim() == 1:
+            data.x = data.x.view(-1, 1)
+        if data.edge_attr is not None and data.edge_attr.dim() == 1:
+            data.edge_attr = data.edge_attr.view(-1, 1)
+        y = data.y
+        if isinstance(y, torch.Tensor):
+            if y.dim() == 2 and y.size(0) != 1:
+                raise ValueError(
+                    f"graph label y must hold one row per graph, got shape {list(y.shape)}"
+                )
+            data.y = y.reshape(1, -1).to(torch.float32)
+        return data

@@ -39,13 +39,15 @@ def csv(tmp_path):
 def load(tmp_path, csv, **kwargs):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
+        # Eight rows: fewer training labels than the default minimum (tested separately).
         return SmilesCSVDataset(str(tmp_path / "root"), csv, "smiles", ["a", "b"], log=False,
-                                **kwargs)
+                                min_train_labels=1, **kwargs)
 
 
 def test_graphs_labels_and_nan(tmp_path, csv):
     with pytest.warns(UserWarning, match=r"skipped 2 of 8 rows"):
-        ds = SmilesCSVDataset(str(tmp_path / "root"), csv, "smiles", ["a", "b"], log=False)
+        ds = SmilesCSVDataset(str(tmp_path / "root"), csv, "smiles", ["a", "b"], log=False,
+                              min_train_labels=1)
     valid = [i for i, r in enumerate(ROWS) if r[0] not in ("not a smiles", "C1CC")]
     assert len(ds) == len(valid) and ds.num_tasks == 2
     for graph, i in zip(ds, valid):
@@ -145,12 +147,12 @@ def test_parallel_equals_serial():
 
 
 def test_zinc_like_dataset(tmp_path):
-    frame = pd.read_csv(EMBEDDED_ZINC_LIKE).groupby("split").head(4)  # 12 molecules
+    frame = pd.read_csv(EMBEDDED_ZINC_LIKE).groupby("split").head(5)  # 15 molecules
     small = tmp_path / "small.csv.gz"
     frame.to_csv(small, index=False)
     train = ZincLikeDataset(str(tmp_path / "zl"), split="train", csv_path=str(small), log=False)
     val = ZincLikeDataset(str(tmp_path / "zl"), split="val", csv_path=str(small), log=False)
-    assert len(train) == 4 and len(val) == 4
+    assert len(train) == 5 and len(val) == 5
     rows = frame.reset_index(drop=True)
     for graph in val:
         row = rows.iloc[int(graph.row)]
@@ -161,3 +163,98 @@ def test_zinc_like_dataset(tmp_path):
     with pytest.raises(ValueError, match="split must be"):
         ZincLikeDataset(str(tmp_path / "zl"), split="dev", csv_path=str(small))
     assert os.path.getsize(EMBEDDED_ZINC_LIKE) < 1_000_000
+
+
+def test_infinite_labels_refused_by_row_and_large_labels_warned(tmp_path):
+    path = tmp_path / "inf.csv"
+    pd.DataFrame({"smiles": ["C", "CC", "CCC"], "y": ["1.5", "inf", "-inf"],
+                  "big": [1.0, 2e12, 3.0]}).to_csv(path, index=False)
+    with pytest.raises(ValueError, match=r"'y'.*2 infinite values \(row 1: inf, row 2: -inf\)"
+                                         r".*leave the cells empty"):
+        SmilesCSVDataset(str(tmp_path / "r1"), str(path), target_columns="y", log=False)
+    with pytest.warns(UserWarning, match=r"column 'big'.*1 values of magnitude above 1e\+06.*row 1"):
+        ds = SmilesCSVDataset(str(tmp_path / "r2"), str(path), target_columns="big", log=False,
+                              min_train_labels=1)
+    assert ds[1].y.item() == pytest.approx(2e12)
+
+
+def test_strict_refuses_a_cache_made_without_strict(tmp_path, csv):
+    lenient = load(tmp_path, csv)
+    assert len(lenient.invalid_rows) == 2
+    with pytest.raises(InvalidRowsError, match="2 of 8 rows") as info:
+        load(tmp_path, csv, strict=True)
+    assert [e.row for e in info.value.errors] == [2, 7]
+
+
+def test_progress_bar_default_follows_input_size(capsys, monkeypatch):
+    processing.molecules_to_graphs(["C", "CC"], num_workers=0, desc="small input")
+    assert "small input" not in capsys.readouterr().err
+    monkeypatch.setattr(processing, "PROGRESS_MIN_ITEMS", 2)
+    processing.molecules_to_graphs(["C", "CC"], num_workers=0, desc="large input")
+    assert "large input" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("cpus", "items", "expected"), [
+    (1, 100_000, 0), (2, 100_000, 0),  # a worker would compete with the calling process
+    (3, 100_000, 2), (4, 4_999, 0), (4, 5_000, 3), (64, 10**6, 8),
+])
+def test_automatic_worker_count(monkeypatch, cpus, items, expected):
+    monkeypatch.setattr(processing, "available_cpus", lambda: cpus)
+    assert processing.resolve_num_workers(None, items) == expected
+    assert processing.resolve_num_workers(1, items) == 1
+
+
+def test_split_membership_of_every_source_row(tmp_path, csv):
+    ds = load(tmp_path, csv, split="fold")
+    table = ds.split_membership()
+    assert list(table.columns) == ["row", "smiles", "split", "reason"]
+    # By hand from ROWS: the fold column, "val" read as valid, rows 2 and 7 invalid SMILES.
+    assert table["row"].tolist() == list(range(8))
+    assert table["smiles"].tolist() == [r[0] for r in ROWS]
+    assert table["split"].tolist() == ["train", "valid", "skipped", "train", "test", "train",
+                                       "valid", "skipped"]
+    assert table["reason"][[0, 1, 3, 4, 5, 6]].eq("").all()
+    assert table["reason"][[2, 7]].str.contains("invalid SMILES").all()
+    # Each graph's row is the source row the user sees; its split agrees with the table.
+    split = ds.get_idx_split()
+    for name, idx in split.items():
+        for i in idx.tolist():
+            assert table["split"][int(ds[i].row)] == name
+
+
+def test_too_few_training_labels_and_empty_columns_refused(tmp_path):
+    path = tmp_path / "few.csv"
+    y = [1.0, 2.0, None, None, None, 3.0, 4.0, 5.0, None, 6.0]
+    pd.DataFrame({"smiles": ["C" * (i + 1) for i in range(10)], "y": y, "empty": [None] * 10,
+                  "fold": ["train"] * 6 + ["valid"] * 2 + ["test"] * 2}).to_csv(path, index=False)
+    # Training rows 0-5 hold 3 labels (three empty); 6 in all 10 rows.
+    with pytest.raises(ValueError, match=r"'y'.*3 labels in the training split \(6 molecules; "
+                                         r"6 labels in all 10 usable molecules\).*minimum 5"):
+        SmilesCSVDataset(str(tmp_path / "r"), str(path), target_columns="y", split="fold",
+                         log=False)
+    assert smiles_dataset.MIN_TRAIN_LABELS == 5
+    ds = SmilesCSVDataset(str(tmp_path / "r"), str(path), target_columns="y", split="fold",
+                          log=False, min_train_labels=3)  # same cache, checked again on load
+    assert len(ds) == 10
+    with pytest.raises(ValueError, match=r"'empty'.*no value in any of its 10 rows \(0 labels\)"):
+        SmilesCSVDataset(str(tmp_path / "r2"), str(path), target_columns=["y", "empty"],
+                         split="fold", log=False)
+
+
+def test_empty_and_header_only_files_and_missing_columns(tmp_path):
+    empty = tmp_path / "empty.csv"
+    empty.write_bytes(b"")
+    with pytest.raises(ValueError, match=r"empty\.csv is empty \(0 bytes\).*header line"):
+        SmilesCSVDataset(str(tmp_path / "r1"), str(empty), log=False)
+    header = tmp_path / "header.csv"
+    header.write_text("smiles,target\n")
+    with pytest.raises(ValueError, match=r"header\.csv has a header.*but no data rows"):
+        SmilesCSVDataset(str(tmp_path / "r2"), str(header), log=False)
+    other = tmp_path / "other.csv"
+    other.write_text("mol,target\nCC,1.0\n")
+    with pytest.raises(ValueError, match=r"SMILES column 'smiles' not found.*\['mol', 'target'\]"
+                                         r".*--data\.init_args\.smiles_column"):
+        SmilesCSVDataset(str(tmp_path / "r3"), str(other), log=False)
+    with pytest.raises(ValueError, match=r"\['logS'\] not found.*--data\.init_args\.target_columns"):
+        SmilesCSVDataset(str(tmp_path / "r4"), str(other), smiles_column="mol",
+                         target_columns="logS", log=False)

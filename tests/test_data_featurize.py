@@ -124,3 +124,32 @@ def test_invalid_smiles_say_why(smiles, reason):
 def test_unknown_featurization():
     with pytest.raises(ValueError, match="featurization"):
         smiles_to_graph("C", "graphormer")
+
+
+def test_feature_dims_bound_every_feature_id():
+    from ogb.utils.features import get_atom_feature_dims, get_bond_feature_dims
+
+    from graph_urpe.data.featurize import feature_dims
+
+    assert feature_dims("zinc") == ([28], [4])
+    assert feature_dims("ogb") == (get_atom_feature_dims(), get_bond_feature_dims())
+    assert len(feature_dims("ogb")[0]) == 9 and len(feature_dims("ogb")[1]) == 3
+    for featurization in ("zinc", "ogb"):
+        atoms, bonds = feature_dims(featurization)
+        for smiles in ("C[NH3+]", "CC(=O)[O-]", "c1ccccc1C#N", "C[C@@H](O)CS"):
+            graph = smiles_to_graph(smiles, featurization)
+            assert (graph.x < torch.tensor(atoms)).all() and (graph.x >= 0).all()
+            assert (graph.edge_attr < torch.tensor(bonds)).all()
+    with pytest.raises(ValueError, match="featurization"):
+        feature_dims("morgan")
+
+
+def test_indexed_dataset_adds_sample_id_without_touching_the_data():
+    from graph_urpe.data.indexed import IndexedDataset
+
+    graphs = [smiles_to_graph(s, "zinc") for s in ("C", "CC", "CCO")]
+    view = IndexedDataset(graphs)
+    assert len(view) == 3
+    assert [view[i].sample_id for i in range(3)] == [0, 1, 2]
+    assert torch.equal(view[2].x, graphs[2].x)
+    assert "sample_id" not in graphs[2]

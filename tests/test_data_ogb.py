@@ -13,9 +13,9 @@ from ogb.graphproppred import Evaluator, PygGraphPropPredDataset
 
 from graph_urpe.data import build_ogb
 from graph_urpe.data.build_ogb import read_hiv, write_ogb_graphprop_folder
+from graph_urpe.data.cache import allow_safe_globals
 from graph_urpe.data.featurize import smiles_to_ogb_graph
 from graph_urpe.data.ogb_graphprop import ogb_graphprop_dataset
-from graph_urpe.data.safe_load import allow_ogb_torch_load
 from graph_urpe.data.splits import scaffold_split
 
 SMILES = ["c1ccccc1C", "c1ccccc1CC", "c1ccccc1O", "c1ccccc1N", "c1ccccc1Cl", "C1CCCCC1C",
@@ -44,7 +44,7 @@ def test_molhiv_folder_read_by_ogb(tmp_path, offline):
     with pytest.warns(UserWarning, match="skipped 1 of 31 rows"):
         write_ogb_graphprop_folder(str(tmp_path), "ogbg-molhiv", smiles, labels,
                                    label_names=["HIV_active"], num_workers=0)
-    allow_ogb_torch_load()
+    allow_safe_globals()
     ds = PygGraphPropPredDataset("ogbg-molhiv", root=str(tmp_path))  # OGB's own loader
     kept = [i for i, s in enumerate(smiles) if s != "not_a_smiles"]
     assert len(ds) == 30

@@ -12,6 +12,7 @@ from ogb.lsc import PygPCQM4Mv2Dataset
 
 from graph_urpe.data import build_pcqm4mv2
 from graph_urpe.data.build_pcqm4mv2 import read_qm9, write_pcqm4mv2_folder
+from graph_urpe.data.cache import allow_safe_globals
 from graph_urpe.data.pcqm4mv2 import (
     PCQM4Mv2Dataset,
     StandinTestLabels,
@@ -19,7 +20,6 @@ from graph_urpe.data.pcqm4mv2 import (
     pcqm4mv2_mae,
     save_test_dev_submission,
 )
-from graph_urpe.data.safe_load import allow_ogb_torch_load
 
 SMILES = ["C", "N", "O", "CC", "CO", "CN", "C#C", "C=O", "CCO", "CC#N", "C1CC1", "NC=O",
           "OCCO", "CC(C)C", "c1ccccc1", "c1ccncc1", "FC(F)F", "CC(=O)O", "N#N", "O=C=O",
@@ -45,7 +45,7 @@ def test_official_loader_reads_standin(tmp_path, offline):
         write_pcqm4mv2_folder(str(tmp_path / "a"), smiles, gaps, num_workers=0)
     shutil.copytree(tmp_path / "a", tmp_path / "b")
     kept = [i for i, s in enumerate(smiles) if s != "C(("]
-    allow_ogb_torch_load()
+    allow_safe_globals()
     official = PygPCQM4Mv2Dataset(str(tmp_path / "a"))
     split = official.get_idx_split()
     assert sorted(split) == ["test-challenge", "test-dev", "train", "valid"]

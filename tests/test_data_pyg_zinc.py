@@ -2,6 +2,7 @@
 
 import pickle
 import socket
+import urllib.error
 
 import pandas as pd
 import pytest
@@ -10,7 +11,16 @@ from torch_geometric.datasets import ZINC
 
 from graph_urpe.data.build_pyg_zinc import write_pyg_zinc_raw
 from graph_urpe.data.featurize import smiles_to_zinc_graph
-from graph_urpe.data.zinc import pyg_zinc
+from graph_urpe.data.registry import load_dataset
+from graph_urpe.data.summary import summarize
+from graph_urpe.data.zinc import (
+    PYG_ZINC_SOURCE,
+    STANDIN_MARKER,
+    ZINC_LIKE_STANDIN,
+    ZincDownloadError,
+    pyg_zinc,
+    zinc_source,
+)
 from graph_urpe.data.zinc_like import EMBEDDED_ZINC_LIKE
 from graph_urpe.transforms import AddShortestPathDistance
 
@@ -71,3 +81,37 @@ def test_builder_refuses_empty_split(tmp_path):
     with pytest.raises(ValueError, match="'test' has no usable molecule"):
         write_pyg_zinc_raw(str(tmp_path / "z"), ["C", "CC"], [0.0, 1.0], ["train", "valid"],
                            num_workers=0)
+
+
+def test_failed_download_is_one_line_and_leaves_no_folder(tmp_path, monkeypatch):
+    def unreachable(*args, **kwargs):
+        raise urllib.error.URLError(OSError(101, "Network is unreachable"))
+
+    from torch_geometric.datasets import zinc as pyg_zinc_module
+
+    monkeypatch.setattr(pyg_zinc_module, "download_url", unreachable)  # as urllib fails offline
+    root = tmp_path / "data" / "zinc"
+    with pytest.raises(ZincDownloadError) as info:
+        pyg_zinc(str(root), download=True)
+    message = str(info.value)
+    assert "\n" not in message
+    assert f"python -m graph_urpe.data.build_pyg_zinc --root {root}" in message
+    assert not root.exists()  # no empty data/zinc left for the builder to trip over
+
+
+def test_builder_fills_empty_or_partial_folder_and_labels_it(tmp_path, molecules, offline):
+    root = tmp_path / "zinc"
+    (root / "raw").mkdir(parents=True)  # what a failed download used to leave
+    (root / "raw" / "train.index").write_text("0\n")
+    write_pyg_zinc_raw(str(root), molecules["smiles"], molecules["target"], molecules["split"],
+                       num_workers=0)
+    assert (root / STANDIN_MARKER).read_text().strip() == ZINC_LIKE_STANDIN
+    assert zinc_source(str(root)) == ZINC_LIKE_STANDIN
+    assert zinc_source(str(tmp_path / "elsewhere")) == PYG_ZINC_SOURCE
+    with pytest.raises(FileExistsError, match="holds a ZINC dataset.*--overwrite"):
+        write_pyg_zinc_raw(str(root), molecules["smiles"], molecules["target"],
+                           molecules["split"], num_workers=0)
+    loaded = load_dataset("zinc", root=str(tmp_path))
+    assert loaded.source == ZINC_LIKE_STANDIN
+    assert f"source: {ZINC_LIKE_STANDIN}" in summarize(loaded)
+    assert len(loaded.splits["train"]) == int((molecules.split == "train").sum())

@@ -183,3 +183,9 @@ def test_repr():
     assert repr(AddShortestPathDistance(5, paths=False)) == (
         "AddShortestPathDistance(max_distance=5, paths=False)"
     )
+
+
+def test_unreachable_lives_in_constants_and_is_re_exported():
+    from graph_urpe import constants, transforms
+
+    assert constants.UNREACHABLE == transforms.UNREACHABLE == -1

@@ -31,6 +31,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 from ogb.utils import smiles2graph
+from ogb.utils.features import get_atom_feature_dims, get_bond_feature_dims
 from rdkit import Chem, rdBase
 from torch_geometric.data import Data
 
@@ -49,6 +50,34 @@ ZINC_BOND_TYPES: dict[Chem.BondType, int] = {
     Chem.BondType.SINGLE: 1, Chem.BondType.DOUBLE: 2, Chem.BondType.TRIPLE: 3,
 }
 """ZINC bond type ids of the Kekulé bond orders (0 is "no bond" in the original adjacency form)."""
+
+
+ZINC_ATOM_CATEGORIES: int = len(ZINC_ATOM_TYPES)
+"""Vocabulary size of the ZINC atom column: the 28 ids of :data:`ZINC_ATOM_TYPES`."""
+
+ZINC_BOND_CATEGORIES: int = max(ZINC_BOND_TYPES.values()) + 1
+"""Vocabulary size of the ZINC bond column: ids 0-3 (1 single, 2 double, 3 triple; 0 is "no bond"
+in the adjacency form and never appears on an edge)."""
+
+
+def feature_dims(featurization: str) -> tuple[list[int], list[int]]:
+    r"""Vocabulary sizes of the atom and bond feature columns of a featurisation, for the embedding
+    tables of a model (e.g. ``Graphormer(num_tasks, *feature_dims("zinc"))``).
+
+    Returns:
+        ``(atom_dims, bond_dims)``: ``"zinc"``: ``([28], [4])`` (:data:`ZINC_ATOM_CATEGORIES`,
+        :data:`ZINC_BOND_CATEGORIES`); ``"ogb"``: OGB's
+        :func:`~ogb.utils.features.get_atom_feature_dims` (9 columns) and
+        :func:`~ogb.utils.features.get_bond_feature_dims` (3 columns).
+
+    Raises:
+        ValueError: for an unknown :obj:`featurization`.
+    """
+    if featurization == "zinc":
+        return [ZINC_ATOM_CATEGORIES], [ZINC_BOND_CATEGORIES]
+    if featurization == "ogb":
+        return list(get_atom_feature_dims()), list(get_bond_feature_dims())
+    raise ValueError(f"featurization must be one of {FEATURIZATIONS}, got {featurization!r}")
 
 
 class MoleculeError(ValueError):

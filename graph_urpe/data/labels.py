@@ -1,17 +1,23 @@
 """Reading label columns of a table into a float matrix, refusing values that are not labels.
 
 Missing labels (empty cells, ``NaN``, ``NA``) become NaN and are kept: losses and metrics mask them.
-A non-numeric value (a typo, a unit) is an error naming the column and rows, never a silent NaN.
+A non-numeric value (a typo, a unit) or an infinite one (``inf``, ``-inf``: MSE would turn every
+weight into NaN after one step) is an error naming the column and rows, never a silent NaN; a label
+of magnitude above :data:`LARGE_LABEL` is accepted with a warning naming the column.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 
 TASKS = ("regression", "classification")
+
+LARGE_LABEL = 1e6
+"""Labels of larger magnitude are accepted with a warning (check the units, or rescale)."""
 
 
 def label_matrix(frame: pd.DataFrame, columns: Sequence[str], task: str = "regression",
@@ -26,8 +32,12 @@ def label_matrix(frame: pd.DataFrame, columns: Sequence[str], task: str = "regre
         source (str, optional): name of the input, for messages.
 
     Raises:
-        ValueError: for an unknown task, no or missing columns, a non-numeric value, or a
-            classification label other than 0/1.
+        ValueError: for an unknown task, no or missing columns, a column without any value, a
+            non-numeric or infinite value (naming the column and rows), or a classification label
+            other than 0/1.
+
+    Warns:
+        UserWarning: naming each column holding a label of magnitude above :data:`LARGE_LABEL`.
     """
     if task not in TASKS:
         raise ValueError(f"task must be one of {TASKS}, got {task!r}")
@@ -53,6 +63,25 @@ def label_matrix(frame: pd.DataFrame, columns: Sequence[str], task: str = "regre
                 " leave a cell empty for a missing label"
             )
         out[:, t] = values.to_numpy(dtype=np.float64)
+        if len(out) and np.isnan(out[:, t]).all():
+            raise ValueError(
+                f"label column {column!r} of {source} has no value in any of its {len(out)} rows "
+                "(0 labels); fill it in or leave it out of the target columns"
+            )
+        infinite = np.flatnonzero(np.isinf(out[:, t]))
+        if len(infinite):
+            shown = ", ".join(f"row {i}: {raw.iloc[i]}" for i in infinite[:10])
+            raise ValueError(
+                f"label column {column!r} of {source} has {len(infinite)} infinite values "
+                f"({shown}); replace them with finite numbers, or leave the cells empty to mark "
+                "the labels missing"
+            )
+        big = np.flatnonzero(np.abs(out[:, t]) > LARGE_LABEL)
+        if len(big):
+            warnings.warn(
+                f"label column {column!r} of {source} has {len(big)} values of magnitude above "
+                f"{LARGE_LABEL:g} (largest {float(np.abs(out[big, t]).max()):g}, row {int(big[0])}"
+                "); check the units or rescale the column", stacklevel=2)
         if task == "classification":
             known = out[:, t][~np.isnan(out[:, t])]
             wrong = np.flatnonzero(~np.isnan(out[:, t]) & ~np.isin(out[:, t], [0.0, 1.0]))

@@ -2,15 +2,16 @@
 :class:`ogb.graphproppred.PygGraphPropPredDataset`, working under PyTorch >= 2.6 and offline.
 
 OGB 1.3.6 loads its processed file with a bare ``torch.load``, which fails under PyTorch's
-``weights_only=True`` default; :func:`graph_urpe.data.safe_load.allow_ogb_torch_load` allow-lists
-the PyG classes involved (never ``weights_only=False``). Offline, write a dataset folder with
+``weights_only=True`` default; :mod:`graph_urpe.data.cache` allow-lists the PyG classes involved
+(never ``weights_only=False``), checks the cache's record files safely and names a refused file.
+Offline, write a dataset folder with
 :mod:`graph_urpe.data.build_ogb`; OGB then reads it without downloading.
 """
 
 from __future__ import annotations
 
 import os.path as osp
-import re
+import sys
 from collections.abc import Callable
 
 import pandas as pd
@@ -18,9 +19,10 @@ import torch
 from ogb.graphproppred import PygGraphPropPredDataset
 from torch_geometric.data import Data
 from torch_geometric.transforms import Compose
+from tqdm.auto import tqdm
 
-from graph_urpe.data.layout import StandardLayout
-from graph_urpe.data.safe_load import allow_ogb_torch_load
+from graph_urpe.data.cache import SafeCacheMixin, ogb_safe_construction
+from graph_urpe.transforms import StandardLayout
 
 
 def ogb_master(name: str) -> pd.Series:
@@ -40,8 +42,10 @@ def ogb_master(name: str) -> pd.Series:
 
 
 def ogb_folder(name: str, root: str) -> str:
-    """The folder OGB uses for :obj:`name` under :obj:`root` (``ogbg-molhiv`` -> ``ogbg_molhiv``)."""
-    return osp.join(root, "_".join(name.split("-")))
+    """The folder OGB uses for :obj:`name` under :obj:`root` (``ogbg-molhiv`` -> ``ogbg_molhiv``,
+    or ``ogbg_molhiv_pyg`` if that older download folder exists, as OGB itself decides)."""
+    folder = osp.join(root, "_".join(name.split("-")))
+    return folder + "_pyg" if osp.exists(folder + "_pyg") else folder
 
 
 def ogb_graphprop_dataset(
@@ -58,7 +62,7 @@ def ogb_graphprop_dataset(
     Graphs (molecular datasets): ``x`` ``torch.long`` ``[n, 9]``, ``edge_index`` ``[2, E]``,
     ``edge_attr`` ``torch.long`` ``[E, 3]`` (OGB features), ``y`` ``torch.float32`` ``[1, T]``
     (classification labels 0./1., NaN = missing; OGB's own ``y`` is ``long`` when a dataset has no
-    missing label and is cast on access by :class:`~graph_urpe.data.layout.StandardLayout`).
+    missing label and is cast on access by :class:`~graph_urpe.transforms.StandardLayout`).
 
     Args:
         name (str): OGB dataset name, e.g. ``"ogbg-molhiv"``.
@@ -86,29 +90,51 @@ def ogb_graphprop_dataset(
                 f"`python -m graph_urpe.data.build_ogb --name {name} --root {root}` or pass "
                 "download=True"
             )
-    check_cached_pre_transform(osp.join(folder, "processed"), pre_transform)
-    allow_ogb_torch_load()
     layout = StandardLayout() if transform is None else Compose([StandardLayout(), transform])
-    return PygGraphPropPredDataset(name, root=root, transform=layout, pre_transform=pre_transform)
+    return OGBGraphPropDataset(name, root=root, transform=layout, pre_transform=pre_transform)
 
 
-def check_cached_pre_transform(processed_dir: str, pre_transform: Callable | None) -> None:
-    r"""Refuses a processed cache made with another ``pre_transform`` (OGB's datasets cannot be
-    told to reprocess; PyG would only warn and return the stale graphs).
-
-    Raises:
-        ValueError: if ``processed_dir/pre_transform.pt`` records a different ``repr``; the message
-            says which folder to delete.
+class OGBGraphPropDataset(SafeCacheMixin, PygGraphPropPredDataset):
+    r"""OGB's :class:`~ogb.graphproppred.PygGraphPropPredDataset` with safe cache reads
+    (:class:`~graph_urpe.data.cache.SafeCacheMixin`): ``pre_transform.pt`` / ``pre_filter.pt`` are
+    read with ``weights_only=True`` (PyG reads them unsafely), a cache made with another
+    ``pre_transform`` is refused, a corrupt processed file is rebuilt with a warning, and a
+    processed file or ``split_dict.pt`` holding non-allow-listed objects is refused with
+    :class:`~graph_urpe.data.cache.UnsafeCacheError` naming it. Arguments as OGB's.
     """
-    path = osp.join(processed_dir, "pre_transform.pt")
-    if not osp.exists(path):
-        return
-    cached = torch.load(path, weights_only=True)  # a string
-    # PyG records str(pre_transform) with memory addresses removed (torch_geometric's _repr).
-    wanted = "None" if pre_transform is None else re.sub(
-        r"(<.*?)\s.*(>)", r"\1\2", str(pre_transform))
-    if cached != wanted:
-        raise ValueError(
-            f"{processed_dir} was processed with pre_transform {cached}, not {wanted}; delete "
-            "that folder to process the raw files again with the new pre_transform"
-        )
+
+    def __init__(self, name: str, root: str = "data", transform: Callable | None = None,
+                 pre_transform: Callable | None = None) -> None:
+        processed = osp.join(ogb_folder(name, root), "processed", "geometric_data_processed.pt")
+        with ogb_safe_construction([processed]):
+            super().__init__(name, root=root, transform=transform, pre_transform=pre_transform)
+
+    def process(self) -> None:
+        # OGB applies pre_transform (e.g. the SPD of 41k molecules) with no progress report.
+        pre = self.pre_transform
+        if pre is None:
+            return super().process()
+        with tqdm(desc=f"pre_transform of {self.name}", unit="graph", file=sys.stderr) as bar:
+            self.pre_transform = _Progress(pre, bar)
+            try:
+                super().process()
+            finally:
+                self.pre_transform = pre
+
+    def get_idx_split(self, split_type: str | None = None) -> dict[str, torch.Tensor]:
+        r"""OGB's split: ``{"train", "valid", "test"}`` -> ``torch.long`` indices."""
+        kind = self.meta_info["split"] if split_type is None else split_type
+        cached = osp.join(self.root, "split", kind, "split_dict.pt")
+        with ogb_safe_construction([cached]):
+            return super().get_idx_split(split_type)
+
+class _Progress:
+    """Calls a transform and advances a progress bar."""
+
+    def __init__(self, fn: Callable[[Data], Data], bar: tqdm) -> None:
+        self.fn, self.bar = fn, bar
+
+    def __call__(self, data: Data) -> Data:
+        out = self.fn(data)
+        self.bar.update(1)
+        return out

@@ -18,11 +18,10 @@ from ogb.lsc import PCQM4Mv2Evaluator, PygPCQM4Mv2Dataset
 from torch_geometric.data import Data
 from torch_geometric.transforms import BaseTransform, Compose
 
-from graph_urpe.data.layout import StandardLayout
-from graph_urpe.data.ogb_graphprop import check_cached_pre_transform
+from graph_urpe.data.cache import SafeCacheMixin, ogb_safe_construction, safe_torch_load
 from graph_urpe.data.processing import molecules_to_graphs
 from graph_urpe.data.row_errors import InvalidRowsError
-from graph_urpe.data.safe_load import allow_ogb_torch_load
+from graph_urpe.transforms import StandardLayout
 
 SPLITS = ("train", "valid", "test-dev", "test-challenge")
 """Keys of ``get_idx_split()``; test-dev and test-challenge labels are hidden (NaN)."""
@@ -34,14 +33,16 @@ STANDIN_LABELS = "standin_test_labels.csv.gz"
 """File (in ``<root>/pcqm4m-v2``) with the hidden test labels of an offline stand-in."""
 
 
-class PCQM4Mv2Dataset(PygPCQM4Mv2Dataset):
+class PCQM4Mv2Dataset(SafeCacheMixin, PygPCQM4Mv2Dataset):
     r"""OGB's :class:`~ogb.lsc.PygPCQM4Mv2Dataset` with parallel processing and the package layout.
 
     Same folder (``root/pcqm4m-v2``: ``raw/data.csv.gz`` with ``idx, smiles, homolumogap``;
     ``split_dict.pt``), same graphs (:func:`ogb.utils.smiles2graph`) and same checks as OGB's
     ``process()``, but the SMILES are featurised and :obj:`pre_transform` is applied in
     :obj:`num_workers` processes (3.7 M molecules take hours serially), and OGB's ``torch.load``
-    is made to work under PyTorch >= 2.6 by allow-listing PyG's classes.
+    is made to work under PyTorch >= 2.6 by allow-listing PyG's classes. Cache files are read
+    safely (:class:`~graph_urpe.data.cache.SafeCacheMixin`): a file holding non-allow-listed
+    objects is refused naming it, a corrupt processed file is rebuilt with a warning.
 
     Graphs: ``x`` ``torch.long`` ``[n, 9]``, ``edge_index`` ``[2, E]``, ``edge_attr``
     ``torch.long`` ``[E, 3]``, ``y`` ``torch.float32`` ``[1, 1]`` (gap in eV; NaN on test-dev and
@@ -78,11 +79,17 @@ class PCQM4Mv2Dataset(PygPCQM4Mv2Dataset):
                     f"QM9 stand-in with `python -m graph_urpe.data.build_pcqm4mv2 --root {root}` "
                     "or, for the real PCQM4Mv2, pass download=True"
                 )
-        check_cached_pre_transform(osp.join(folder, "processed"), pre_transform)
-        allow_ogb_torch_load()
         self.num_workers = num_workers
         layout = StandardLayout() if transform is None else Compose([StandardLayout(), transform])
-        super().__init__(root=root, transform=layout, pre_transform=pre_transform)
+        processed = osp.join(folder, "processed", "geometric_data_processed.pt")
+        with ogb_safe_construction([processed]):
+            super().__init__(root=root, transform=layout, pre_transform=pre_transform)
+
+    def get_idx_split(self) -> dict[str, torch.Tensor]:
+        r"""``{"train", "valid", "test-dev", "test-challenge"}`` -> ``torch.long`` indices, read
+        from ``split_dict.pt`` with :func:`~graph_urpe.data.cache.safe_torch_load`."""
+        split = safe_torch_load(osp.join(self.root, "split_dict.pt"))
+        return {k: torch.as_tensor(v, dtype=torch.long) for k, v in split.items()}
 
     def process(self) -> None:
         frame = pd.read_csv(osp.join(self.raw_dir, "data.csv.gz"))
@@ -197,7 +204,6 @@ def load_standin_test_labels(root: str = "data") -> dict[str, torch.Tensor]:
         raise FileNotFoundError(f"{path} not found: only the offline stand-in has test labels")
     frame = pd.read_csv(path)
     by_idx = dict(zip(frame["idx"], frame["homolumogap"]))
-    allow_ogb_torch_load()
-    split_dict = torch.load(osp.join(root, "pcqm4m-v2", "split_dict.pt"))
+    split_dict = safe_torch_load(osp.join(root, "pcqm4m-v2", "split_dict.pt"))
     return {name: torch.tensor([by_idx[int(i)] for i in split_dict[name]], dtype=torch.float32)
             for name in ("test-dev", "test-challenge")}

@@ -5,7 +5,8 @@ Names:
 * ``zinc-like``: the embedded 12k ZINC-like set (:class:`~graph_urpe.data.zinc_like.ZincLikeDataset`),
   ZINC featurisation, MAE. Always available offline.
 * ``zinc`` / ``zinc-full``: PyG's ZINC subset / full (:func:`~graph_urpe.data.zinc.pyg_zinc`), ZINC
-  featurisation, MAE.
+  featurisation, MAE; a folder written offline by :mod:`graph_urpe.data.build_pyg_zinc` holds
+  other molecules and its :attr:`DatasetSplits.source` says so.
 * ``ogbg-*`` (e.g. ``ogbg-molhiv``): OGB graph property prediction
   (:func:`~graph_urpe.data.ogb_graphprop.ogb_graphprop_dataset`), OGB featurisation, OGB's metric.
 * ``pcqm4mv2``: OGB-LSC PCQM4Mv2 (:class:`~graph_urpe.data.pcqm4mv2.PCQM4Mv2Dataset`), MAE; splits
@@ -38,7 +39,7 @@ from graph_urpe.data.pcqm4mv2 import PCQM4Mv2Dataset, StandinTestLabels
 from graph_urpe.data.row_errors import InvalidRowsError, RowError
 from graph_urpe.data.sampler import graph_sizes
 from graph_urpe.data.smiles_dataset import SmilesCSVDataset
-from graph_urpe.data.zinc import pyg_zinc
+from graph_urpe.data.zinc import pyg_zinc, zinc_source
 from graph_urpe.data.zinc_like import ZincLikeDataset
 
 DATASET_NAMES = ("zinc-like", "zinc", "zinc-full", "ogbg-<name>", "pcqm4mv2", "pcqm4mv2-qm9", "csv")
@@ -59,7 +60,9 @@ class DatasetSplits:
             see :func:`ogb.utils.features.get_atom_feature_dims`).
         metric (str): the benchmark's metric: ``"mae"``, ``"rocauc"``, ``"ap"``, ``"rmse"``, ...
         invalid_rows (list[RowError]): inputs that were refused (invalid SMILES, too large).
-        source (str): where the data comes from.
+        source (str): where the data come from, one line, for summaries, logs and checkpoint
+            hyperparameters; an offline stand-in says so (e.g. ``"ZINC-like molecules in PyG ZINC
+            format (offline stand-in)"``, :func:`graph_urpe.data.zinc.zinc_source`).
     """
 
     name: str
@@ -125,7 +128,7 @@ def load_dataset(
                                  download=download)
                   for part in ("train", "valid", "test")}
         result = DatasetSplits(name, splits, "regression", 1, "zinc", "mae",
-                               source="torch_geometric.datasets.ZINC")
+                               source=zinc_source(osp.join(root, "zinc")))
         return _refuse_large(result, max_nodes, strict)
     if name.startswith("ogbg-"):
         meta = ogb_master(name)

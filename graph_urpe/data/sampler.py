@@ -9,6 +9,7 @@ so small graphs get larger batches. The same idea as fairseq's ``batch_by_size``
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator, Sequence
 
 import numpy as np
@@ -17,17 +18,49 @@ import torch.distributed as dist
 from torch.utils.data import Sampler
 from torch_geometric.data import InMemoryDataset
 
-__all__ = ["SizeBucketBatchSampler", "graph_sizes"]
+__all__ = ["DEFAULT_MAX_CELLS", "SizeBucketBatchSampler", "graph_sizes"]
+
+DEFAULT_MAX_CELLS: int = 2**21
+"""Default budget of padded pair cells per batch (``graphs x largest graph^2``, about 2.1 M),
+sized so that the documented 24 GiB machine never runs out with the slim Graphormer
+(``configs/zinc/graphormer-slim-*``: 12 layers, width 80, 8 heads, URPE, multi-hop edges).
+
+Measured (CPU, float32, PyTorch 2.13, one forward + backward of
+:class:`graph_urpe.nn.Graphormer` with that configuration on random molecule-like graphs, peak RSS
+increase from :func:`resource.getrusage`, ``python benchmarks/sampler_memory.py CELLS NODES``): 64 x 32-node graphs (65,536 cells) 0.25 GiB; 256 x 32 (262,144)
+0.99 GiB; 1024 x 32 (1,048,576) 3.39 GiB; 64 x 128 (1,048,576) 2.21 GiB. Memory is linear in
+the cells, at most about 3.4 KiB per cell, so this budget takes about 7 GiB, leaving two thirds
+of the machine to the process, the data, DataLoader workers and the optimizer state. It binds only
+for large graphs (ZINC batches of 128 take at most 128 x 38^2 = 184,832 cells); a 300-atom
+molecule still gets batches of 23.
+"""
 
 
 class SizeBucketBatchSampler(Sampler[list[int]]):
     r"""Batch sampler that groups graphs of similar size under a padded-size budget.
 
-    Every epoch, graphs are sorted by size (ties broken at random), cut greedily into contiguous
-    batches, each as large as the budgets allow, and the batches are shuffled. Because only ties
-    are shuffled, the batch boundaries (and so :obj:`len` and :attr:`padding_fraction`) are the same
-    every epoch; which graphs of equal size share a batch, and the batch order, change. With
-    ``shuffle=False`` batches come in increasing size order, their members in index order.
+    Every epoch the buckets are drawn again: graphs are sorted by a jittered size,
+    ``size * (1 + u)`` with ``u ~ U(-size_jitter, size_jitter)`` per graph and epoch (ties broken
+    at random), so graphs of neighbouring sizes meet in different batches each epoch; the order is
+    cut greedily into contiguous batches, each as large as the budgets allow (on the true sizes);
+    and the batches are shuffled. The number of batches is the same every epoch (:obj:`len` is
+    fixed): it is the count of the exact size-sorted cut plus :obj:`batch_slack` of it (only when
+    a padded budget, :obj:`max_nodes` or :obj:`max_cells`, is set; with a batch-size budget alone
+    the count does not depend on the order). An epoch whose cut needs more batches is drawn again
+    with half the jitter (down to none, which always fits), and one that needs fewer gets its
+    largest batches halved, so every graph appears exactly once per epoch. With
+    ``shuffle=False`` (or ``size_jitter=0``) the order is the exact size sort, batches come in
+    increasing size order, their members in index order, the same every epoch.
+
+    Measured on the 10,000 training molecules of the embedded ZINC-like set (4 epochs, seed 0):
+    with ``max_batch_size=128`` the padding fraction is 0.8% for the exact sort (86-89% of
+    batches then hold a single node count), 2.8% / 6.2% / 13.6% with ``size_jitter`` 0.03 / 0.05
+    / 0.1 (1% single-size batches), against 29% for random batches of 128; with
+    ``max_cells=2**16``, 0.7% exact and 6.2% with jitter 0.05 (78 batches instead of 74). Every
+    batch changes members between epochs either way (ties are reshuffled). The spread of the
+    per-batch target mean falls only a little (std 0.142 exact, 0.138 at 0.05, 0.113 at 0.3,
+    0.093 for random batches): size-homogeneous batches are what makes it larger, whatever
+    the boundaries.
 
     Distributed (DDP): every rank builds the same epoch (same seed and epoch) and takes every
     ``num_replicas``-th batch starting at ``rank``, so ranks get distinct batches; the list is
@@ -54,6 +87,10 @@ class SizeBucketBatchSampler(Sampler[list[int]]):
             (max size in batch)^2 <= max_cells``, proportional to attention memory.
             (default: :obj:`None`)
         max_batch_size (int, optional): at most this many graphs per batch. (default: :obj:`None`)
+        size_jitter (float, optional): relative jitter of the sort key (see above); 0 keeps the
+            exact size order (only ties reshuffled). (default: :obj:`0.05`)
+        batch_slack (float, optional): extra fraction of batches per epoch that leaves room for
+            the jittered cuts. (default: :obj:`0.05`)
 
     At least one of :obj:`max_nodes`, :obj:`max_cells`, :obj:`max_batch_size` must be given.
 
@@ -79,6 +116,8 @@ class SizeBucketBatchSampler(Sampler[list[int]]):
         *,
         max_cells: int | None = None,
         max_batch_size: int | None = None,
+        size_jitter: float = 0.05,
+        batch_slack: float = 0.05,
     ) -> None:
         sizes = np.asarray(sizes.cpu() if isinstance(sizes, torch.Tensor) else sizes)
         if sizes.size == 0:  # an empty dataset: no batches
@@ -94,6 +133,10 @@ class SizeBucketBatchSampler(Sampler[list[int]]):
         ):
             if value is not None and not (isinstance(value, (int, np.integer)) and value >= 1):
                 raise ValueError(f"{name} must be a positive integer or None, got {value!r}")
+        if not 0 <= size_jitter < 1:
+            raise ValueError(f"size_jitter must be in [0, 1), got {size_jitter!r}")
+        if not batch_slack >= 0:
+            raise ValueError(f"batch_slack must be >= 0, got {batch_slack!r}")
         if num_replicas is None:
             initialised = dist.is_available() and dist.is_initialized()
             num_replicas = dist.get_world_size() if initialised else 1
@@ -107,9 +150,15 @@ class SizeBucketBatchSampler(Sampler[list[int]]):
         self.max_nodes, self.max_cells, self.max_batch_size = max_nodes, max_cells, max_batch_size
         self.shuffle, self.seed, self.drop_last = bool(shuffle), int(seed), bool(drop_last)
         self.num_replicas, self.rank = int(num_replicas), int(rank)
+        self.size_jitter, self.batch_slack = float(size_jitter), float(batch_slack)
         self.epoch = 0
         self._check_fits()
-        self._bounds = self._cut(np.sort(self.sizes, kind="stable"))
+        self._min_batches = len(self._cut(np.sort(self.sizes, kind="stable"))) - 1
+        padded_budget = max_nodes is not None or max_cells is not None
+        jittered = self.shuffle and self.size_jitter > 0 and padded_budget
+        extra = int(np.ceil(self.batch_slack * self._min_batches)) if jittered else 0
+        self._num_batches = min(self._min_batches + extra, len(self.sizes))
+        self._cache: tuple[int, list[np.ndarray]] | None = None
 
     def _check_fits(self) -> None:
         too_big = np.zeros(len(self.sizes), dtype=bool)
@@ -119,19 +168,22 @@ class SizeBucketBatchSampler(Sampler[list[int]]):
             too_big |= self.sizes * self.sizes > self.max_cells
         if too_big.any():
             first = int(np.flatnonzero(too_big)[0])
+            size = int(self.sizes[first])
             raise ValueError(
                 f"{int(too_big.sum())} graph(s) do not fit one batch; the first is graph {first} "
-                f"with {self.sizes[first]} nodes (max_nodes={self.max_nodes}, "
-                f"max_cells={self.max_cells}): raise the budget or filter the dataset"
+                f"with {size} nodes ({size * size} attention cells; max_nodes={self.max_nodes}, "
+                f"max_cells={self.max_cells}): raise the budget or filter the dataset (e.g. "
+                "max_nodes on the dataset)"
             )
 
-    def _cut(self, sorted_sizes: np.ndarray) -> np.ndarray:
-        """Greedy contiguous batches of nondecreasing sizes; ``[num_batches + 1]`` boundaries."""
-        total = len(sorted_sizes)
+    def _cut(self, ordered_sizes: np.ndarray) -> np.ndarray:
+        """Greedy contiguous batches of the sizes in the given order, each as long as the budgets
+        allow; ``[num_batches + 1]`` boundaries."""
+        total = len(ordered_sizes)
         bounds = [0]
         start = 0
         while start < total:
-            first = max(int(sorted_sizes[start]), 1)
+            first = max(int(ordered_sizes[start]), 1)
             limit = total - start
             if self.max_batch_size is not None:
                 limit = min(limit, self.max_batch_size)
@@ -139,9 +191,9 @@ class SizeBucketBatchSampler(Sampler[list[int]]):
                 limit = min(limit, self.max_nodes // first)
             if self.max_cells is not None:
                 limit = min(limit, self.max_cells // (first * first))
-            # Padded cost of the first c graphs is c * size[start + c - 1] (sizes ascend), which
-            # grows with c, so the allowed counts are a prefix 1..c.
-            window = sorted_sizes[start : start + limit]
+            # Padded cost of the first c graphs is c * (largest of them), which grows with c, so
+            # the allowed counts are a prefix 1..c.
+            window = np.maximum.accumulate(ordered_sizes[start : start + limit])
             count = np.arange(1, limit + 1)
             ok = np.ones(limit, dtype=bool)
             if self.max_nodes is not None:
@@ -158,8 +210,9 @@ class SizeBucketBatchSampler(Sampler[list[int]]):
 
     @property
     def num_batches(self) -> int:
-        """Number of batches of one epoch over all ranks (before DDP padding or dropping)."""
-        return len(self._bounds) - 1
+        """Number of batches of one epoch over all ranks (before DDP padding or dropping), the
+        same every epoch."""
+        return self._num_batches
 
     def __len__(self) -> int:
         """Number of batches this rank yields per epoch."""
@@ -171,18 +224,32 @@ class SizeBucketBatchSampler(Sampler[list[int]]):
         """All batches of the current epoch, in order, before the split across ranks.
 
         Returns:
-            list of ``np.int64`` index arrays, one per batch.
+            list of ``np.int64`` index arrays, one per batch (:attr:`num_batches` of them).
         """
+        if self._cache is not None and self._cache[0] == self.epoch:
+            return [b.copy() for b in self._cache[1]]
         rng = np.random.default_rng(self.seed + self.epoch)
-        if self.shuffle:
-            perm = rng.permutation(len(self.sizes))
-            order = perm[np.argsort(self.sizes[perm], kind="stable")]
-        else:
+        if not self.shuffle:
             order = np.argsort(self.sizes, kind="stable")
-        batches = [order[a:b] for a, b in zip(self._bounds[:-1], self._bounds[1:])]
-        if self.shuffle:
-            batches = [batches[i] for i in rng.permutation(len(batches))]
-        return batches
+            bounds = self._cut(self.sizes[order])
+            return [order[a:b] for a, b in itertools.pairwise(bounds)]
+        jitter = self.size_jitter
+        while True:
+            perm = rng.permutation(len(self.sizes))
+            key = self.sizes[perm] * (1.0 + rng.uniform(-jitter, jitter, len(perm)))
+            order = perm[np.argsort(key, kind="stable")]
+            bounds = self._cut(self.sizes[order])
+            if len(bounds) - 1 <= self._num_batches:
+                break
+            jitter = jitter / 2 if jitter > 1e-3 else 0.0  # zero jitter gives _min_batches
+        batches = [order[a:b] for a, b in itertools.pairwise(bounds)]
+        while len(batches) < self._num_batches:  # halve the largest batch (stays in budget)
+            k = max(range(len(batches)), key=lambda i: len(batches[i]))
+            half = (len(batches[k]) + 1) // 2
+            batches[k : k + 1] = [batches[k][:half], batches[k][half:]]
+        batches = [batches[i] for i in rng.permutation(len(batches))]
+        self._cache = (self.epoch, batches)
+        return [b.copy() for b in batches]
 
     def __iter__(self) -> Iterator[list[int]]:
         batches = self.epoch_batches()
@@ -195,21 +262,21 @@ class SizeBucketBatchSampler(Sampler[list[int]]):
 
     @property
     def padding_fraction(self) -> float:
-        r"""Fraction of the padded ``N^2`` pair cells of an epoch's batches that are padding:
-        ``1 - sum_g n_g^2 / sum_batches len(batch) * (max n in batch)^2`` over all batches of one
-        epoch (all ranks, before DDP padding), the same every epoch. ``0.0`` if there are none."""
-        sorted_sizes = np.sort(self.sizes, kind="stable")
-        starts, ends = self._bounds[:-1], self._bounds[1:]
-        padded = ((ends - starts) * sorted_sizes[np.maximum(ends - 1, 0)] ** 2).sum()
+        r"""Fraction of the padded ``N^2`` pair cells of the current epoch's batches that are
+        padding: ``1 - sum_g n_g^2 / sum_batches len(batch) * (max n in batch)^2`` over all
+        batches of the epoch (all ranks, before DDP padding). ``0.0`` if there are none."""
+        batches = self.epoch_batches()
+        padded = sum(len(b) * int(self.sizes[b].max()) ** 2 for b in batches if len(b))
         if padded == 0:
             return 0.0
-        return float(1.0 - (sorted_sizes**2).sum() / padded)
+        return float(1.0 - (self.sizes.astype(np.float64) ** 2).sum() / padded)
 
     def __repr__(self) -> str:
         return (
             f"{self.__class__.__name__}(num_graphs={len(self.sizes)}, max_nodes={self.max_nodes}, "
             f"max_cells={self.max_cells}, max_batch_size={self.max_batch_size}, "
             f"num_batches={self.num_batches}, shuffle={self.shuffle}, seed={self.seed}, "
+            f"size_jitter={self.size_jitter}, batch_slack={self.batch_slack}, "
             f"num_replicas={self.num_replicas}, rank={self.rank}, drop_last={self.drop_last})"
         )
 

@@ -12,15 +12,29 @@ import pandas as pd
 import torch
 from torch_geometric.data import Data, InMemoryDataset
 
+from graph_urpe.data.cache import SafeCacheMixin
 from graph_urpe.data.featurize import FEATURIZATIONS
 from graph_urpe.data.labels import TASKS, label_matrix
 from graph_urpe.data.processing import molecules_to_graphs
-from graph_urpe.data.row_errors import RowError, handle_row_errors, read_row_errors
+from graph_urpe.data.row_errors import (
+    InvalidRowsError,
+    RowError,
+    handle_row_errors,
+    read_row_errors,
+)
 from graph_urpe.data.splits import column_split, random_split, scaffold_split
 from graph_urpe.data.wheels import sha256_of
 
+MIN_TRAIN_LABELS = 5
+"""Fewest observed labels per label column in the training split: with fewer, the training mean and
+standard deviation (used to standardise regression targets) and any fit are meaningless."""
 
-class SmilesCSVDataset(InMemoryDataset):
+CACHE_FORMAT = 2
+"""Version of what processing stores and refuses; part of the cache key, so caches written by
+code with other checks (format 1 accepted infinite labels) are processed again."""
+
+
+class SmilesCSVDataset(SafeCacheMixin, InMemoryDataset):
     r"""Molecular graphs and labels from a CSV file (one molecule per row), processed once and cached.
 
     Each graph is a :class:`~torch_geometric.data.Data` with ``x`` ``torch.long`` ``[n, F]`` and
@@ -28,7 +42,10 @@ class SmilesCSVDataset(InMemoryDataset):
     :mod:`graph_urpe.data.featurize`; ``"ogb"``: ``F = 9``, ``F_e = 3``; ``"zinc"``: ``F = F_e =
     1``), ``edge_index`` ``[2, E]`` (both directions), ``y`` ``torch.float32`` ``[1, T]`` (NaN =
     missing label, kept), ``smiles`` (str), ``row`` (int: the CSV data row, 0-based, header
-    excluded), plus what :obj:`pre_transform` adds (e.g. ``spd``, ``spd_pred``).
+    excluded: the line of the file is ``row + 2``; it is the source row the user sees, also after
+    rows are skipped), plus what :obj:`pre_transform` adds (e.g. ``spd``, ``spd_pred``).
+    :meth:`split_membership` tells, for every data row of the file, its split or why it was
+    skipped.
 
     Rows whose SMILES is invalid, whose molecule cannot be featurised, or whose graph has more than
     :obj:`max_nodes` nodes are skipped together with their labels; a warning gives the count and the
@@ -38,8 +55,14 @@ class SmilesCSVDataset(InMemoryDataset):
 
     Processing runs once; the result is stored under ``root/processed/<key>/`` where ``<key>``
     hashes the CSV content and every option that changes the graphs (featurisation, columns, task,
-    split, :obj:`max_nodes`, ``repr(pre_transform)``), so changing any of them processes again
-    instead of returning stale graphs, and a second run with the same options does no graph work.
+    split and its fractions and seed, :obj:`max_nodes`, ``repr(pre_transform)``, the
+    :data:`CACHE_FORMAT`), so changing any of them processes again instead of returning stale
+    graphs, and a second run with the same options does no graph work. :obj:`strict` is checked
+    against the cache instead: a cache that skipped rows is refused in strict mode (listing them).
+    Cache files are read with ``torch.load(weights_only=True)`` only
+    (:class:`~graph_urpe.data.cache.SafeCacheMixin`): a tampered file is refused with
+    :class:`~graph_urpe.data.cache.UnsafeCacheError` naming it; a corrupt one (truncated, empty)
+    is rebuilt with a warning naming it.
 
     Args:
         root (str): folder for the processed files.
@@ -60,8 +83,11 @@ class SmilesCSVDataset(InMemoryDataset):
             (default: :obj:`None`, no limit)
         strict (bool, optional): fail on any unusable row instead of skipping it.
             (default: :obj:`False`)
+        min_train_labels (int, optional): refuse a label column with fewer observed labels in
+            the training split (checked on every load). (default: :data:`MIN_TRAIN_LABELS`)
         num_workers (int, optional): worker processes for processing (0 = none).
-            (default: :obj:`None`, automatic: parallel from 5,000 rows)
+            (default: :obj:`None`, automatic: see
+            :func:`~graph_urpe.data.processing.resolve_num_workers`)
         transform (Callable, optional): applied on every access. (default: :obj:`None`)
         pre_transform (Callable, optional): applied once before saving, e.g.
             :class:`graph_urpe.transforms.AddShortestPathDistance`. (default: :obj:`None`)
@@ -70,9 +96,13 @@ class SmilesCSVDataset(InMemoryDataset):
 
     Raises:
         FileNotFoundError: if :obj:`csv_path` does not exist.
-        ValueError: for unknown options, missing columns, non-numeric labels, classification labels
-            other than 0/1, a bad split column, or no usable row at all.
+        ValueError: for unknown options; an empty (0-byte) or header-only file; missing columns
+            (the message names the option to set); non-numeric or infinite labels, a label column
+            without any value, classification labels other than 0/1; a bad split column; no
+            usable row at all; a label column with fewer than :obj:`min_train_labels` labels in
+            the training split (naming the column and the counts).
         InvalidRowsError: in :obj:`strict` mode, if a row cannot be used.
+        UnsafeCacheError: if a processed file holds non-allow-listed objects.
 
     Example:
         >>> ds = SmilesCSVDataset("data/my", "my.csv", "smiles", ["logS"],
@@ -94,6 +124,7 @@ class SmilesCSVDataset(InMemoryDataset):
         max_nodes: int | None = None,
         strict: bool = False,
         num_workers: int | None = None,
+        min_train_labels: int = MIN_TRAIN_LABELS,
         transform: Callable[[Data], Data] | None = None,
         pre_transform: Callable[[Data], Data] | None = None,
         force_reload: bool = False,
@@ -119,7 +150,11 @@ class SmilesCSVDataset(InMemoryDataset):
         self.max_nodes = None if max_nodes is None else int(max_nodes)
         self.strict = bool(strict)
         self.num_workers = num_workers
+        if int(min_train_labels) < 1:
+            raise ValueError(f"min_train_labels must be >= 1, got {min_train_labels}")
+        self.min_train_labels = int(min_train_labels)
         self.config = {
+            "format": CACHE_FORMAT,
             "csv_sha256": sha256_of(self.csv_path),
             "smiles_column": smiles_column,
             "target_columns": self.target_columns,
@@ -134,8 +169,13 @@ class SmilesCSVDataset(InMemoryDataset):
         key = json.dumps(self.config, sort_keys=True).encode()
         self.key = hashlib.sha256(key).hexdigest()[:16]
         super().__init__(root, transform, pre_transform, None, log=log, force_reload=force_reload)
-        self.load(self.processed_paths[0])
-        self._split_idx = torch.load(self.processed_paths[1])
+        stored, self._split_idx = self._read_cache(self.processed_paths[:2])
+        self._set_data(stored, self.processed_paths[0])
+        self._check_train_labels()
+        if self.strict and self.invalid_rows:
+            # A cache made without strict holds the rows that strict refuses: refuse them now.
+            skipped = self.invalid_rows
+            raise InvalidRowsError(skipped, len(self) + len(skipped), self.csv_path)
 
     @property
     def num_tasks(self) -> int:
@@ -168,13 +208,83 @@ class SmilesCSVDataset(InMemoryDataset):
         r"""``{"train", "valid", "test"}`` -> ``torch.long`` indices into the full dataset."""
         return {k: v.clone() for k, v in self._split_idx.items()}
 
-    def process(self) -> None:
-        frame = pd.read_csv(self.csv_path, dtype={self.smiles_column: str})
+    def split_membership(self) -> pd.DataFrame:
+        r"""Where every data row of the CSV went, to audit or reuse the split.
+
+        Returns:
+            pandas.DataFrame: one line per CSV data row, sorted by ``row`` (int, 0-based data row
+            index, header excluded; the CSV line is ``row + 2``), with ``smiles`` (str), ``split``
+            (``"train"``, ``"valid"``, ``"test"`` or ``"skipped"``) and ``reason`` (why a row was
+            skipped, e.g. ``"invalid SMILES: ..."``; ``""`` for kept rows).
+        """
+        data = self._data
+        rows = data.row.view(-1).tolist()
+        smiles = list(data.smiles) if isinstance(data.smiles, (list, tuple)) else [data.smiles]
+        split = [""] * len(rows)
+        for name, idx in self._split_idx.items():
+            for i in idx.tolist():
+                split[i] = name
+        skipped = self.invalid_rows
+        frame = pd.DataFrame({
+            "row": rows + [e.row for e in skipped],
+            "smiles": smiles + [e.smiles for e in skipped],
+            "split": split + ["skipped"] * len(skipped),
+            "reason": [""] * len(rows) + [e.reason for e in skipped],
+        })
+        return frame.sort_values("row", kind="stable").reset_index(drop=True)
+
+    def _check_train_labels(self) -> None:
+        """Refuses label columns with fewer than :attr:`min_train_labels` labels in training."""
+        y = self._data.y.view(-1, self.num_tasks)
+        train = self._split_idx["train"]
+        for t, column in enumerate(self.target_columns):
+            observed = int((~torch.isnan(y[:, t])).sum())
+            in_train = int((~torch.isnan(y[train, t])).sum())
+            if in_train < self.min_train_labels:
+                raise ValueError(
+                    f"label column {column!r} of {self.csv_path} has {in_train} labels in the "
+                    f"training split ({len(train)} molecules; {observed} labels in all "
+                    f"{len(y)} usable molecules), fewer than the minimum {self.min_train_labels}"
+                    "; add labelled rows, drop the column, or change the split"
+                )
+
+    def _read_frame(self) -> pd.DataFrame:
+        if os.path.getsize(self.csv_path) == 0:
+            raise ValueError(
+                f"{self.csv_path} is empty (0 bytes): it needs a header line naming the SMILES "
+                f"column ({self.smiles_column!r}) and the label columns {self.target_columns}, "
+                "then one molecule per line"
+            )
+        try:
+            frame = pd.read_csv(self.csv_path, dtype={self.smiles_column: str})
+        except pd.errors.EmptyDataError:
+            raise ValueError(
+                f"{self.csv_path} has no header line (only blank content): it needs a header "
+                f"naming the SMILES column ({self.smiles_column!r}) and the label columns "
+                f"{self.target_columns}, then one molecule per line"
+            ) from None
         if self.smiles_column not in frame.columns:
             raise ValueError(
                 f"SMILES column {self.smiles_column!r} not found in {self.csv_path}; available "
-                f"columns: {list(frame.columns)}"
+                f"columns: {list(frame.columns)}. Set the SMILES column: smiles_column=NAME "
+                "(CLI: --data.init_args.smiles_column NAME)"
             )
+        missing = [c for c in self.target_columns if c not in frame.columns]
+        if missing:
+            raise ValueError(
+                f"label columns {missing} not found in {self.csv_path}; available columns: "
+                f"{list(frame.columns)}. Set the label columns: target_columns=[...] "
+                "(CLI: --data.init_args.target_columns '[NAME, ...]')"
+            )
+        if len(frame) == 0:
+            raise ValueError(
+                f"{self.csv_path} has a header ({list(frame.columns)}) but no data rows: add one "
+                "molecule per line below it"
+            )
+        return frame
+
+    def process(self) -> None:
+        frame = self._read_frame()
         if self.split not in ("random", "scaffold") and self.split not in frame.columns:
             raise ValueError(
                 f"split must be 'random', 'scaffold' or a column of {self.csv_path} (columns: "
@@ -184,7 +294,7 @@ class SmilesCSVDataset(InMemoryDataset):
         graphs, errors = molecules_to_graphs(
             frame[self.smiles_column].tolist(), labels, featurization=self.featurization,
             max_nodes=self.max_nodes, pre_transform=self.pre_transform,
-            num_workers=self.num_workers, progress=self.log,
+            num_workers=self.num_workers, progress=None if self.log else False,
             desc=f"Processing {osp.basename(self.csv_path)}",
         )
         os.makedirs(self.processed_dir, exist_ok=True)

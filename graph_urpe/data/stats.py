@@ -11,7 +11,7 @@ import torch
 from torch.utils.data import Dataset
 from torch_geometric.data import InMemoryDataset
 
-from graph_urpe.data.layout import StandardLayout
+from graph_urpe.transforms import StandardLayout
 
 
 def _storage(dataset: Dataset):
