@@ -60,9 +60,12 @@ from lightning.pytorch.cli import (  # noqa: E402
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger  # noqa: E402
 from lightning.pytorch.utilities.model_helpers import is_overridden  # noqa: E402
 
+from graph_urpe.data.cache import CorruptCacheError, UnsafeCacheError  # noqa: E402
+from graph_urpe.data.zinc import ZincDownloadError  # noqa: E402
 from graph_urpe.files import OutputError  # noqa: E402
 from graph_urpe.tasks.run import (  # noqa: E402
     AtomicCheckpointIO,
+    RNGStateCheckpoint,
     print_fit_summary,
     write_run_outputs,
 )
@@ -211,6 +214,7 @@ class GraphURPECLI(LightningCLI):
             ModelCheckpoint(dirpath=ckpt_dir, filename="last", monitor=None, save_top_k=1,
                             enable_version_counter=False, save_on_exception=True),
             LearningRateMonitor(logging_interval="step"),
+            RNGStateCheckpoint(),
         ]
         if metric is not None:
             callbacks.insert(0, ModelCheckpoint(
@@ -308,7 +312,8 @@ def main(args: list[str] | None = None) -> None:
     argv = list(sys.argv[1:] if args is None else args)
     try:
         _main(argv, args)
-    except (CLIError, FileNotFoundError, ValueError, OutputError) as err:
+    except (CLIError, FileNotFoundError, FileExistsError, ValueError, OutputError,
+            ZincDownloadError, UnsafeCacheError, CorruptCacheError) as err:
         if os.environ.get("GRAPH_URPE_DEBUG"):
             raise
         print(f"graph-urpe: error: {err}\n(set GRAPH_URPE_DEBUG=1 for the traceback)",

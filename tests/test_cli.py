@@ -13,6 +13,7 @@ import pytest
 import torch
 import yaml
 from lightning.pytorch import Trainer
+from lightning.pytorch.callbacks import Callback
 
 from graph_urpe.cli import main
 from graph_urpe.tasks.graph import GraphPropertyModule
@@ -66,7 +67,7 @@ def test_fit_writes_one_run_folder_tests_best_then_resumes_and_predicts(
     run = runs / "version_0"
     assert "Training finished the planned schedule: 2 of 2 epochs." in out
     for name in ("config.yaml", "metrics.csv", "hparams.yaml", "checkpoints/best.ckpt",
-                 "checkpoints/last.ckpt", "test_predictions.csv",
+                 "checkpoints/last.ckpt", "test_predictions.csv", "splits.csv",
                  "figures/learning_curves.png", "figures/parity.png"):
         assert (run / name).is_file(), name
     assert any(p.name.startswith("events.out.tfevents") for p in run.iterdir())
@@ -92,14 +93,14 @@ def test_fit_writes_one_run_folder_tests_best_then_resumes_and_predicts(
     assert table["smiles"].tolist() == SMILES[13:]
     assert table["target"].tolist() == pytest.approx([len(s) / 4.0 for s in SMILES[13:]])
     assert table["target_pred"].tolist() == pytest.approx([preds[i] for i in range(3)], abs=1e-5)
-    last_epoch = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)["epoch"]
+    first = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
 
-    # Resume the latest version from its last.ckpt for one more epoch (3 x 3 updates in all):
-    # no new version folder.
+    # Resume the latest version from its last.ckpt for one more epoch: no new version folder.
     main(["fit", "--config", config, "--trainer.max_epochs", "3", "--ckpt_path", "last",
           "--test_after_fit", "false"])
     resumed = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
-    assert resumed["global_step"] == 9 and resumed["epoch"] == last_epoch + 1
+    per_epoch = first["global_step"] // 2
+    assert resumed["global_step"] == 3 * per_epoch and resumed["epoch"] == first["epoch"] + 1
     assert sorted(p.name for p in runs.iterdir()) == ["version_0"]
     capsys.readouterr()
 
@@ -138,7 +139,9 @@ def test_second_fit_gets_its_own_version_and_last_is_the_latest_state(tmp_path, 
     main(["fit", "--config", config, "--trainer.max_epochs", "3", "--test_after_fit", "false"])
     assert sorted(p.name for p in runs.iterdir()) == ["version_0", "version_1"]
     last = torch.load(runs / "version_1" / "checkpoints" / "last.ckpt", weights_only=True)
-    assert last["epoch"] == 2 and last["global_step"] == 9  # the final state, improved or not
+    first = torch.load(runs / "version_0" / "checkpoints" / "last.ckpt", weights_only=True)
+    # The final state (3 epochs), whether or not the last epoch improved the metric.
+    assert last["global_step"] == 3 * first["global_step"]
     assert sorted(os.listdir(runs / "version_1" / "checkpoints")) == ["best.ckpt", "last.ckpt"]
     with pytest.raises(SystemExit):  # an explicit version that already holds a run
         main(["fit", "--config", config, "--version", "0"])
@@ -176,8 +179,9 @@ def test_ranks_get_distinct_batches(tmp_path):
     write_config(tmp_path)
     seen = []
     for rank in (0, 1):
+        # Graph-count batches only (2 batches): each rank gets one, no padding batch needed.
         dm = CSVDataModule(str(tmp_path / "mols.csv"), split="split", featurization="zinc",
-                           root=str(tmp_path / "data"), batch_size=5)  # 2 batches
+                           root=str(tmp_path / "data"), batch_size=5, max_cells_per_batch=None)
         # Stand-in for the Trainer: only what the data module reads.
         dm.trainer = SimpleNamespace(world_size=2, global_rank=rank, state=SimpleNamespace(fn="fit"),
                                      _accelerator_connector=SimpleNamespace(use_distributed_sampler=False))
@@ -241,3 +245,47 @@ def test_experiment_files_state_only_what_differs():
     assert base["model"]["init_args"]["model"]["init_args"]["attention"] == "urpe"
     assert rpe == {"name": "zinc-like-rpe",
                    "model": {"init_args": {"model": {"init_args": {"attention": "rpe"}}}}}
+
+
+class InterruptAfterFirstEpoch(Callback):
+    """Ctrl-C at the end of the first epoch (Lightning handles KeyboardInterrupt as SIGINT)."""
+
+    def on_train_epoch_end(self, trainer, pl_module):
+        if trainer.current_epoch == 0:
+            raise KeyboardInterrupt
+
+
+def test_interrupt_then_resume_equals_the_uninterrupted_run_with_dropout(tmp_path):
+    """Ctrl-C leaves a resumable last.ckpt; RNG states and the sampler's epoch are restored, so
+    the resumed run ends with exactly the weights of the uninterrupted one (dropout on)."""
+    config, runs = write_config(tmp_path, max_epochs=2)
+    dropout = ["--model.init_args.model.init_args.dropout", "0.3",
+               "--model.init_args.model.init_args.attention_dropout", "0.3",
+               "--test_after_fit", "false"]
+    main(["fit", "--config", config, "--name", "whole", *dropout])
+    with pytest.raises(SystemExit):  # Lightning's graceful shutdown on Ctrl-C exits with 1
+        main(["fit", "--config", config, "--name", "split", *dropout,
+              "--trainer.callbacks+=test_cli.InterruptAfterFirstEpoch"])
+    assert (runs.parent / "split" / "version_0" / "checkpoints" / "last.ckpt").is_file()
+    main(["fit", "--config", config, "--name", "split", "--ckpt_path", "last", *dropout])
+    whole = torch.load(runs.parent / "whole" / "version_0" / "checkpoints" / "last.ckpt",
+                       weights_only=True)
+    split = torch.load(runs.parent / "split" / "version_0" / "checkpoints" / "last.ckpt",
+                       weights_only=True)
+    assert whole["global_step"] == split["global_step"]
+    for key, value in whole["state_dict"].items():
+        torch.testing.assert_close(split["state_dict"][key], value, rtol=0, atol=0)
+
+
+def test_predict_checks_the_output_path_before_any_work(tmp_path, capsys):
+    config, runs = write_config(tmp_path, max_epochs=1)
+    main(["fit", "--config", config, "--test_after_fit", "false"])
+    ckpt = runs / "version_0" / "checkpoints" / "last.ckpt"
+    blocked = tmp_path / "a_file"
+    blocked.write_text("not a folder")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["predict", "--ckpt_path", str(ckpt), "--data.init_args.predict_smiles", '["CCO"]',
+              "--data.init_args.predict_output", str(blocked / "out.csv")])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "cannot write" in err and "out.csv" in err and "Traceback" not in err

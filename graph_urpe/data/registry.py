@@ -3,7 +3,7 @@
 Names:
 
 * ``zinc-like``: the embedded 12k ZINC-like set (:class:`~graph_urpe.data.zinc_like.ZincLikeDataset`),
-  ZINC featurisation, MAE. Always available offline.
+  ZINC or OGB featurisation (``featurization``), MAE. Always available offline.
 * ``zinc`` / ``zinc-full``: PyG's ZINC subset / full (:func:`~graph_urpe.data.zinc.pyg_zinc`), ZINC
   featurisation, MAE; a folder written offline by :mod:`graph_urpe.data.build_pyg_zinc` holds
   other molecules and its :attr:`DatasetSplits.source` says so.
@@ -73,6 +73,7 @@ class DatasetSplits:
     metric: str
     invalid_rows: list[RowError] = dataclasses.field(default_factory=list)
     source: str = ""
+    split_membership: Callable[[], pd.DataFrame] | None = None
 
 
 def load_dataset(
@@ -118,8 +119,8 @@ def load_dataset(
     if name == "zinc-like":
         full = ZincLikeDataset(osp.join(root, "zinc_like"), split=None, transform=transform,
                                pre_transform=pre_transform, max_nodes=max_nodes, strict=strict,
-                               num_workers=num_workers)
-        return _from_idx_split(name, full, "regression", 1, "zinc", "mae",
+                               num_workers=num_workers, featurization=featurization)
+        return _from_idx_split(name, full, "regression", 1, featurization, "mae",
                                "embedded ZINC-like 12k (MOSES molecules)")
     if name in ("zinc", "zinc-full"):
         sub = name == "zinc"
@@ -165,8 +166,10 @@ def load_dataset(
                                 featurization=featurization, max_nodes=max_nodes, strict=strict,
                                 num_workers=num_workers, transform=transform,
                                 pre_transform=pre_transform)
-        return _from_idx_split(name, full, task, full.num_tasks, featurization,
-                               "mae" if task == "regression" else "rocauc", csv_path)
+        result = _from_idx_split(name, full, task, full.num_tasks, featurization,
+                                 "mae" if task == "regression" else "rocauc", csv_path)
+        result.split_membership = full.split_membership
+        return result
     raise ValueError(f"unknown dataset {name!r}; known: {DATASET_NAMES}")
 
 

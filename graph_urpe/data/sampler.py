@@ -209,6 +209,13 @@ class SizeBucketBatchSampler(Sampler[list[int]]):
         self.epoch = int(epoch)
 
     @property
+    def sampler(self) -> SizeBucketBatchSampler:
+        """This batch sampler itself: Lightning calls ``set_epoch`` on a loader's
+        ``batch_sampler.sampler`` before it creates the epoch's iterator (also right after a
+        resume), so the epoch's batches follow the epoch number exactly."""
+        return self
+
+    @property
     def num_batches(self) -> int:
         """Number of batches of one epoch over all ranks (before DDP padding or dropping), the
         same every epoch."""

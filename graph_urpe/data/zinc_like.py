@@ -21,12 +21,13 @@ _SPLITS = {"train": "train", "valid": "valid", "val": "valid", "test": "test"}
 
 
 class ZincLikeDataset(SmilesCSVDataset):
-    r"""The embedded ZINC-like 12k dataset with ZINC featurisation (28 atom types, bond types 1-3),
-    as a PyG :class:`~torch_geometric.data.InMemoryDataset` processed once and cached.
+    r"""The embedded ZINC-like 12k dataset, as a PyG :class:`~torch_geometric.data.InMemoryDataset`
+    processed once and cached.
 
-    Graphs: ``x`` ``torch.long`` ``[n, 1]`` (ZINC atom type ids,
-    :data:`graph_urpe.data.featurize.ZINC_ATOM_TYPES`), ``edge_index`` ``[2, E]``, ``edge_attr``
-    ``torch.long`` ``[E, 1]`` (1 single, 2 double, 3 triple), ``y`` ``torch.float32`` ``[1, 1]``
+    Graphs: ``x`` ``torch.long`` (ZINC featurisation: ``[n, 1]`` ZINC atom type ids,
+    :data:`graph_urpe.data.featurize.ZINC_ATOM_TYPES`; OGB: ``[n, 9]``), ``edge_index`` ``[2, E]``,
+    ``edge_attr`` ``torch.long`` (ZINC: ``[E, 1]``, 1 single, 2 double, 3 triple; OGB:
+    ``[E, 3]``), ``y`` ``torch.float32`` ``[1, 1]``
     (constrained solubility, dimensionless, see :mod:`graph_urpe.data.zinc_target`), ``smiles``,
     ``row`` (row of the embedded CSV), plus what :obj:`pre_transform` adds.
 
@@ -42,6 +43,9 @@ class ZincLikeDataset(SmilesCSVDataset):
             (default: :obj:`None`)
         strict (bool, optional): fail instead of skipping unusable rows. (default: :obj:`False`)
         num_workers (int, optional): worker processes for processing. (default: :obj:`None`, auto)
+        featurization (str, optional): ``"zinc"`` (ZINC's 28 atom types, as the ZINC benchmark)
+            or ``"ogb"`` (OGB's atom and bond features: any molecule RDKit parses).
+            (default: :obj:`"zinc"`)
         csv_path (str, optional): another CSV in the same format (e.g. one rebuilt with
             ``datasets/build_zinc_like.py``). (default: the embedded file)
         force_reload (bool, optional): process again. (default: :obj:`False`)
@@ -61,6 +65,7 @@ class ZincLikeDataset(SmilesCSVDataset):
         strict: bool = False,
         num_workers: int | None = None,
         csv_path: str = EMBEDDED_ZINC_LIKE,
+        featurization: str = "zinc",
         force_reload: bool = False,
         log: bool = True,
     ) -> None:
@@ -68,7 +73,7 @@ class ZincLikeDataset(SmilesCSVDataset):
             raise ValueError(f"split must be 'train', 'valid' (or 'val'), 'test' or None, got {split!r}")
         super().__init__(
             root, csv_path, smiles_column="smiles", target_columns=["target"], task="regression",
-            split="split", featurization="zinc", max_nodes=max_nodes, strict=strict,
+            split="split", featurization=featurization, max_nodes=max_nodes, strict=strict,
             num_workers=num_workers, transform=transform, pre_transform=pre_transform,
             force_reload=force_reload, log=log,
         )

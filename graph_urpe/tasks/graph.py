@@ -231,12 +231,6 @@ class GraphPropertyModule(LightningModule):
         self.log("train/loss", loss, prog_bar=True, batch_size=pred.shape[0])
         return loss
 
-    def on_train_epoch_start(self) -> None:
-        # Lightning calls set_epoch on a loader's sampler, not on its batch_sampler.
-        batch_sampler = getattr(self.trainer.train_dataloader, "batch_sampler", None)
-        if callable(getattr(batch_sampler, "set_epoch", None)):
-            batch_sampler.set_epoch(self.current_epoch)
-
     def _eval_step(self, batch, stage: str) -> None:
         pred = self.predict_values(batch) if self.hparams.task == "regression" else self(batch)
         self.epoch_predictions[stage].update(_sample_ids(batch), pred, self._target(batch))

@@ -23,7 +23,6 @@ row per input row, in input order, with an ``error`` column for rows that failed
 
 from __future__ import annotations
 
-import copy
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -31,75 +30,32 @@ from typing import Any
 import pandas as pd
 import torch
 from lightning.pytorch import LightningDataModule
-from torch.utils.data import Dataset
 from torch_geometric.data import Data
 from torch_geometric.loader import DataLoader
 
+from graph_urpe.data.featurize import feature_dims
+from graph_urpe.files import check_writable
+from graph_urpe.data.indexed import IndexedDataset
 from graph_urpe.data.ogb_graphprop import ogb_master
 from graph_urpe.data.processing import molecules_to_graphs
 from graph_urpe.data.registry import DatasetSplits, load_dataset
-from graph_urpe.data.sampler import SizeBucketBatchSampler, graph_sizes
+from graph_urpe.data.sampler import DEFAULT_MAX_CELLS, SizeBucketBatchSampler, graph_sizes
 from graph_urpe.tasks.graph_predict import SmilesPredictionWriter
 from graph_urpe.transforms import AddShortestPathDistance
 
 __all__ = [
-    "ZINC_ATOM_CATEGORIES",
-    "ZINC_BOND_CATEGORIES",
     "CSVDataModule",
     "GraphDataModule",
-    "IndexedDataset",
     "OGBDataModule",
     "PCQM4Mv2DataModule",
     "ZINCDataModule",
     "ZincLikeDataModule",
 ]
 
-ZINC_ATOM_CATEGORIES = 28
-"""ZINC atom types (:data:`graph_urpe.data.featurize.ZINC_ATOM_TYPES`)."""
-ZINC_BOND_CATEGORIES = 4
-"""ZINC bond ids 0-3 (1 single, 2 double, 3 triple; 0 unused)."""
-
-
-def _feature_dims(featurization: str) -> tuple[list[int], list[int]]:
-    """Vocabulary sizes of the atom and bond feature columns of a featurisation."""
-    if featurization == "zinc":
-        return [ZINC_ATOM_CATEGORIES], [ZINC_BOND_CATEGORIES]
-    if featurization == "ogb":
-        from ogb.utils.features import get_atom_feature_dims, get_bond_feature_dims
-
-        return list(get_atom_feature_dims()), list(get_bond_feature_dims())
-    raise ValueError(f"featurization must be 'zinc' or 'ogb', got {featurization!r}.")
-
-
 def spd_pre_transform() -> AddShortestPathDistance:
     """The pre-transform of every dataset here: unclipped SPD and predecessors (so one cache
     serves any ``max_distance`` / ``max_hops`` of the model)."""
     return AddShortestPathDistance(max_distance=None, paths=True)
-
-
-class IndexedDataset(Dataset):
-    """A view of a dataset whose items carry ``sample_id`` (their index in this view).
-
-    Args:
-        dataset: any indexable dataset of :class:`~torch_geometric.data.Data`.
-
-    Shapes:
-        - **item**: the wrapped ``Data`` (a shallow copy) plus ``sample_id`` (int)
-    """
-
-    def __init__(self, dataset) -> None:
-        self.dataset = dataset
-
-    def __len__(self) -> int:
-        return len(self.dataset)
-
-    def __getitem__(self, idx: int) -> Data:
-        data = copy.copy(self.dataset[idx])
-        data.sample_id = int(idx)
-        return data
-
-    def __repr__(self) -> str:
-        return f"{self.__class__.__name__}({self.dataset!r})"
 
 
 class GraphDataModule(LightningDataModule):
@@ -116,7 +72,8 @@ class GraphDataModule(LightningDataModule):
         max_nodes_per_batch (int, optional): budget of padded nodes per batch
             (``graphs x largest graph``). (default: :obj:`None`)
         max_cells_per_batch (int, optional): budget of padded attention cells per batch
-            (``graphs x largest graph^2``). (default: :obj:`None`)
+            (``graphs x largest graph^2``), the memory bound of every loader.
+            (default: :data:`~graph_urpe.data.sampler.DEFAULT_MAX_CELLS`)
         num_workers (int, optional): DataLoader worker processes. (default: :obj:`0`)
         seed (int, optional): seed of the batch shuffling. (default: :obj:`0`)
         max_graph_nodes (int, optional): refuse larger graphs: in the training data they are
@@ -146,7 +103,7 @@ class GraphDataModule(LightningDataModule):
         root: str = "data",
         batch_size: int | None = 128,
         max_nodes_per_batch: int | None = None,
-        max_cells_per_batch: int | None = None,
+        max_cells_per_batch: int | None = DEFAULT_MAX_CELLS,
         num_workers: int = 0,
         seed: int = 0,
         max_graph_nodes: int | None = None,
@@ -225,12 +182,12 @@ class GraphDataModule(LightningDataModule):
     @property
     def atom_categories(self) -> list[int]:
         """Vocabulary size of each atom feature column of :attr:`featurization`."""
-        return _feature_dims(self.featurization)[0]
+        return feature_dims(self.featurization)[0]
 
     @property
     def bond_categories(self) -> list[int]:
         """Vocabulary size of each bond feature column of :attr:`featurization`."""
-        return _feature_dims(self.featurization)[1]
+        return feature_dims(self.featurization)[1]
 
     @property
     def dataset_source(self) -> str:
@@ -268,6 +225,12 @@ class GraphDataModule(LightningDataModule):
                         f"{type(self).__name__} declares {expected!r}: fix the data module."
                     )
         return self.loaded
+
+    def split_membership(self) -> pd.DataFrame | None:
+        """Where every source row went (``row, smiles, split, reason``; skipped rows with their
+        reason), for datasets read from a user's file; :obj:`None` for the benchmark datasets."""
+        fn = self.loaded.split_membership if self.loaded is not None else None
+        return fn() if fn is not None else None
 
     def train_target_stats(self) -> tuple[list[float], list[float]]:
         """NaN-aware per-task mean and standard deviation of the training labels (population
@@ -399,6 +362,14 @@ class GraphDataModule(LightningDataModule):
         sizes = [g.num_nodes for g in graphs]
         return self._loader(graphs, shuffle=False, sizes=sizes, indexed=False)
 
+    def check_predict_output(self) -> None:
+        """Fail before any work if :attr:`predict_output` cannot be written.
+
+        Raises:
+            graph_urpe.files.OutputError: naming the path and the cause.
+        """
+        check_writable(self.predict_output)
+
     def prediction_writer(self) -> SmilesPredictionWriter | None:
         """The callback that writes ``predict_output`` (used by the Lightning module)."""
         if self.predict_frame is None and self.predict_csv is None and self.predict_smiles is None:
@@ -409,15 +380,22 @@ class GraphDataModule(LightningDataModule):
 class ZincLikeDataModule(GraphDataModule):
     r"""The embedded ZINC-like 12k default (``zinc-like``,
     :class:`graph_urpe.data.zinc_like.ZincLikeDataset`): 10,000 / 1,000 / 1,000 real ZINC
-    molecules with the constrained-solubility target, ZINC featurisation (28 atom types, bond
-    types 1-3). Regression, MAE. Always available offline.
+    molecules with the constrained-solubility target. Regression, MAE. Always available offline.
+    OGB's atom and bond features by default, so a model trained on it predicts any molecule RDKit
+    parses (ions, metals, isotopes); ``featurization="zinc"`` gives ZINC's 28 atom types.
 
     Args:
+        featurization (str, optional): ``"ogb"`` or ``"zinc"``. (default: ``"ogb"``)
         **kwargs: see :class:`GraphDataModule`.
     """
 
+    def __init__(self, featurization: str = "ogb", **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        feature_dims(featurization)  # validates
+        self.featurization = featurization
+
     def registry_args(self) -> dict[str, Any]:
-        return {"name": "zinc-like"}
+        return {"name": "zinc-like", "featurization": self.featurization}
 
     @property
     def target_names(self) -> list[str]:
@@ -548,7 +526,7 @@ class CSVDataModule(GraphDataModule):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        _feature_dims(featurization)
+        feature_dims(featurization)
         if task not in ("regression", "classification"):
             raise ValueError(f"task must be 'regression' or 'classification', got {task!r}.")
         self.path = path

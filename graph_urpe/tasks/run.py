@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import os.path as osp
+import random
 from typing import Any
 
 import numpy as np
@@ -19,11 +20,17 @@ import pandas as pd
 import torch
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 from lightning.pytorch import LightningDataModule, LightningModule, Trainer
-from lightning.pytorch.callbacks import EarlyStopping, Timer
+from lightning.pytorch.callbacks import Callback, EarlyStopping, Timer
 
 from graph_urpe.files import atomic_save, atomic_write_csv
 
-__all__ = ["AtomicCheckpointIO", "how_training_ended", "print_fit_summary", "write_run_outputs"]
+__all__ = [
+    "AtomicCheckpointIO",
+    "RNGStateCheckpoint",
+    "how_training_ended",
+    "print_fit_summary",
+    "write_run_outputs",
+]
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
@@ -37,6 +44,39 @@ class AtomicCheckpointIO(TorchCheckpointIO):
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path, storage_options=None) -> None:
         atomic_save(lambda tmp: torch.save(checkpoint, tmp), str(path))
+
+
+class RNGStateCheckpoint(Callback):
+    """Stores the random-number generators' states in every checkpoint and restores them on
+    resume, so a resumed run draws the same dropout masks as the uninterrupted one (the batch
+    order is a function of the sampler's seed and the epoch, so it needs no state).
+
+    Saved under ``checkpoint["rng_states"]``: Python's :mod:`random`, NumPy's legacy global
+    generator and torch's CPU (and, where present, CUDA) generators, all as tensors or plain
+    data so the checkpoint stays loadable with ``weights_only=True``.
+    """
+
+    def state_dict(self) -> dict[str, Any]:
+        version, state, gauss = random.getstate()
+        np_state = np.random.get_state()
+        states = {
+            "python": [version, list(state), gauss],
+            "numpy": [np_state[0], torch.from_numpy(np_state[1].astype(np.int64)),
+                      *np_state[2:]],
+            "torch": torch.get_rng_state(),
+        }
+        if torch.cuda.is_available():
+            states["cuda"] = torch.cuda.get_rng_state_all()
+        return states
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        version, state, gauss = state_dict["python"]
+        random.setstate((version, tuple(state), gauss))
+        name, keys, *rest = state_dict["numpy"]
+        np.random.set_state((name, keys.numpy().astype(np.uint32), *rest))
+        torch.set_rng_state(state_dict["torch"])
+        if "cuda" in state_dict and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(state_dict["cuda"])
 
 
 def how_training_ended(trainer: Trainer) -> str:
