@@ -14,7 +14,7 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data
 
-from graph_urpe.transforms import UNREACHABLE
+from graph_urpe.constants import UNREACHABLE
 
 __all__ = ["to_dense_path_edges", "to_dense_spd"]
 

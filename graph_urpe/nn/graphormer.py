@@ -55,7 +55,7 @@ from graph_urpe.dense import to_dense_path_edges, to_dense_spd
 from graph_urpe.nn.attention import MultiheadURPEAttention
 from graph_urpe.nn.encoders import CategoricalEncoder, DegreeEncoder
 from graph_urpe.nn.relations import RelationEmbedding
-from graph_urpe.transforms import UNREACHABLE
+from graph_urpe.constants import UNREACHABLE
 
 __all__ = ["Graphormer", "GraphormerLayer", "graph_relation_ids", "num_graph_relations"]
 
