@@ -313,3 +313,17 @@ def test_torch_compile_matches_eager():
     compiled = torch.compile(model, backend="aot_eager")
     with torch.no_grad():
         torch.testing.assert_close(compiled(batch), model(batch), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("batch_size", [1, 3])
+def test_edge_bias_without_spatial_bias_has_no_layer_axis(batch_size):
+    # attention="none" + multi-hop edge encoding + bias_per_layer: the bias is the edge encoding
+    # alone, shared by all layers (5 layers > 4 heads used to raise IndexError; at batch size 1
+    # it silently indexed the head axis by layer).
+    model = small_model(attention="none", edge_encoding="multi_hop", bias_per_layer=True,
+                        num_layers=5)
+    graphs = [tree_graph(0), ring_graph(1), even_ring_graph(2)][:batch_size]
+    with torch.no_grad():
+        out = model(Batch.from_data_list(graphs))
+        for b, g in enumerate(graphs):
+            torch.testing.assert_close(out[b], reference_forward(model, g), atol=1e-4, rtol=1e-4)

@@ -452,10 +452,13 @@ class Graphormer(nn.Module):
             else:
                 bias = bias + (edge.unsqueeze(1) if self.bias_per_layer else edge)
 
+        # The bias has a layer axis only when it holds per-layer spatial tables (with
+        # attention="none" it is the edge encoding alone, shared by all layers).
+        bias_layered = self.spatial_bias is not None and self.bias_per_layer
         for i, layer in enumerate(self.layers):
             h = layer(
                 h,
-                attn_bias=bias[:, i] if bias is not None and self.bias_per_layer else bias,
+                attn_bias=bias[:, i] if bias_layered else bias,
                 multiplier=mult[:, i] if mult is not None and self.multiplier_per_layer else mult,
                 key_padding_mask=key_padding_mask,
             )
