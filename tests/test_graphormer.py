@@ -435,3 +435,20 @@ def test_torch_compile_two_shapes_rpe():
         for graphs in ([tree_graph(), ring_graph()], [ring_graph(), even_ring_graph()]):
             batch = Batch.from_data_list(graphs)
             torch.testing.assert_close(compiled(batch), model(batch), atol=1e-5, rtol=1e-5)
+
+
+def test_no_graph_break_when_the_padded_size_is_given():
+    # No host synchronisation in the RPE forward (multi-hop edge encoding included) once N is
+    # known: dynamo traces the whole encoder and head as one graph.
+    model = small_model(attention="rpe", num_layers=1).train()
+    batch = Batch.from_data_list([tree_graph(), ring_graph()])
+
+    def forward(x, edge_index, spd, vec, ptr, edge_attr, spd_pred):
+        nodes, token = model.encoder(x, edge_index, spd, vec, ptr, edge_attr, spd_pred,
+                                     num_graphs=2, max_num_nodes=9)
+        return nodes.sum() + (0 if token is None else token.sum())
+
+    explained = torch._dynamo.explain(forward)(
+        batch.x, batch.edge_index, batch.spd, batch.batch, batch.ptr, batch.edge_attr,
+        batch.spd_pred)
+    assert explained.graph_break_count == 0, explained.break_reasons
