@@ -79,7 +79,12 @@ from graph_urpe.dense import (
 )
 from graph_urpe.nn.encoders import CategoricalEncoder, DegreeEncoder, MultiHopEdgeEncoder
 from graph_urpe.nn.layers import ATTENTION_KINDS, GraphormerLayer
-from graph_urpe.nn.relations import RelationEmbedding, graph_relation_ids, num_graph_relations
+from graph_urpe.nn.relations import (
+    RelationEmbedding,
+    graph_relation_ids,
+    num_graph_relations,
+    token_padding_mask,
+)
 
 __all__ = ["GraphHead", "Graphormer", "GraphormerEncoder"]
 
@@ -305,7 +310,7 @@ class GraphormerEncoder(nn.Module):
         key_padding_mask = padding_mask
         if use_token:
             h = torch.cat([self.graph_token.expand(b, -1, -1).to(h.dtype), h], dim=1)
-            key_padding_mask = F.pad(padding_mask, (1, 0), value=False)  # [B, N + 1]
+            key_padding_mask = token_padding_mask(padding_mask)  # [B, N + 1]
         h = self.input_dropout(h)
 
         ids = graph_relation_ids(spd_dense, padding_mask, self.max_distance, use_token)

@@ -18,7 +18,12 @@ from torch_geometric.utils import to_dense_batch
 
 from graph_urpe.dense import batch_vector, from_dense_batch, node_counts, to_dense_spd
 from graph_urpe.nn.attention import MultiheadURPEAttention
-from graph_urpe.nn.relations import RelationEmbedding, graph_relation_ids, num_graph_relations
+from graph_urpe.nn.relations import (
+    RelationEmbedding,
+    graph_relation_ids,
+    num_graph_relations,
+    token_padding_mask,
+)
 
 __all__ = ["ATTENTION_KINDS", "GraphormerLayer", "URPEGraphConv"]
 
@@ -256,7 +261,7 @@ class URPEGraphConv(nn.Module):
         if use_token:
             token = self.graph_token.expand(b, -1) if token is None else token
             h = torch.cat([token.unsqueeze(1).to(h.dtype), h], dim=1)
-            key_padding_mask = nn.functional.pad(padding_mask, (1, 0), value=False)
+            key_padding_mask = token_padding_mask(padding_mask)
         else:
             key_padding_mask = padding_mask
         ids = graph_relation_ids(spd_dense, padding_mask, self.max_distance, graph_token=use_token)

@@ -24,6 +24,7 @@ __all__ = [
     "num_graph_relations",
     "num_relative_positions",
     "relative_position_ids",
+    "token_padding_mask",
 ]
 
 _INITS = ("ones", "normal", "zeros")
@@ -206,6 +207,14 @@ def relative_position_ids(
     return _t5_bucket(rel.abs(), half, max_distance) + half * (rel > 0).long()
 
 
+def token_padding_mask(padding_mask: Tensor) -> Tensor:
+    """Prepend a never-padded slot (the graph token) to a ``[B, N]`` bool mask -> ``[B, N + 1]``.
+
+    Padded as integers: Inductor's CPU code generation (torch 2.13) fails to compile a padded
+    boolean mask that is reduced later (mixed ``VecMask`` types)."""
+    return F.pad(padding_mask.to(torch.uint8), (1, 0)).bool()
+
+
 def num_graph_relations(max_distance: int) -> int:
     """Number of relation ids made by :func:`graph_relation_ids`: ``max_distance + 4``.
 
@@ -259,5 +268,5 @@ def graph_relation_ids(
     ids = torch.where(spd == UNREACHABLE, unreachable, spd.clamp(min=0, max=max_distance))
     if graph_token:
         ids = F.pad(ids, (1, 0, 1, 0), value=token)
-        padding_mask = F.pad(padding_mask, (1, 0), value=False)
+        padding_mask = token_padding_mask(padding_mask)
     return ids.masked_fill(padding_mask[:, :, None] | padding_mask[:, None, :], pad)
