@@ -1,7 +1,9 @@
-"""Constants shared by preprocessing (:mod:`graph_urpe.transforms`) and the models
-(:mod:`graph_urpe.nn`, :mod:`graph_urpe.dense`), so that neither imports the other."""
+"""Constants shared by the preprocessing (:mod:`graph_urpe.transforms`) and the layers
+(:mod:`graph_urpe.nn`, :mod:`graph_urpe.dense`); the lowest layer both may import."""
 
 UNREACHABLE: int = -1
-"""SPD value of node pairs with no path between them (they lie in different connected components),
-as stored in ``spd`` by :class:`graph_urpe.transforms.AddShortestPathDistance`; also the value
-:func:`graph_urpe.dense.to_dense_spd` puts in padded cells. Distances themselves are >= 0."""
+"""Shortest-path distance (SPD) stored for node pairs in different connected components (no path
+between them); :func:`graph_urpe.dense.to_dense_spd` also puts it in padded cells. Distances
+themselves are >= 0."""
+
+__all__ = ["UNREACHABLE"]

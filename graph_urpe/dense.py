@@ -1,94 +1,181 @@
-"""Padded dense pair tensors from a collated batch: SPD ids and the edges along shortest paths.
+"""Padded dense pair tensors from PyG's sparse layout: SPD matrices and the edges along shortest paths.
 
 :class:`~graph_urpe.transforms.AddShortestPathDistance` stores, per graph of ``n`` nodes, the
 row-major ``n * n`` vectors ``spd`` and ``spd_pred``; PyG's collate concatenates them. The functions
-here scatter them into padded ``[B, N, N]`` tensors (``N`` = largest graph in the batch), the layout
-of the attention maps (``[batch, query, key]``), with the same node order and padding as
-:func:`torch_geometric.utils.to_dense_batch`. Everything is vectorised over the batch (no Python loop
-over graphs) and runs on the device of the input tensors; they are meant to run every training step.
+here take those tensors (plus the batch's ``ptr`` or ``batch`` vector and, for paths, its
+``edge_index``) and scatter them into padded ``[B, N, N]`` tensors (``N`` = largest graph in the
+batch), the layout of the attention maps (``[batch, query, key]``), with the same node order and
+padding as :func:`torch_geometric.utils.to_dense_batch`. Everything is vectorised over the batch (no
+Python loop over graphs) and runs on the device of the input tensors; they are meant to run every
+training step, from any user's model.
+
+Host synchronisation: none, except reading the largest graph size ``N`` (one host read, as
+:func:`~torch_geometric.utils.to_dense_batch` does) when ``max_num_nodes`` is not given, and the
+number of graphs when only a ``batch`` vector is given without ``num_graphs``. Consistency checks of
+the inputs (lengths, edges) need host reads too and run only with ``validate=True``; the data side
+(:class:`~graph_urpe.transforms.AddShortestPathDistance` on the final graphs) guarantees them.
 """
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor
-from torch_geometric.data import Data
 
-from graph_urpe.transforms import UNREACHABLE
+from graph_urpe.constants import UNREACHABLE
 
-__all__ = ["to_dense_path_edges", "to_dense_spd"]
+__all__ = [
+    "batch_vector",
+    "dense_layout",
+    "from_dense_batch",
+    "node_counts",
+    "to_dense_path_edges",
+    "to_dense_spd",
+]
 
 
-def _node_counts(batch: Data) -> Tensor:
-    """Nodes per graph, ``[B]`` long, from ``ptr``, else ``batch``, else a single graph."""
-    ptr = getattr(batch, "ptr", None)
+def node_counts(
+    spd: Tensor, batch: Tensor | None = None, ptr: Tensor | None = None, num_graphs: int | None = None
+) -> Tensor:
+    """Nodes per graph, long ``[B]``, from ``ptr`` (preferred), else ``batch``, else one graph.
+
+    Args:
+        spd (Tensor): the flattened per-graph ``n * n`` SPD vector (only its length and device are
+            used, for the single-graph case ``n = sqrt(spd.numel())``).
+        batch (LongTensor, optional): graph of each node ``[num_nodes]``. (default: :obj:`None`)
+        ptr (LongTensor, optional): node offsets ``[B + 1]`` (PyG's ``Batch.ptr``).
+            (default: :obj:`None`)
+        num_graphs (int, optional): ``B``, needed with ``batch`` to count trailing empty graphs
+            (and to avoid a host read). (default: :obj:`None`)
+    """
     if ptr is not None:
-        return ptr[1:] - ptr[:-1]
-    vector = getattr(batch, "batch", None)
-    if vector is not None:
-        return torch.bincount(vector)
-    return torch.tensor([batch.num_nodes], dtype=torch.long)
+        return (ptr[1:] - ptr[:-1]).to(spd.device)
+    if batch is not None:
+        return torch.bincount(batch, minlength=num_graphs or 0).to(spd.device)
+    return torch.tensor([math.isqrt(spd.numel())], dtype=torch.long, device=spd.device)
 
 
-def _pair_layout(batch: Data) -> tuple[Tensor, Tensor]:
+def batch_vector(num_nodes: int, counts: Tensor, batch: Tensor | None = None) -> Tensor:
+    """The graph of each node, long ``[num_nodes]``: ``batch`` if given, else from ``counts``
+    (nodes per graph, ``[B]``; PyG's node order, graph by graph), with no host read."""
+    if batch is not None:
+        return batch
+    graphs = torch.arange(counts.numel(), device=counts.device)
+    return torch.repeat_interleave(graphs, counts, output_size=num_nodes)
+
+
+def from_dense_batch(dense: Tensor, batch: Tensor, counts: Tensor, offset: int = 0) -> Tensor:
+    """Inverse of :func:`torch_geometric.utils.to_dense_batch`: the real node rows of a padded
+    ``[B, N, *]`` tensor, in PyG's sparse layout ``[num_nodes, *]``, by one gather (no host read).
+
+    Args:
+        dense (Tensor): ``[B, N, *]``.
+        batch (LongTensor): graph of each node ``[num_nodes]``.
+        counts (LongTensor): nodes per graph ``[B]``.
+        offset (int, optional): slots before the first node of each graph (1 with a graph token
+            in slot 0). (default: :obj:`0`)
+    """
+    starts = torch.cumsum(counts, 0) - counts
+    position = torch.arange(batch.numel(), device=batch.device) - starts[batch]
+    index = batch * dense.shape[1] + position + offset
+    return dense.flatten(0, 1).index_select(0, index)
+
+
+def dense_layout(
+    counts: Tensor, max_num_nodes: int | None = None
+) -> tuple[Tensor, Tensor]:
     """Which cells of the padded ``[B, N, N]`` tensor hold real node pairs.
 
-    Returns ``(pair_mask, padding_mask)``: ``pair_mask`` bool ``[B, N, N]`` (True where both nodes
-    exist) and ``padding_mask`` bool ``[B, N]`` (True at padded node slots). The concatenated
-    row-major ``n_b * n_b`` blocks of ``spd``/``spd_pred`` fill the True cells of ``pair_mask`` in
-    its own row-major order, so :meth:`torch.Tensor.masked_scatter_` places them.
+    Args:
+        counts (LongTensor): nodes per graph ``[B]``.
+        max_num_nodes (int, optional): ``N``; at least ``counts.max()``. (default: :obj:`None`,
+            read from ``counts``: one host read)
+
+    Returns:
+        ``(pair_mask, padding_mask)``: bool ``[B, N, N]`` (True where both nodes exist) and bool
+        ``[B, N]`` (True at padded node slots). The concatenated row-major ``n_b * n_b`` blocks of
+        ``spd`` / ``spd_pred`` fill the True cells of ``pair_mask`` in its row-major order.
     """
-    spd = batch.get("spd")
-    if spd is None:
-        raise ValueError(
-            "batch has no `spd` tensor: build the dataset with "
-            "pre_transform=graph_urpe.transforms.AddShortestPathDistance()"
-        )
-    counts = _node_counts(batch).to(spd.device)
-    # One host sync for both sizes (to_dense_batch needs the same one for N).
-    max_n, total = (
-        torch.stack([counts.max(), (counts * counts).sum()]).tolist() if counts.numel() else (0, 0)
-    )
-    if total != spd.numel():
-        raise ValueError(
-            f"batch.spd has {spd.numel()} entries but its graphs' node counts need sum(n^2) = {total}: "
-            "the SPD must be computed on the final graphs (apply AddShortestPathDistance after any "
-            "transform that adds or removes nodes)"
-        )
-    valid = torch.arange(max_n, device=spd.device) < counts.unsqueeze(1)
+    if max_num_nodes is None:
+        max_num_nodes = int(counts.max()) if counts.numel() else 0
+    valid = torch.arange(max_num_nodes, device=counts.device) < counts.unsqueeze(1)
     return valid.unsqueeze(2) & valid.unsqueeze(1), ~valid
 
 
-def to_dense_spd(batch: Data) -> tuple[Tensor, Tensor]:
+def _check_length(name: str, flat: Tensor, counts: Tensor) -> None:
+    total = int((counts * counts).sum())
+    if total != flat.numel():
+        raise ValueError(
+            f"{name} has {flat.numel()} entries but the graphs' node counts need sum(n^2) = "
+            f"{total}: the SPD must be computed on the final graphs (apply AddShortestPathDistance "
+            "after any transform that adds or removes nodes), and ptr / batch must be this batch's"
+        )
+
+
+def _require(name: str, t: Tensor | None, fix: str) -> Tensor:
+    if t is None:
+        raise ValueError(f"`{name}` is missing: build the dataset with pre_transform={fix}")
+    return t
+
+
+def to_dense_spd(
+    spd: Tensor,
+    batch: Tensor | None = None,
+    ptr: Tensor | None = None,
+    *,
+    num_graphs: int | None = None,
+    max_num_nodes: int | None = None,
+    validate: bool = False,
+) -> tuple[Tensor, Tensor]:
     r"""Padded shortest-path-distance matrix of a batch, for Graphormer's spatial encoding and
     URPE's SPD-indexed multiplier (Luo et al., NeurIPS 2022, Eq. 4 with ``j - i`` replaced by
     ``SPD(i, j)``).
 
     Args:
-        batch (Data or Batch): a collated :class:`~torch_geometric.data.Batch` (with ``ptr`` or
-            ``batch``) or a single :class:`~torch_geometric.data.Data` (a batch of one), carrying
-            ``spd`` from :class:`~graph_urpe.transforms.AddShortestPathDistance`.
+        spd (Tensor): the collated ``spd`` of
+            :class:`~graph_urpe.transforms.AddShortestPathDistance`, ``[sum_b n_b^2]`` (any integer
+            dtype).
+        batch (LongTensor, optional): graph of each node ``[num_nodes]``. (default: :obj:`None`)
+        ptr (LongTensor, optional): node offsets ``[B + 1]``, used in preference to ``batch``;
+            with neither, ``spd`` is one graph. (default: :obj:`None`)
+        num_graphs (int, optional): ``B`` (with ``batch``). (default: :obj:`None`)
+        max_num_nodes (int, optional): ``N``, at least the largest graph (pad to a fixed size, and
+            avoid the host read of the largest size). (default: :obj:`None`)
+        validate (bool, optional): check that ``spd`` has ``sum_b n_b^2`` entries (a host read).
+            (default: :obj:`False`)
 
     Returns:
         ``(spd, padding_mask)``: ``spd`` long ``[B, N, N]`` with the distances (clipped as stored),
-        :data:`~graph_urpe.transforms.UNREACHABLE` for unreachable pairs *and* for every padded
+        :data:`~graph_urpe.constants.UNREACHABLE` for unreachable pairs *and* for every padded
         cell; ``padding_mask`` bool ``[B, N]``, :obj:`True` at padded node slots (the model tells
-        padding from unreachable pairs by this mask). ``N`` is the largest graph in the batch;
-        node order as in :func:`torch_geometric.utils.to_dense_batch`. Same device as ``batch.spd``.
-
-    Shapes:
-        - **input:** ``batch.spd`` ``[sum_b n_b^2]`` (any integer dtype), ``batch.ptr`` ``[B + 1]``.
-        - **output:** ``[B, N, N]`` long and ``[B, N]`` bool.
+        padding from unreachable pairs by this mask). Node order as in
+        :func:`torch_geometric.utils.to_dense_batch`; same device as ``spd``.
 
     Raises:
-        ValueError: if ``batch.spd`` is missing or its length is not ``sum_b n_b^2``.
+        ValueError: if ``spd`` is :obj:`None`, or (``validate=True``) its length is not
+            ``sum_b n_b^2``.
     """
-    pair_mask, padding_mask = _pair_layout(batch)
-    out = torch.full(pair_mask.shape, UNREACHABLE, dtype=torch.long, device=pair_mask.device)
-    return out.masked_scatter_(pair_mask, batch.spd.long()), padding_mask
+    spd = _require("spd", spd, "graph_urpe.transforms.AddShortestPathDistance()")
+    counts = node_counts(spd, batch, ptr, num_graphs)
+    if validate:
+        _check_length("spd", spd, counts)
+    pair_mask, padding_mask = dense_layout(counts, max_num_nodes)
+    out = torch.full(pair_mask.shape, UNREACHABLE, dtype=torch.long, device=spd.device)
+    return out.masked_scatter_(pair_mask, spd.long()), padding_mask
 
 
-def to_dense_path_edges(batch: Data, max_hops: int) -> Tensor:
+def to_dense_path_edges(
+    spd_pred: Tensor,
+    edge_index: Tensor,
+    batch: Tensor | None = None,
+    ptr: Tensor | None = None,
+    *,
+    max_hops: int,
+    num_graphs: int | None = None,
+    max_num_nodes: int | None = None,
+    validate: bool = False,
+) -> Tensor:
     r"""Edge ids along one shortest path per node pair, for Graphormer's multi-hop edge encoding
     (Ying et al., NeurIPS 2021, Eq. 7: the mean over the path's edges of edge feature times a
     per-hop weight).
@@ -96,66 +183,57 @@ def to_dense_path_edges(batch: Data, max_hops: int) -> Tensor:
     The path from ``i`` to ``j`` is read off the predecessor row of ``j`` stored by
     :class:`~graph_urpe.transforms.AddShortestPathDistance` (``spd_pred``): since the graph is
     undirected, the node after ``u`` on a shortest path from ``u`` to ``j`` is ``pred[j, u]``.
-    The walk runs for ``min(max_hops, N - 1)`` steps, each two 1-D lookups over all ``[B, N, N]``
-    pairs (no Python loop over graphs).
+    The walk runs for ``min(max_hops, N - 1)`` steps, each two 1-D gathers over all ``[B, N, N]``
+    pairs (no Python loop over graphs, no host read).
 
     Args:
-        batch (Data or Batch): as for :func:`to_dense_spd`, also carrying ``spd_pred`` and
-            ``edge_index`` (global node indices, as collated by PyG).
+        spd_pred (Tensor): the collated ``spd_pred`` ``[sum_b n_b^2]``.
+        edge_index (LongTensor): the batch's ``[2, E]`` (global node indices, as collated by PyG).
+        batch, ptr, num_graphs, max_num_nodes: as for :func:`to_dense_spd`.
         max_hops (int): number of edges kept per path (Graphormer's ``multi_hop_max_dist``).
+        validate (bool, optional): check the length of ``spd_pred`` and that every path edge is
+            in ``edge_index`` (host reads). Without it a path edge missing from ``edge_index``
+            counts as absent (-1). (default: :obj:`False`)
 
     Returns:
-        long ``[B, N, N, max_hops]``: entry ``[b, i, j, k]`` is the column of ``batch.edge_index``
-        (equivalently the row of ``batch.edge_attr``) of the ``k``-th edge on the path from node
-        ``i`` to node ``j`` of graph ``b`` (``k = 0`` is the edge leaving ``i``); ``-1`` where the
-        path has fewer than ``k + 1`` edges, ``i == j``, ``j`` is unreachable, or the cell is
-        padding. Edge ``(u, v)`` is the first column with that source and target; if the graph
-        lists only ``(v, u)``, that column is used. Same device as ``batch.spd_pred``. The result
-        is a (non-contiguous) view of a hop-major ``[max_hops, B, N, N]`` buffer: index it, or call
-        ``.contiguous()`` before ``.view()``.
-
-    Shapes:
-        - **input:** ``batch.spd_pred`` ``[sum_b n_b^2]``, ``batch.edge_index`` ``[2, E]``.
-        - **output:** ``[B, N, N, max_hops]``.
+        long ``[B, N, N, max_hops]``: entry ``[b, i, j, k]`` is the column of ``edge_index``
+        (equivalently the row of ``edge_attr``) of the ``k``-th edge on the path from node ``i`` to
+        node ``j`` of graph ``b`` (``k = 0`` is the edge leaving ``i``); ``-1`` where the path has
+        fewer than ``k + 1`` edges, ``i == j``, ``j`` is unreachable, or the cell is padding. Edge
+        ``(u, v)`` is the first column with that source and target; if the graph lists only
+        ``(v, u)``, that column is used. Same device as ``spd_pred``.
 
     Raises:
-        ValueError: if ``max_hops < 1``, ``spd``/``spd_pred`` is missing or of the wrong length,
-            or a shortest path uses an edge absent from ``edge_index``.
+        ValueError: if ``max_hops < 1``, ``spd_pred`` is :obj:`None`, or (``validate=True``) it
+            has the wrong length or a shortest path uses an edge absent from ``edge_index``.
     """
     if not isinstance(max_hops, int) or max_hops < 1:
         raise ValueError(f"max_hops must be a positive integer, got {max_hops!r}")
-    pred_flat = batch.get("spd_pred")
-    if pred_flat is None:
-        raise ValueError(
-            "batch has no `spd_pred` tensor: build the dataset with "
-            "pre_transform=graph_urpe.transforms.AddShortestPathDistance(paths=True)"
-        )
-    pair_mask, padding_mask = _pair_layout(batch)
-    if pred_flat.numel() != batch.spd.numel():
-        raise ValueError(
-            f"batch.spd_pred has {pred_flat.numel()} entries, expected {batch.spd.numel()} "
-            "(= sum n^2, as batch.spd)"
-        )
+    pred_flat = _require(
+        "spd_pred", spd_pred, "graph_urpe.transforms.AddShortestPathDistance(paths=True)"
+    )
+    device = pred_flat.device
+    counts = node_counts(pred_flat, batch, ptr, num_graphs)
+    if validate:
+        _check_length("spd_pred", pred_flat, counts)
+    pair_mask, padding_mask = dense_layout(counts, max_num_nodes)
     num_graphs, max_n = padding_mask.shape
-    device = pair_mask.device
     cells = num_graphs * max_n * max_n
-    hops = torch.full((max_hops, cells), -1, dtype=torch.long, device=device)
-    out = hops.view(max_hops, num_graphs, max_n, max_n).permute(1, 2, 3, 0)
-    if max_n < 2:
-        return out
+    walk = min(max_hops, max_n - 1)
+    if walk < 1:
+        return torch.full((num_graphs, max_n, max_n, max_hops), -1, dtype=torch.long, device=device)
 
     # step[b, u, j]: the node after u on the path from u to j, i.e. pred[b, j, u].
     pred = torch.full(pair_mask.shape, -1, dtype=torch.long, device=device)
     pred.masked_scatter_(pair_mask, pred_flat.long())
-    step = pred.transpose(1, 2).contiguous()
+    step = pred.transpose(1, 2)
     has_step = step >= 0
     step = step.clamp(min=0)
 
     # lookup[b * N * N + u * N + v]: column of edge (u, v) in edge_index, the first listed; else
     # num_edges + the column of (v, u); 2 * num_edges if neither is listed.
-    counts = max_n - padding_mask.sum(1)
     starts = torch.cumsum(counts, 0) - counts
-    edge_index = batch.edge_index.to(device)
+    edge_index = edge_index.to(device)
     num_edges = edge_index.size(1)
     graph = torch.bucketize(edge_index[0], starts, right=True) - 1
     base = graph * (max_n * max_n)
@@ -163,7 +241,7 @@ def to_dense_path_edges(batch: Data, max_hops: int) -> Tensor:
     dst = edge_index[1] - starts[graph]
     ids = torch.arange(num_edges, device=device)
     lookup = torch.full((cells,), 2 * num_edges, dtype=torch.long, device=device)
-    lookup.scatter_reduce_(
+    lookup = lookup.scatter_reduce(
         0,
         torch.cat([base + src * max_n + dst, base + dst * max_n + src]),
         torch.cat([ids, ids + num_edges]),
@@ -176,23 +254,24 @@ def to_dense_path_edges(batch: Data, max_hops: int) -> Tensor:
     graph_base = (torch.arange(num_graphs, device=device) * (max_n * max_n)).view(-1, 1, 1)
     nodes = torch.arange(max_n, device=device)
     edge = lookup[graph_base + nodes.view(1, -1, 1) * max_n + step]
-    if bool((has_step & (edge == 2 * num_edges)).any()):
+    missing = has_step & (edge == 2 * num_edges)
+    if validate and bool(missing.any()):
         raise ValueError(
             "a shortest path in spd_pred uses an edge missing from edge_index: spd_pred must be "
             "computed from this batch's edge_index"
         )
     edge = torch.where(edge >= num_edges, edge - num_edges, edge)
-    dead = torch.tensor([-1], device=device)
-    edge_table = torch.cat([torch.where(has_step, edge, -1).view(-1), dead])
+    dead = torch.full((1,), -1, dtype=torch.long, device=device)
+    edge_table = torch.cat([torch.where(has_step & ~missing, edge, -1).reshape(-1), dead])
     next_state = graph_base + step * max_n + nodes.view(1, 1, -1)
-    next_state = torch.cat([torch.where(has_step, next_state, cells).view(-1), dead + 1 + cells])
+    next_state = torch.cat([torch.where(has_step, next_state, cells).reshape(-1), dead + 1 + cells])
 
     # Walk all pairs (i, j) one hop at a time from i towards j: the walk of pair (b, i, j) starts
-    # in state (b, i, j), i.e. at flat index = its own cell. Two 1-D lookups per hop, written
-    # straight into the hop-major output buffer.
-    hops[0] = edge_table[:cells]
+    # in state (b, i, j), i.e. at flat index = its own cell. Two 1-D gathers per hop.
+    hops = [edge_table[:cells]]
     state = next_state[:cells]
-    for k in range(1, min(max_hops, max_n - 1)):
-        torch.index_select(edge_table, 0, state, out=hops[k])
-        state = next_state.index_select(0, state)
-    return out
+    for _ in range(1, walk):
+        hops.append(edge_table[state])
+        state = next_state[state]
+    hops += [dead.expand(cells)] * (max_hops - walk)
+    return torch.stack(hops, dim=-1).view(num_graphs, max_n, max_n, max_hops)

@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import itertools
 import math
+import unittest.mock
 
 import networkx as nx
 import pytest
 import torch
 from torch_geometric.data import Batch, Data
 
+from graph_urpe.constants import UNREACHABLE
+from graph_urpe.dense import to_dense_path_edges
+from graph_urpe.nn import Graphormer, GraphormerLayer, graph_relation_ids
 from graph_urpe.nn.encoders import CategoricalEncoder, DegreeEncoder
-from graph_urpe.nn.graphormer import Graphormer, GraphormerLayer, graph_relation_ids
-from graph_urpe.transforms import UNREACHABLE, AddShortestPathDistance
+from graph_urpe.transforms import AddShortestPathDistance
 
 SPD = AddShortestPathDistance()
 
@@ -65,17 +68,23 @@ def small_model(**kw):
     with torch.no_grad():
         for p in model.parameters():
             p.copy_(torch.randn_like(p) * 0.3)
-        if model.multiplier is not None:
-            model.multiplier.weight[-1] = 0.0  # padding row stays 0
-        if model.spatial_bias is not None:
-            model.spatial_bias.weight[-1] = 0.0
+        if model.encoder.multiplier is not None:
+            model.encoder.multiplier.weight[-1] = 0.0  # padding row stays 0
+        if model.encoder.spatial_bias is not None:
+            model.encoder.spatial_bias.weight[-1] = 0.0
     return model.eval()
 
 
-def reference_forward(model: Graphormer, data: Data) -> torch.Tensor:
-    """Graphormer for a single graph, written out with loops (independent of the module code)."""
+def reference_forward(model: Graphormer, data: Data, return_maps: bool = False):
+    """Graphormer for a single graph, written out with loops (independent of the module code).
+
+    Returns the graph-level ``[num_tasks]`` or node-level ``[n, num_tasks]`` output (and, with
+    ``return_maps``, per layer the ``[H, n', n']`` attention maps before and after ``C``).
+    """
+    enc = model.encoder
     n = data.num_nodes
-    H, E, L = model.num_heads, model.embed_dim, model.num_layers
+    H, E, L = enc.num_heads, enc.embed_dim, enc.num_layers
+    t = 1 if enc.graph_token is not None else 0  # slot of node 0
     G = nx.Graph()
     G.add_nodes_from(range(n))
     edge_of = {}
@@ -84,64 +93,77 @@ def reference_forward(model: Graphormer, data: Data) -> torch.Tensor:
         edge_of.setdefault((u, v), col)
     dist = dict(nx.all_pairs_shortest_path_length(G))
 
-    atom_w = model.atom_encoder.embedding.weight
-    deg_w = model.degree_encoder.in_degree.weight
-    h = torch.zeros(n + 1, E)
-    h[0] = model.graph_token.view(E)
+    atom_w = enc.atom_encoder.embedding.weight
+    h = torch.zeros(n + t, E)
+    if t:
+        h[0] = enc.graph_token.view(E)
     for v in range(n):
-        deg = min(G.degree(v), model.degree_encoder.max_degree)
-        h[v + 1] = atom_w[int(data.x[v, 0])] + deg_w[deg]
+        h[v + t] = atom_w[int(data.x[v, 0])]
+        if enc.degree_encoder is not None:
+            deg = min(G.degree(v), enc.degree_encoder.max_degree)
+            h[v + t] += enc.degree_encoder.in_degree.weight[deg]
 
-    M = model.max_distance
-    bias = torch.zeros(L, H, n + 1, n + 1)
-    mult = torch.ones(L, H, n + 1, n + 1)
-    for i in range(n + 1):
-        for j in range(n + 1):
-            if i == 0 or j == 0:
+    M = enc.max_distance
+    bias = torch.zeros(L, H, n + t, n + t)
+    mult = torch.ones(L, H, n + t, n + t)
+    for i in range(n + t):
+        for j in range(n + t):
+            if i < t or j < t:
                 rel = M + 2
-            elif j - 1 in dist[i - 1]:
-                rel = min(dist[i - 1][j - 1], M)
+            elif j - t in dist[i - t]:
+                rel = min(dist[i - t][j - t], M)
             else:
                 rel = M + 1
             for layer in range(L):
-                if model.spatial_bias is not None:
-                    w = model.spatial_bias.weight[rel]
-                    bias[layer, :, i, j] += w[layer * H:(layer + 1) * H] if model.bias_per_layer else w
-                if model.multiplier is not None:
-                    w = model.multiplier.weight[rel]
-                    mult[layer, :, i, j] = w[layer * H:(layer + 1) * H] if model.multiplier_per_layer else w
-    if model.edge_encoder is not None:
-        bond_w = model.edge_encoder.embedding.weight
+                if enc.spatial_bias is not None:
+                    w = enc.spatial_bias.weight[rel]
+                    bias[layer, :, i, j] += w[layer * H:(layer + 1) * H] if enc.bias_per_layer else w
+                if enc.multiplier is not None:
+                    w = enc.multiplier.weight[rel]
+                    mult[layer, :, i, j] = w[layer * H:(layer + 1) * H] if enc.multiplier_per_layer else w
+    if enc.edge_encoder is not None:
+        bond_w = enc.edge_encoder.edge_encoder.embedding.weight
         for i in range(n):
             for j in range(n):
                 if i == j or j not in dist[i]:
                     continue
                 path = nx.shortest_path(G, i, j)
-                hops = list(itertools.pairwise(path))[: model.max_hops]
+                hops = list(itertools.pairwise(path))[: enc.max_hops]
                 total = torch.zeros(H)
                 for k, (u, v) in enumerate(hops):
                     e = bond_w[int(data.edge_attr[edge_of[(u, v)], 0])]
-                    total = total + e @ model.hop_weight[k]
-                bias[:, :, i + 1, j + 1] += total / len(hops)
+                    total = total + e @ enc.hop_weight[k]
+                bias[:, :, i + t, j + t] += total / len(hops)
 
-    for layer_idx, layer in enumerate(model.layers):
+    maps = []
+    for layer_idx, layer in enumerate(enc.layers):
         x = torch.nn.functional.layer_norm(h, (E,), layer.attn_norm.weight, layer.attn_norm.bias)
         qkv = x @ layer.attn.qkv_proj.weight.T + layer.attn.qkv_proj.bias
         q, k, v = qkv.split(E, dim=-1)
         d = E // H
-        heads = []
+        heads, before, after = [], [], []
         for head in range(H):
-            qh, kh, vh = (t[:, head * d:(head + 1) * d] for t in (q, k, v))
+            qh, kh, vh = (t_[:, head * d:(head + 1) * d] for t_ in (q, k, v))
             scores = qh @ kh.T / math.sqrt(d) + bias[layer_idx, head]
-            attn = torch.softmax(scores, dim=-1) * mult[layer_idx, head]
+            p = torch.softmax(scores, dim=-1)
+            attn = p * mult[layer_idx, head]
+            before.append(p)
+            after.append(attn)
             heads.append(attn @ vh)
+        maps.append((torch.stack(before), torch.stack(after)))
         out = torch.cat(heads, dim=-1) @ layer.attn.out_proj.weight.T + layer.attn.out_proj.bias
         h = h + out
         x = torch.nn.functional.layer_norm(h, (E,), layer.ffn_norm.weight, layer.ffn_norm.bias)
         x = torch.nn.functional.gelu(x @ layer.ffn[0].weight.T + layer.ffn[0].bias)
         h = h + x @ layer.ffn[3].weight.T + layer.ffn[3].bias
-    g = torch.nn.functional.layer_norm(h[0], (E,), model.final_norm.weight, model.final_norm.bias)
-    return g @ model.head.weight.T + model.head.bias
+    h = torch.nn.functional.layer_norm(h, (E,), enc.final_norm.weight, enc.final_norm.bias)
+    if model.level == "node":
+        out = h[t:] @ model.head.weight.T + model.head.bias
+    else:
+        pooled = {"graph_token": lambda: h[0], "mean": lambda: h[t:].mean(0),
+                  "sum": lambda: h[t:].sum(0)}[model.readout]()
+        out = pooled @ model.head.linear.weight.T + model.head.linear.bias
+    return (out, maps) if return_maps else out
 
 
 @pytest.mark.parametrize(
@@ -152,6 +174,10 @@ def reference_forward(model: Graphormer, data: Data) -> torch.Tensor:
         {"attention": "none"},
         {"attention": "urpe", "multiplier_per_layer": True, "bias_per_layer": True},
         {"attention": "urpe", "edge_encoding": "none"},
+        {"attention": "urpe", "graph_token": False},  # readout: mean
+        {"attention": "rpe", "graph_token": False, "readout": "sum"},
+        {"attention": "urpe", "readout": "mean", "centrality_encoding": False},
+        {"attention": "none", "edge_encoding": "none", "centrality_encoding": False},
     ],
 )
 def test_forward_matches_reference_in_a_padded_batch(kw):
@@ -233,18 +259,18 @@ def test_permutation_invariance(graph_fn, kw):
 def test_urpe_with_unit_c_equals_rpe_and_rpe_has_no_c():
     urpe = small_model(attention="urpe")
     rpe = small_model(attention="rpe")
-    assert rpe.multiplier is None
-    rpe.load_state_dict({k: v for k, v in urpe.state_dict().items() if not k.startswith("multiplier")})
+    assert rpe.encoder.multiplier is None
+    rpe.load_state_dict({k: v for k, v in urpe.state_dict().items() if not k.startswith("encoder.multiplier")})
     batch = Batch.from_data_list([tree_graph(), ring_graph()])
     with torch.no_grad():
-        urpe.multiplier.weight[:-1] = 1.0
+        urpe.encoder.multiplier.weight[:-1] = 1.0
         torch.testing.assert_close(urpe(batch), rpe(batch))
-        urpe.multiplier.weight[:-1] = torch.linspace(-1.0, 2.0, urpe.multiplier.weight[:-1].numel()).view(-1, 4)
+        urpe.encoder.multiplier.weight[:-1] = torch.linspace(-1.0, 2.0, urpe.encoder.multiplier.weight[:-1].numel()).view(-1, 4)
         assert not torch.allclose(urpe(batch), rpe(batch), atol=1e-3)  # C matters in URPE
     # Fresh URPE starts as RPE: C initialised to ones (padding row 0).
     fresh = Graphormer(1, 28, 4, num_layers=1, embed_dim=8, num_heads=2, ffn_dim=8)
-    assert torch.equal(fresh.multiplier.weight[:-1], torch.ones_like(fresh.multiplier.weight[:-1]))
-    assert torch.equal(fresh.multiplier.weight[-1], torch.zeros(2))
+    assert torch.equal(fresh.encoder.multiplier.weight[:-1], torch.ones_like(fresh.encoder.multiplier.weight[:-1]))
+    assert torch.equal(fresh.encoder.multiplier.weight[-1], torch.zeros(2))
 
 
 def test_padding_does_not_leak_and_gradients_flow():
@@ -313,3 +339,116 @@ def test_torch_compile_matches_eager():
     compiled = torch.compile(model, backend="aot_eager")
     with torch.no_grad():
         torch.testing.assert_close(compiled(batch), model(batch), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("batch_size", [1, 3])
+def test_edge_bias_without_spatial_bias_has_no_layer_axis(batch_size):
+    # attention="none" + multi-hop edge encoding + bias_per_layer: the bias is the edge encoding
+    # alone, shared by all layers (5 layers > 4 heads used to raise IndexError; at batch size 1
+    # it silently indexed the head axis by layer).
+    model = small_model(attention="none", edge_encoding="multi_hop", bias_per_layer=True,
+                        num_layers=5)
+    graphs = [tree_graph(0), ring_graph(1), even_ring_graph(2)][:batch_size]
+    with torch.no_grad():
+        out = model(Batch.from_data_list(graphs))
+        for b, g in enumerate(graphs):
+            torch.testing.assert_close(out[b], reference_forward(model, g), atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("kw", [{}, {"graph_token": False, "centrality_encoding": False}])
+def test_node_level_matches_reference(kw):
+    model = small_model(level="node", **kw)
+    graphs = [tree_graph(0), ring_graph(1), make_graph([], 1, 28, 4, 2)]
+    batch = Batch.from_data_list(graphs)
+    with torch.no_grad():
+        out = model(batch)
+    assert out.shape == (batch.num_nodes, 2)
+    for b, g in enumerate(graphs):
+        rows = out[batch.ptr[b]:batch.ptr[b + 1]]
+        torch.testing.assert_close(rows, reference_forward(model, g), atol=1e-4, rtol=1e-4)
+
+
+def test_encoder_returns_nodes_token_and_attention_maps():
+    model = small_model(attention="urpe", multiplier_per_layer=True)
+    graphs = [tree_graph(0), ring_graph(1)]
+    batch = Batch.from_data_list(graphs)
+    with torch.no_grad():
+        out, maps = model(batch, return_attention=True)
+        nodes, token = model.encoder(batch.x, batch.edge_index, batch.spd, batch.batch, batch.ptr,
+                                     batch.edge_attr, batch.spd_pred)
+    torch.testing.assert_close(out, model(batch))
+    assert nodes.shape == (batch.num_nodes, 16) and token.shape == (2, 16)
+    assert len(maps) == 2
+    for b, g in enumerate(graphs):
+        _, ref_maps = reference_forward(model, g, return_maps=True)
+        n = g.num_nodes + 1
+        for (before, after), (ref_before, ref_after) in zip(maps, ref_maps, strict=True):
+            torch.testing.assert_close(before[b, :, :n, :n], ref_before, atol=1e-5, rtol=1e-5)
+            torch.testing.assert_close(after[b, :, :n, :n], ref_after, atol=1e-5, rtol=1e-5)
+            assert (before[b, :, :, n:] == 0).all()  # padded keys
+
+
+def test_structural_encodings_can_be_turned_off():
+    model = Graphormer(1, 28, 4, num_layers=1, embed_dim=8, num_heads=2, ffn_dim=8,
+                       centrality_encoding=False, edge_encoding="none", graph_token=False)
+    enc = model.encoder
+    assert enc.degree_encoder is None and enc.edge_encoder is None and enc.graph_token is None
+    assert model.readout == "mean" and model.hop_weight is None
+    slim = Graphormer.slim()
+    assert slim.hop_weight is slim.encoder.edge_encoder.hop_weight
+    with pytest.raises(ValueError, match="graph_token=True"):
+        Graphormer(1, 28, 4, graph_token=False, readout="graph_token")
+    with pytest.raises(ValueError, match="readout"):
+        Graphormer(1, 28, 4, readout="max")
+    with pytest.raises(ValueError, match="level"):
+        Graphormer(1, 28, 4, level="edge")
+
+
+def test_validate_inputs_names_the_column_and_unvalidated_still_raises():
+    data = tree_graph()
+    data.x[0, 0] = 30  # outside the 28 atom types
+    batch = Batch.from_data_list([data])
+    with pytest.raises(ValueError, match="column 0"):
+        small_model(validate_inputs=True)(batch)
+    with pytest.raises(IndexError):
+        small_model()(batch)
+
+
+def test_sparse_and_dense_edge_gathers_agree():
+    # The CPU-eager sparse gather and the compile / accelerator dense gather compute the same sum.
+    model = small_model()
+    batch = Batch.from_data_list([tree_graph(), ring_graph(), even_ring_graph()])
+    path = to_dense_path_edges(batch.spd_pred, batch.edge_index, ptr=batch.ptr, max_hops=3)
+    enc = model.encoder.edge_encoder
+    sparse = enc(batch.edge_attr, path)
+    with unittest.mock.patch.object(torch.compiler, "is_compiling", return_value=True):
+        dense = enc(batch.edge_attr, path)
+    torch.testing.assert_close(sparse, dense)
+
+
+def test_torch_compile_two_shapes_rpe():
+    # The RPE model (no URPE multiplier: its compile is the attention core's business) compiles
+    # and recompiles for a second padded size without crashing, and matches eager.
+    model = small_model(num_layers=1, attention="rpe")
+    compiled = torch.compile(model, backend="aot_eager", dynamic=False)
+    with torch.no_grad():
+        for graphs in ([tree_graph(), ring_graph()], [ring_graph(), even_ring_graph()]):
+            batch = Batch.from_data_list(graphs)
+            torch.testing.assert_close(compiled(batch), model(batch), atol=1e-5, rtol=1e-5)
+
+
+def test_no_graph_break_when_the_padded_size_is_given():
+    # No host synchronisation in the RPE forward (multi-hop edge encoding included) once N is
+    # known: dynamo traces the whole encoder and head as one graph.
+    model = small_model(attention="rpe", num_layers=1).train()
+    batch = Batch.from_data_list([tree_graph(), ring_graph()])
+
+    def forward(x, edge_index, spd, vec, ptr, edge_attr, spd_pred):
+        nodes, token = model.encoder(x, edge_index, spd, vec, ptr, edge_attr, spd_pred,
+                                     num_graphs=2, max_num_nodes=9)
+        return nodes.sum() + (0 if token is None else token.sum())
+
+    explained = torch._dynamo.explain(forward)(
+        batch.x, batch.edge_index, batch.spd, batch.batch, batch.ptr, batch.edge_attr,
+        batch.spd_pred)
+    assert explained.graph_break_count == 0, explained.break_reasons

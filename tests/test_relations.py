@@ -5,7 +5,14 @@ import math
 import pytest
 import torch
 
-from graph_urpe.nn import RelationEmbedding, num_relative_positions, relative_position_ids
+from graph_urpe.constants import UNREACHABLE
+from graph_urpe.nn import (
+    RelationEmbedding,
+    graph_relation_ids,
+    num_graph_relations,
+    num_relative_positions,
+    relative_position_ids,
+)
 
 
 def test_unique_bidirectional_ids_hand_worked():
@@ -89,3 +96,23 @@ def test_relation_embedding_shapes_init_and_padding():
     for h in range(3):
         torch.testing.assert_close(out2[:, h], b.weight[:, h][ids2])
     assert "RelationEmbedding(1000, num_heads=3" in repr(b)
+
+
+def test_graph_relation_ids_without_graph_token():
+    # Graph 0: path 0-1-2 (distance 2 clipped to max_distance 1); graph 1: two isolated nodes.
+    spd = torch.tensor([
+        [[0, 1, 2], [1, 0, 1], [2, 1, 0]],
+        [[0, UNREACHABLE, UNREACHABLE], [UNREACHABLE, 0, UNREACHABLE],
+         [UNREACHABLE, UNREACHABLE, UNREACHABLE]],
+    ])
+    pad = torch.tensor([[False, False, False], [False, False, True]])
+    assert num_graph_relations(1) == 5  # 0, 1, unreachable 2, token 3, padding 4
+    ids = graph_relation_ids(spd, pad, max_distance=1, graph_token=False)
+    expected = torch.tensor([
+        [[0, 1, 1], [1, 0, 1], [1, 1, 0]],
+        [[0, 2, 4], [2, 0, 4], [4, 4, 4]],
+    ])
+    assert torch.equal(ids, expected)
+    with_token = graph_relation_ids(spd, pad, max_distance=1)
+    assert torch.equal(with_token[:, 1:, 1:], expected)
+    assert (with_token[0, 0] == 3).all() and (with_token[:, :, 0][:, :3] == 3).all()

@@ -1,16 +1,23 @@
 """PyG-style layers for URPE attention (Luo et al., NeurIPS 2022, arXiv 2205.13401).
 
 What researchers import: the attention core :func:`~graph_urpe.nn.functional.urpe_attention`,
-:class:`MultiheadURPEAttention`, relation tables (:class:`RelationEmbedding`), and the graph and
-sequence models built from them. No training code lives here.
+:class:`MultiheadURPEAttention`, relation ids and tables (:class:`RelationEmbedding`,
+:func:`graph_relation_ids`, :func:`relative_position_ids`), the graph layers (:class:`URPEGraphConv`
+in PyG's sparse layout, :class:`GraphormerLayer` dense), the feature encoders, the dense helpers of
+:mod:`graph_urpe.dense` (re-exported here), and the graph and sequence models built from them. No
+training code lives here, and nothing from the data side.
 """
 
+from graph_urpe.dense import from_dense_batch, to_dense_path_edges, to_dense_spd
 from graph_urpe.nn.attention import MultiheadURPEAttention
-from graph_urpe.nn.encoders import CategoricalEncoder, DegreeEncoder
+from graph_urpe.nn.encoders import CategoricalEncoder, DegreeEncoder, MultiHopEdgeEncoder
 from graph_urpe.nn.functional import urpe_attention
-from graph_urpe.nn.graphormer import Graphormer, GraphormerLayer, graph_relation_ids
+from graph_urpe.nn.graphormer import GraphHead, Graphormer, GraphormerEncoder
+from graph_urpe.nn.layers import GraphormerLayer, URPEGraphConv
 from graph_urpe.nn.relations import (
     RelationEmbedding,
+    graph_relation_ids,
+    num_graph_relations,
     num_relative_positions,
     relative_position_ids,
 )
@@ -19,15 +26,23 @@ from graph_urpe.nn.transformer import SequenceTransformer, TransformerLayer, Tra
 __all__ = [
     "CategoricalEncoder",
     "DegreeEncoder",
+    "GraphHead",
     "Graphormer",
+    "GraphormerEncoder",
     "GraphormerLayer",
+    "MultiHopEdgeEncoder",
     "MultiheadURPEAttention",
     "RelationEmbedding",
     "SequenceTransformer",
     "TransformerLM",
     "TransformerLayer",
+    "URPEGraphConv",
+    "from_dense_batch",
     "graph_relation_ids",
+    "num_graph_relations",
     "num_relative_positions",
     "relative_position_ids",
+    "to_dense_path_edges",
+    "to_dense_spd",
     "urpe_attention",
 ]

@@ -15,7 +15,13 @@ arXiv 2205.13401, Sec. 4 and Eq. (4)) multiplies the softmax attention matrix el
 learnable ``C[i, j] = c_{SPD(i, j)}`` per head, initialised to ones, so training starts from the
 plain Graphormer.
 
-Relation ids (:func:`graph_relation_ids`) name every (query, key) cell of the ``[N + 1, N + 1]``
+The model is split into :class:`GraphormerEncoder` (node embeddings in PyG's sparse layout, plus
+the graph token's) and a head: :class:`GraphHead` (graph token, mean or sum readout) or a linear
+node-level head; :class:`Graphormer` composes them. Each structural encoding can be turned off on
+its own (``centrality_encoding``, ``edge_encoding``, ``graph_token``, and ``attention="none"`` for
+``B`` and ``C``), so ablations need no code.
+
+Relation ids (:func:`~graph_urpe.nn.graph_relation_ids`) name every (query, key) cell of the ``[N + 1, N + 1]``
 attention map (graph token first): distances ``0 .. max_distance`` (larger distances share the
 last), then *unreachable* (other connected component), *graph token* (any pair involving the
 token, Graphormer's virtual distance) and *padding*. ``B`` and ``C`` are per-head tables over these
@@ -31,6 +37,10 @@ Choices (documented here, as the paper does not fix them):
   centrality encoding and the edge encoding are kept as Graphormer's feature encodings; note that
   the multi-hop edge encoding still follows shortest paths, so set ``edge_encoding="none"`` too for
   a model that sees no pair structure at all.
+* Identical node features give every node the same output (so no node-level structural function
+  can be learned) with ``attention="rpe"`` only where nothing else breaks the symmetry: no graph
+  token, no centrality encoding, no edge encoding (Luo et al., 2022, Sec. 3, carried to graphs).
+  URPE's ``C`` breaks it.
 * Unreachable pairs get their own learned id; they are not masked out of attention (Graphormer's
   reference collator masks pairs with ``SPD >= 20``, which also hides other components).
 * The multi-hop edge encoding follows *one* shortest path per pair (the one stored by
@@ -38,6 +48,14 @@ Choices (documented here, as the paper does not fix them):
   (e.g. opposite atoms of a benzene ring), which one is used depends on the node numbering, as in
   Graphormer, so the model is exactly permutation invariant when shortest paths are unique or with
   ``edge_encoding="none"``; everything else (centrality, ``B``, ``C``, readout) is invariant.
+
+Host synchronisation (issue 13): a forward pass reads one number on the host, the largest graph
+size of the batch (as :func:`~torch_geometric.utils.to_dense_batch`; pass ``max_num_nodes`` to
+avoid it), plus, on CPU in eager mode only, the sparse gather of the edge encoding (see
+:class:`~graph_urpe.nn.MultiHopEdgeEncoder`). Input checks that need more (feature ranges, SPD
+lengths, path edges) run only with ``validate_inputs=True``; without them feature values out of
+range still raise (from the embedding lookup), and the SPD tensors are consistent by construction
+when :class:`~graph_urpe.transforms.AddShortestPathDistance` is the last transform.
 """
 
 from __future__ import annotations
@@ -49,172 +67,61 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch_geometric.data import Data
+from torch_geometric.nn import global_add_pool, global_mean_pool
 from torch_geometric.utils import to_dense_batch
 
-from graph_urpe.dense import to_dense_path_edges, to_dense_spd
-from graph_urpe.nn.attention import MultiheadURPEAttention
-from graph_urpe.nn.encoders import CategoricalEncoder, DegreeEncoder
-from graph_urpe.nn.relations import RelationEmbedding
-from graph_urpe.transforms import UNREACHABLE
+from graph_urpe.dense import (
+    batch_vector,
+    from_dense_batch,
+    node_counts,
+    to_dense_path_edges,
+    to_dense_spd,
+)
+from graph_urpe.nn.encoders import CategoricalEncoder, DegreeEncoder, MultiHopEdgeEncoder
+from graph_urpe.nn.layers import ATTENTION_KINDS, GraphormerLayer
+from graph_urpe.nn.relations import (
+    RelationEmbedding,
+    graph_relation_ids,
+    num_graph_relations,
+    token_padding_mask,
+)
 
-__all__ = ["Graphormer", "GraphormerLayer", "graph_relation_ids", "num_graph_relations"]
+__all__ = ["GraphHead", "Graphormer", "GraphormerEncoder"]
 
-ATTENTION_KINDS = ("none", "rpe", "urpe")
 EDGE_ENCODINGS = ("none", "multi_hop")
+READOUTS = ("graph_token", "mean", "sum")
+LEVELS = ("graph", "node")
+
+AttentionMaps = list[tuple[Tensor, Tensor]]
 
 
-def num_graph_relations(max_distance: int) -> int:
-    """Number of relation ids made by :func:`graph_relation_ids`: ``max_distance + 4``.
-
-    Ids: ``0 .. max_distance`` (distance), ``max_distance + 1`` (unreachable), ``max_distance + 2``
-    (graph token), ``max_distance + 3`` (padding).
-    """
-    if max_distance < 0:
-        raise ValueError(f"max_distance must be >= 0, got {max_distance}.")
-    return max_distance + 4
+def _init_linear(module: nn.Module, std: float) -> None:
+    """Graphormer's init of every linear layer in ``module``: ``N(0, std)`` weights, zero bias."""
+    for m in module.modules():
+        if isinstance(m, nn.Linear):
+            nn.init.normal_(m.weight, 0.0, std)
+            if m.bias is not None:
+                nn.init.zeros_(m.bias)
 
 
-def graph_relation_ids(spd: Tensor, padding_mask: Tensor, max_distance: int) -> Tensor:
-    r"""Relation ids of all (query, key) pairs of the graph-token-augmented attention map.
+class GraphormerEncoder(nn.Module):
+    r"""Graphormer's encoder with ``none`` / ``rpe`` / ``urpe`` attention: node embeddings in PyG's
+    sparse layout, and the graph token's.
 
-    Position 0 is the graph token, positions ``1..N`` the (padded) nodes. The id of cell
-    ``[b, i, j]`` is, in order of precedence: padding (``max_distance + 3``) if node ``i`` or
-    ``j`` is a padded slot; graph token (``max_distance + 2``) if ``i == 0`` or ``j == 0``;
-    unreachable (``max_distance + 1``) if ``SPD = UNREACHABLE``; else ``min(SPD, max_distance)``.
-
-    Source: Ying et al., NeurIPS 2021, Eq. (6) (spatial encoding with a virtual distance for the
-    graph token); Luo et al., NeurIPS 2022, Eq. (4) (``C`` indexed by the same relation).
-
-    Args:
-        spd (Tensor): padded SPD, long ``[B, N, N]``, from :func:`graph_urpe.dense.to_dense_spd`.
-        padding_mask (BoolTensor): ``[B, N]``, ``True`` at padded node slots.
-        max_distance (int): largest distinguished distance.
-
-    Shapes:
-        - **output**: long ``[B, N + 1, N + 1]`` with values in
-          ``[0, num_graph_relations(max_distance))``
-
-    Raises:
-        ValueError: if shapes disagree or ``max_distance`` is negative.
-    """
-    num_graph_relations(max_distance)
-    if spd.dim() != 3 or padding_mask.shape != spd.shape[:2] or spd.shape[1] != spd.shape[2]:
-        raise ValueError(
-            f"spd must be [B, N, N] and padding_mask [B, N]; got {tuple(spd.shape)} and "
-            f"{tuple(padding_mask.shape)}."
-        )
-    unreachable, token, pad = max_distance + 1, max_distance + 2, max_distance + 3
-    ids = torch.where(spd == UNREACHABLE, unreachable, spd.clamp(min=0, max=max_distance))
-    ids = F.pad(ids, (1, 0, 1, 0), value=token)
-    mask = F.pad(padding_mask, (1, 0), value=False)
-    return ids.masked_fill(mask[:, :, None] | mask[:, None, :], pad)
-
-
-class GraphormerLayer(nn.Module):
-    r"""Pre-LayerNorm Transformer encoder layer with URPE attention (Graphormer's layer).
-
-    .. math::
-        \mathbf{h}' &= \mathbf{h} + \mathrm{Dropout}\left(\mathrm{Attn}_U(\mathrm{LN}(\mathbf{h});
-            B, C)\right) \\
-        \mathbf{h}'' &= \mathbf{h}' + \mathrm{Dropout}\left(W_2\, \mathrm{Dropout}_{act}
-            (\mathrm{GELU}(W_1 \mathrm{LN}(\mathbf{h}')))\right)
-
-    with :math:`\mathrm{Attn}_U` = :class:`~graph_urpe.nn.MultiheadURPEAttention`
-    (Luo et al., NeurIPS 2022, Eq. (4)); Ying et al., NeurIPS 2021, Eqs. (8)-(9). Usable on its own
-    in any dense graph model: pass any per-head bias and multiplier.
-
-    Args:
-        embed_dim (int): width ``C``.
-        num_heads (int): heads ``H`` (``embed_dim`` must be divisible by it).
-        ffn_dim (int, optional): hidden width of the feed-forward block.
-            (default: :obj:`None`, same as ``embed_dim`` as in Graphormer-slim)
-        dropout (float, optional): dropout after attention and after the FFN. (default: :obj:`0.1`)
-        attention_dropout (float, optional): dropout on the attention weights.
-            (default: :obj:`0.1`)
-        activation_dropout (float, optional): dropout after the GELU. (default: :obj:`0.0`)
-
-    Shapes:
-        - **x**: ``[B, N, C]`` float
-        - **attn_bias**, **multiplier**: broadcastable to ``[B, H, N, N]`` (optional)
-        - **key_padding_mask**: ``[B, N]`` bool, ``True`` = padded (optional)
-        - **output**: ``[B, N, C]``
-    """
-
-    def __init__(
-        self,
-        embed_dim: int,
-        num_heads: int,
-        ffn_dim: int | None = None,
-        dropout: float = 0.1,
-        attention_dropout: float = 0.1,
-        activation_dropout: float = 0.0,
-    ) -> None:
-        super().__init__()
-        self.embed_dim = embed_dim
-        self.num_heads = num_heads
-        self.ffn_dim = embed_dim if ffn_dim is None else ffn_dim
-        self.attn_norm = nn.LayerNorm(embed_dim)
-        self.attn = MultiheadURPEAttention(embed_dim, num_heads, dropout=attention_dropout)
-        self.ffn_norm = nn.LayerNorm(embed_dim)
-        self.ffn = nn.Sequential(
-            nn.Linear(embed_dim, self.ffn_dim),
-            nn.GELU(),
-            nn.Dropout(activation_dropout),
-            nn.Linear(self.ffn_dim, embed_dim),
-        )
-        self.dropout = nn.Dropout(dropout)
-
-    def reset_parameters(self) -> None:
-        """Reset the norms, the attention projections and the FFN."""
-        self.attn_norm.reset_parameters()
-        self.ffn_norm.reset_parameters()
-        self.attn.reset_parameters()
-        self.ffn[0].reset_parameters()
-        self.ffn[3].reset_parameters()
-
-    def forward(
-        self,
-        x: Tensor,
-        attn_bias: Tensor | None = None,
-        multiplier: Tensor | None = None,
-        key_padding_mask: Tensor | None = None,
-    ) -> Tensor:
-        """One layer; see the class docstring for shapes."""
-        h = self.attn(
-            self.attn_norm(x),
-            attn_bias=attn_bias,
-            multiplier=multiplier,
-            key_padding_mask=key_padding_mask,
-        )
-        x = x + self.dropout(h)
-        return x + self.dropout(self.ffn(self.ffn_norm(x)))
-
-    def __repr__(self) -> str:
-        return (
-            f"{self.__class__.__name__}({self.embed_dim}, num_heads={self.num_heads}, "
-            f"ffn_dim={self.ffn_dim})"
-        )
-
-
-class Graphormer(nn.Module):
-    r"""Graphormer for graph-level prediction with ``none`` / ``rpe`` / ``urpe`` attention.
-
-    Consumes a PyG batch whose graphs went through
+    Consumes the tensors of a PyG batch whose graphs went through
     :class:`~graph_urpe.transforms.AddShortestPathDistance` (``spd``, and ``spd_pred`` when
     ``edge_encoding="multi_hop"``), with integer node features ``x`` and edge features
-    ``edge_attr``. See the module docstring for the encodings and the relation ids.
-
-    Per forward pass the relation ids are built once; ``B`` and ``C`` for all layers are gathered
-    with one embedding lookup each, and the edge encoding is computed once and added to every
-    layer's bias.
+    ``edge_attr``. See the module docstring for the encodings and the relation ids. Per forward
+    pass the batch is densified once, the relation ids are built once, ``B`` and ``C`` for all
+    layers are gathered with one embedding lookup each, and the edge encoding is computed once and
+    added to every layer's bias.
 
     Sources: Ying et al., NeurIPS 2021, Eqs. (5)-(9) (Graphormer); Luo et al., NeurIPS 2022,
     Eq. (4) and Sec. 4.2 (URPE-based Graphormer).
 
     Args:
-        num_tasks (int): outputs per graph.
         atom_categories (int or list[int]): vocabulary size of each node feature column
-            (see :class:`~graph_urpe.nn.encoders.CategoricalEncoder`).
+            (see :class:`~graph_urpe.nn.CategoricalEncoder`).
         bond_categories (int or list[int], optional): vocabulary size of each edge feature
             column; required for ``edge_encoding="multi_hop"``. (default: :obj:`None`)
         num_layers (int, optional): number of layers ``L``. (default: :obj:`12`)
@@ -231,26 +138,33 @@ class Graphormer(nn.Module):
         bias_per_layer (bool, optional): one ``B`` table per layer. (default: :obj:`False`)
         multiplier_per_layer (bool, optional): one ``C`` table per layer. (default: :obj:`False`)
         directed_degree (bool, optional): separate in/out-degree tables. (default: :obj:`False`)
+        centrality_encoding (bool, optional): add the degree embedding (Eq. (5)).
+            (default: :obj:`True`)
+        graph_token (bool, optional): prepend the virtual graph token. (default: :obj:`True`)
         dropout (float, optional): residual dropout. (default: :obj:`0.1`)
         attention_dropout (float, optional): attention-weight dropout. (default: :obj:`0.1`)
         activation_dropout (float, optional): FFN activation dropout. (default: :obj:`0.0`)
         input_dropout (float, optional): dropout on the input embeddings. (default: :obj:`0.0`)
+        validate_inputs (bool, optional): check feature ranges, SPD lengths and path edges with
+            clear messages (host reads in every forward). (default: :obj:`False`)
 
     Shapes:
-        - **input**: a :class:`~torch_geometric.data.Batch` (or one
-          :class:`~torch_geometric.data.Data`) with ``x`` ``[n, F]`` long, ``edge_index``
-          ``[2, E]``, ``edge_attr`` ``[E, Fe]`` long, ``spd`` (and ``spd_pred``), ``batch``.
-        - **output**: ``[num_graphs, num_tasks]`` float
+        - **x**: ``[num_nodes, F]`` long; **edge_index**: ``[2, E]``; **edge_attr**: ``[E, Fe]``
+          long; **spd** (and **spd_pred**): ``[sum_b n_b^2]``; **batch**: ``[num_nodes]``;
+          **ptr**: ``[B + 1]``
+        - **output**: ``(nodes [num_nodes, embed_dim], token [B, embed_dim] or None)`` (after the
+          final LayerNorm); with ``return_attention=True`` also a list with, per layer, the
+          attention maps before and after ``C``, ``[B, H, N', N']`` each (padded,
+          ``N' = N + 1`` with the graph token in slot 0)
 
     Raises:
         ValueError: for an unknown ``attention`` / ``edge_encoding``, a missing
-            ``bond_categories`` with the edge encoding on, or malformed input (missing ``spd``,
-            feature values out of range).
+            ``bond_categories`` with the edge encoding on, or missing inputs (``spd``,
+            ``spd_pred``, ``edge_attr``).
     """
 
     def __init__(
         self,
-        num_tasks: int,
         atom_categories: int | Sequence[int],
         bond_categories: int | Sequence[int] | None = None,
         num_layers: int = 12,
@@ -265,10 +179,13 @@ class Graphormer(nn.Module):
         bias_per_layer: bool = False,
         multiplier_per_layer: bool = False,
         directed_degree: bool = False,
+        centrality_encoding: bool = True,
+        graph_token: bool = True,
         dropout: float = 0.1,
         attention_dropout: float = 0.1,
         activation_dropout: float = 0.0,
         input_dropout: float = 0.0,
+        validate_inputs: bool = False,
     ) -> None:
         super().__init__()
         if attention not in ATTENTION_KINDS:
@@ -282,12 +199,10 @@ class Graphormer(nn.Module):
                 "edge_encoding='multi_hop' needs bond_categories (vocabulary size of each edge "
                 "feature column); pass it or set edge_encoding='none'."
             )
-        if num_tasks <= 0 or num_layers <= 0 or max_hops <= 0:
+        if num_layers <= 0 or max_hops <= 0:
             raise ValueError(
-                f"num_tasks, num_layers and max_hops must be positive, got {num_tasks}, "
-                f"{num_layers}, {max_hops}."
+                f"num_layers and max_hops must be positive, got {num_layers}, {max_hops}."
             )
-        self.num_tasks = num_tasks
         self.num_layers = num_layers
         self.embed_dim = embed_dim
         self.num_heads = num_heads
@@ -297,29 +212,31 @@ class Graphormer(nn.Module):
         self.edge_encoding = edge_encoding
         self.bias_per_layer = bias_per_layer
         self.multiplier_per_layer = multiplier_per_layer
+        self.validate_inputs = validate_inputs
 
-        self.atom_encoder = CategoricalEncoder(atom_categories, embed_dim)
-        self.degree_encoder = DegreeEncoder(max_degree, embed_dim, directed=directed_degree)
-        self.graph_token = nn.Parameter(torch.empty(1, 1, embed_dim))
+        self.atom_encoder = CategoricalEncoder(atom_categories, embed_dim, validate=validate_inputs)
+        self.degree_encoder = (
+            DegreeEncoder(max_degree, embed_dim, directed=directed_degree)
+            if centrality_encoding else None
+        )
+        self.graph_token = nn.Parameter(torch.empty(1, 1, embed_dim)) if graph_token else None
         self.input_dropout = nn.Dropout(input_dropout)
 
         num_rel = num_graph_relations(max_distance)
-        pad = num_rel - 1
         self.spatial_bias = None
         self.multiplier = None
         if attention != "none":
             heads = num_heads * (num_layers if bias_per_layer else 1)
-            self.spatial_bias = RelationEmbedding(num_rel, heads, init="normal", padding_idx=pad)
+            self.spatial_bias = RelationEmbedding(
+                num_rel, heads, init="normal", padding_idx=num_rel - 1
+            )
         if attention == "urpe":
             heads = num_heads * (num_layers if multiplier_per_layer else 1)
-            self.multiplier = RelationEmbedding(num_rel, heads, init="ones", padding_idx=pad)
-
-        self.edge_encoder = None
-        self.hop_weight = None
-        if edge_encoding == "multi_hop":
-            self.edge_encoder = CategoricalEncoder(bond_categories, num_heads)
-            self.hop_weight = nn.Parameter(torch.empty(max_hops, num_heads, num_heads))
-
+            self.multiplier = RelationEmbedding(num_rel, heads, init="ones", padding_idx=num_rel - 1)
+        self.edge_encoder = (
+            MultiHopEdgeEncoder(bond_categories, num_heads, max_hops, validate=validate_inputs)
+            if edge_encoding == "multi_hop" else None
+        )
         self.layers = nn.ModuleList(
             GraphormerLayer(
                 embed_dim, num_heads, ffn_dim, dropout, attention_dropout, activation_dropout
@@ -327,8 +244,261 @@ class Graphormer(nn.Module):
             for _ in range(num_layers)
         )
         self.final_norm = nn.LayerNorm(embed_dim)
-        self.head = nn.Linear(embed_dim, num_tasks)
         self.reset_parameters()
+
+    @property
+    def hop_weight(self) -> nn.Parameter | None:
+        """The ``[max_hops, H, H]`` hop weights of the edge encoding (:obj:`None` without it)."""
+        return None if self.edge_encoder is None else self.edge_encoder.hop_weight
+
+    def no_weight_decay(self) -> set[str]:
+        """Parameters that are embeddings although they are not in an embedding table (the timm
+        convention, read by :func:`graph_urpe.tasks.optim.parameter_groups`): the graph token."""
+        return {"graph_token"} if self.graph_token is not None else set()
+
+    def reset_parameters(self) -> None:
+        """Graphormer's initialisation: linear weights ``N(0, 0.02 / sqrt(L))`` with zero biases,
+        embeddings and the graph token ``N(0, 0.02)``, the spatial bias ``N(0, 0.02)``, ``C``
+        ones, the hop weights ``N(0, 0.02)``, LayerNorms to identity."""
+        _init_linear(self, 0.02 / math.sqrt(self.num_layers))
+        for module in self.modules():
+            if isinstance(module, nn.LayerNorm):
+                module.reset_parameters()
+        for part in (self.atom_encoder, self.degree_encoder, self.spatial_bias, self.multiplier,
+                     self.edge_encoder):
+            if part is not None:
+                part.reset_parameters()
+        if self.graph_token is not None:
+            nn.init.normal_(self.graph_token, 0.0, 0.02)
+
+    def _per_layer(self, table: RelationEmbedding | None, ids: Tensor, per_layer: bool):
+        """Gather a relation table once: ``[B, L, H, N', N']`` (per layer) or ``[B, H, N', N']``."""
+        if table is None:
+            return None
+        values = table(ids)  # [B, heads, N', N']
+        return values.unflatten(1, (self.num_layers, self.num_heads)) if per_layer else values
+
+    def forward(
+        self,
+        x: Tensor,
+        edge_index: Tensor,
+        spd: Tensor,
+        batch: Tensor | None = None,
+        ptr: Tensor | None = None,
+        edge_attr: Tensor | None = None,
+        spd_pred: Tensor | None = None,
+        num_graphs: int | None = None,
+        max_num_nodes: int | None = None,
+        return_attention: bool = False,
+    ) -> tuple[Tensor, Tensor | None] | tuple[Tensor, Tensor | None, AttentionMaps]:
+        """Encode a batch; see the class docstring. ``num_graphs`` / ``max_num_nodes`` (``B`` and
+        ``N``) are read from ``ptr`` / ``batch`` when not given (one host read for ``N``)."""
+        if spd is None:
+            raise ValueError(
+                "spd is missing: build the dataset with "
+                "pre_transform=graph_urpe.transforms.AddShortestPathDistance()"
+            )
+        counts = node_counts(spd, batch, ptr, num_graphs)
+        if max_num_nodes is None:
+            max_num_nodes = int(counts.max()) if counts.numel() else 0  # the one host read
+        dense = {"num_graphs": num_graphs, "max_num_nodes": max_num_nodes,
+                 "validate": self.validate_inputs}
+        spd_dense, padding_mask = to_dense_spd(spd, batch, ptr, **dense)  # [B, N, N], [B, N]
+        b, n = padding_mask.shape
+        vec = batch_vector(x.shape[0], counts, batch)
+
+        h = self.atom_encoder(x)
+        if self.degree_encoder is not None:
+            h = h + self.degree_encoder(edge_index, x.shape[0])
+        h, _ = to_dense_batch(h, vec, batch_size=b, max_num_nodes=n)
+        use_token = self.graph_token is not None
+        key_padding_mask = padding_mask
+        if use_token:
+            h = torch.cat([self.graph_token.expand(b, -1, -1).to(h.dtype), h], dim=1)
+            key_padding_mask = token_padding_mask(padding_mask)  # [B, N + 1]
+        h = self.input_dropout(h)
+
+        ids = graph_relation_ids(spd_dense, padding_mask, self.max_distance, use_token)
+        bias = self._per_layer(self.spatial_bias, ids, self.bias_per_layer)
+        mult = self._per_layer(self.multiplier, ids, self.multiplier_per_layer)
+        # The bias has a layer axis only when it holds per-layer spatial tables (with
+        # attention="none" it is the edge encoding alone, shared by all layers).
+        bias_layered = bias is not None and self.bias_per_layer
+        mult_layered = mult is not None and self.multiplier_per_layer
+        if self.edge_encoder is not None:
+            if edge_attr is None:
+                raise ValueError(
+                    "edge_attr is missing (integer bond features [E, Fe]), which "
+                    "edge_encoding='multi_hop' needs: add bond features to the graphs or build "
+                    "the model with edge_encoding='none'."
+                )
+            path = to_dense_path_edges(
+                spd_pred, edge_index, batch, ptr, max_hops=self.max_hops, **dense
+            )
+            edge = self.edge_encoder(edge_attr, path)  # [B, H, N, N]
+            if use_token:
+                edge = F.pad(edge, (1, 0, 1, 0))  # token row / column: 0
+            if bias is None:
+                bias = edge
+            else:
+                bias = bias + (edge.unsqueeze(1) if bias_layered else edge)
+
+        maps: AttentionMaps = []
+        for i, layer in enumerate(self.layers):
+            res = layer(
+                h,
+                attn_bias=bias[:, i] if bias_layered else bias,
+                multiplier=mult[:, i] if mult_layered else mult,
+                key_padding_mask=key_padding_mask,
+                need_weights=return_attention,
+            )
+            if return_attention:
+                h, weights = res
+                maps.append(weights)
+            else:
+                h = res
+        h = self.final_norm(h)
+        nodes = from_dense_batch(h, vec, counts, offset=int(use_token))
+        token = h[:, 0] if use_token else None
+        return (nodes, token, maps) if return_attention else (nodes, token)
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__name__}(layers={self.num_layers}, embed_dim={self.embed_dim}, "
+            f"heads={self.num_heads}, attention={self.attention!r}, "
+            f"edge_encoding={self.edge_encoding!r}, graph_token={self.graph_token is not None}, "
+            f"centrality_encoding={self.degree_encoder is not None})"
+        )
+
+
+class GraphHead(nn.Module):
+    r"""Graph-level head: a readout of the encoder's output, then a linear layer.
+
+    Readouts: ``"graph_token"`` (the token's embedding, Graphormer), ``"mean"`` or ``"sum"`` over
+    each graph's nodes (:func:`torch_geometric.nn.global_mean_pool` / ``global_add_pool``).
+
+    Args:
+        embed_dim (int): input width.
+        num_tasks (int): outputs per graph.
+        readout (str, optional): ``"graph_token"``, ``"mean"`` or ``"sum"``.
+            (default: :obj:`"graph_token"`)
+
+    Shapes:
+        - **nodes**: ``[num_nodes, embed_dim]``; **token**: ``[B, embed_dim]`` (for
+          ``"graph_token"``); **batch**: ``[num_nodes]``
+        - **output**: ``[B, num_tasks]``
+
+    Raises:
+        ValueError: for an unknown ``readout``, or ``token=None`` with ``"graph_token"``.
+    """
+
+    def __init__(self, embed_dim: int, num_tasks: int, readout: str = "graph_token") -> None:
+        super().__init__()
+        if readout not in READOUTS:
+            raise ValueError(f"readout must be one of {READOUTS}, got {readout!r}.")
+        self.readout = readout
+        self.linear = nn.Linear(embed_dim, num_tasks)
+
+    def reset_parameters(self) -> None:
+        """Reset the linear layer."""
+        self.linear.reset_parameters()
+
+    def forward(self, nodes: Tensor, token: Tensor | None, batch: Tensor, num_graphs: int) -> Tensor:
+        """Predict ``[num_graphs, num_tasks]``; see the class docstring."""
+        if self.readout == "graph_token":
+            if token is None:
+                raise ValueError("readout='graph_token' needs the graph token; build the encoder "
+                                 "with graph_token=True or use readout='mean' / 'sum'.")
+            pooled = token
+        elif self.readout == "mean":
+            pooled = global_mean_pool(nodes, batch, size=num_graphs)
+        else:
+            pooled = global_add_pool(nodes, batch, size=num_graphs)
+        return self.linear(pooled)
+
+    def __repr__(self) -> str:
+        return (f"{self.__class__.__name__}({self.linear.in_features}, "
+                f"{self.linear.out_features}, readout={self.readout!r})")
+
+
+class Graphormer(nn.Module):
+    r"""Graphormer (``none`` / ``rpe`` / ``urpe`` attention) for graph- or node-level prediction:
+    a :class:`GraphormerEncoder` and a head.
+
+    ``level="graph"``: a :class:`GraphHead` with the chosen ``readout``; ``level="node"``: a linear
+    layer on every node embedding. Sources: Ying et al., NeurIPS 2021; Luo et al., NeurIPS 2022
+    (see the module docstring).
+
+    Weight decay: apply it to the weight matrices of the linear layers and to :attr:`hop_weight`
+    only (not to biases, norms, embeddings or the ``B`` / ``C`` tables; decay would pull ``C``
+    from its initial ones towards 0).
+
+    Args:
+        num_tasks (int): outputs per graph (or per node).
+        atom_categories (int or list[int]): vocabulary size of each node feature column.
+        bond_categories (int or list[int], optional): vocabulary size of each edge feature
+            column; required for ``edge_encoding="multi_hop"``. (default: :obj:`None`)
+        level (str, optional): ``"graph"`` or ``"node"``. (default: :obj:`"graph"`)
+        readout (str, optional): graph-level readout, ``"graph_token"``, ``"mean"`` or ``"sum"``.
+            (default: :obj:`None`: ``"graph_token"`` when the encoder has it, else ``"mean"``)
+        **kwargs: the architecture, passed to :class:`GraphormerEncoder` (``num_layers``,
+            ``embed_dim``, ``num_heads``, ``ffn_dim``, ``attention``, ``max_distance``,
+            ``max_degree``, ``max_hops``, ``edge_encoding``, ``bias_per_layer``,
+            ``multiplier_per_layer``, ``directed_degree``, ``centrality_encoding``,
+            ``graph_token``, ``dropout``, ``attention_dropout``, ``activation_dropout``,
+            ``input_dropout``, ``validate_inputs``).
+
+    Shapes:
+        - **input**: a :class:`~torch_geometric.data.Batch` (or one
+          :class:`~torch_geometric.data.Data`) with ``x`` ``[n, F]`` long, ``edge_index``
+          ``[2, E]``, ``edge_attr`` ``[E, Fe]`` long, ``spd`` (and ``spd_pred``), ``batch``,
+          ``ptr``.
+        - **output**: ``[num_graphs, num_tasks]`` (graph level) or ``[num_nodes, num_tasks]``
+          (node level); with ``return_attention=True`` also the per-layer attention maps of
+          :class:`GraphormerEncoder`.
+
+    Raises:
+        ValueError: for a non-positive ``num_tasks``, an unknown ``level`` / ``readout``,
+            ``readout="graph_token"`` with ``graph_token=False``, or any error of
+            :class:`GraphormerEncoder`.
+    """
+
+    def __init__(
+        self,
+        num_tasks: int,
+        atom_categories: int | Sequence[int],
+        bond_categories: int | Sequence[int] | None = None,
+        level: str = "graph",
+        readout: str | None = None,
+        **kwargs,
+    ) -> None:
+        super().__init__()
+        if num_tasks <= 0:
+            raise ValueError(f"num_tasks must be positive, got {num_tasks}.")
+        if level not in LEVELS:
+            raise ValueError(f"level must be one of {LEVELS}, got {level!r}.")
+        self.encoder = GraphormerEncoder(atom_categories, bond_categories, **kwargs)
+        has_token = self.encoder.graph_token is not None
+        if readout is None:
+            readout = "graph_token" if has_token else "mean"
+        if readout == "graph_token" and not has_token:
+            raise ValueError(
+                "readout='graph_token' needs graph_token=True; set graph_token=True or choose "
+                "readout='mean' or 'sum'."
+            )
+        self.num_tasks = num_tasks
+        self.level = level
+        self.readout = readout
+        embed_dim = self.encoder.embed_dim
+        self.head = (GraphHead(embed_dim, num_tasks, readout) if level == "graph"
+                     else nn.Linear(embed_dim, num_tasks))
+        self.reset_parameters()
+
+    @property
+    def hop_weight(self) -> nn.Parameter | None:
+        """The edge encoding's hop weights (:obj:`None` without it): with the linear weight
+        matrices, the only parameters that get weight decay."""
+        return self.encoder.hop_weight
 
     @classmethod
     def slim(cls, num_tasks: int = 1, atom_categories=28, bond_categories=4, **kwargs) -> Graphormer:
@@ -368,102 +538,33 @@ class Graphormer(nn.Module):
         return cls(num_tasks, atom_categories, bond_categories, **cfg)
 
     def reset_parameters(self) -> None:
-        """Graphormer's initialisation: linear weights ``N(0, 0.02 / sqrt(L))`` with zero biases,
-        embeddings and the graph token ``N(0, 0.02)``, the spatial bias ``N(0, 0.02)``, ``C``
-        ones, the hop weights ``N(0, 0.02)``, LayerNorms to identity."""
-        std = 0.02 / math.sqrt(self.num_layers)
-        for module in self.modules():
-            if isinstance(module, nn.Linear):
-                nn.init.normal_(module.weight, 0.0, std)
-                if module.bias is not None:
-                    nn.init.zeros_(module.bias)
-            elif isinstance(module, nn.LayerNorm):
-                module.reset_parameters()
-        self.atom_encoder.reset_parameters()
-        self.degree_encoder.reset_parameters()
-        nn.init.normal_(self.graph_token, 0.0, 0.02)
-        for table in (self.spatial_bias, self.multiplier, self.edge_encoder):
-            if table is not None:
-                table.reset_parameters()
-        if self.hop_weight is not None:
-            nn.init.normal_(self.hop_weight, 0.0, 0.02)
+        """The encoder's initialisation, and the head's linear layer as Graphormer's
+        (``N(0, 0.02 / sqrt(L))``, zero bias)."""
+        self.encoder.reset_parameters()
+        _init_linear(self.head, 0.02 / math.sqrt(self.encoder.num_layers))
 
-    def _edge_bias(self, batch: Data, num_nodes: int) -> Tensor:
-        """Multi-hop edge encoding ``[B, H, N, N]`` (Ying et al., NeurIPS 2021, Eq. (7)).
-
-        ``mean_k  e(path_k) @ W_k`` over the ``min(SPD, max_hops)`` edges on the path, where
-        ``e`` is the per-head edge embedding and ``W_k`` the ``[H, H]`` weight of hop ``k``;
-        0 for ``i == j``, unreachable pairs and padding.
-        """
-        path = to_dense_path_edges(batch, self.max_hops)  # [B, N, N, K], -1 = none
-        if path.shape[1] != num_nodes:
-            raise ValueError("spd_pred and spd disagree on the padded graph size.")
-        if batch.get("edge_attr") is None:
-            raise ValueError(
-                "batch has no `edge_attr` (integer bond features [E, Fe]), which "
-                "edge_encoding='multi_hop' needs: add bond features to the graphs or build the "
-                "model with edge_encoding='none'."
-            )
-        edge_emb = self.edge_encoder(batch.edge_attr)  # [E, H]
-        num_edges = edge_emb.shape[0]
-        k = path.shape[-1]
-        # Row k * E + e of `table` is edge e seen as hop k: e(edge) @ W_k.
-        table = torch.einsum("eh,khg->keg", edge_emb, self.hop_weight[:k])
-        flat = path.reshape(-1, k)
-        valid = flat >= 0
-        # Only the real (pair, hop) entries are gathered (about 1/5 of the dense [.., K] grid on
-        # molecules), which is several times cheaper than a dense gather or embedding_bag.
-        cell, hop = valid.nonzero(as_tuple=True)
-        # index_select: its backward (index_add) is about 2x faster on CPU than embedding's.
-        values = table.reshape(-1, self.num_heads).index_select(0, hop * num_edges + flat[cell, hop])
-        out = values.new_zeros(flat.shape[0], self.num_heads).index_add_(0, cell, values)
-        out = out / valid.sum(-1, keepdim=True).clamp(min=1).to(out.dtype)  # mean over hops
-        b = path.shape[0]
-        return out.view(b, num_nodes, num_nodes, self.num_heads).permute(0, 3, 1, 2)
-
-    def _per_layer(self, table: RelationEmbedding | None, ids: Tensor, per_layer: bool):
-        """Gather a relation table once: ``[B, L, H, N', N']`` (per layer) or ``[B, H, N', N']``."""
-        if table is None:
-            return None
-        values = table(ids)  # [B, heads, N', N']
-        return values.unflatten(1, (self.num_layers, self.num_heads)) if per_layer else values
-
-    def forward(self, batch: Data) -> Tensor:
-        """Predict ``[num_graphs, num_tasks]`` for a batch; see the class docstring."""
-        spd, padding_mask = to_dense_spd(batch)  # [B, N, N], [B, N]
-        num_graphs, num_nodes = padding_mask.shape
-        x = batch.x
-        h = self.atom_encoder(x) + self.degree_encoder(batch.edge_index, x.shape[0])
-        vec = batch.get("batch")
-        if vec is None:
-            vec = torch.zeros(x.shape[0], dtype=torch.long, device=x.device)
-        h, _ = to_dense_batch(h, vec, batch_size=num_graphs, max_num_nodes=num_nodes)
-        h = torch.cat([self.graph_token.expand(num_graphs, -1, -1).to(h.dtype), h], dim=1)
-        h = self.input_dropout(h)
-        key_padding_mask = F.pad(padding_mask, (1, 0), value=False)  # [B, N + 1]
-
-        ids = graph_relation_ids(spd, padding_mask, self.max_distance)
-        bias = self._per_layer(self.spatial_bias, ids, self.bias_per_layer)
-        mult = self._per_layer(self.multiplier, ids, self.multiplier_per_layer)
-        if self.edge_encoder is not None:
-            edge = F.pad(self._edge_bias(batch, num_nodes), (1, 0, 1, 0))  # token row/col: 0
-            if bias is None:
-                bias = edge
-            else:
-                bias = bias + (edge.unsqueeze(1) if self.bias_per_layer else edge)
-
-        for i, layer in enumerate(self.layers):
-            h = layer(
-                h,
-                attn_bias=bias[:, i] if bias is not None and self.bias_per_layer else bias,
-                multiplier=mult[:, i] if mult is not None and self.multiplier_per_layer else mult,
-                key_padding_mask=key_padding_mask,
-            )
-        return self.head(self.final_norm(h[:, 0]))
+    def forward(
+        self, batch: Data, return_attention: bool = False
+    ) -> Tensor | tuple[Tensor, AttentionMaps]:
+        """Predict for a PyG batch; see the class docstring."""
+        vec, ptr = batch.get("batch"), batch.get("ptr")
+        num_graphs = batch.num_graphs if ptr is not None or vec is not None else 1
+        res = self.encoder(
+            batch.x, batch.edge_index, batch.get("spd"), batch=vec, ptr=ptr,
+            edge_attr=batch.get("edge_attr"), spd_pred=batch.get("spd_pred"),
+            num_graphs=num_graphs, return_attention=return_attention,
+        )
+        nodes, token = res[0], res[1]
+        if self.level == "node":
+            out = self.head(nodes)
+        else:
+            if vec is None:
+                vec = batch_vector(nodes.shape[0], node_counts(batch.spd, None, ptr, num_graphs))
+            out = self.head(nodes, token, vec, num_graphs)
+        return (out, res[2]) if return_attention else out
 
     def __repr__(self) -> str:
         return (
-            f"{self.__class__.__name__}(num_tasks={self.num_tasks}, layers={self.num_layers}, "
-            f"embed_dim={self.embed_dim}, heads={self.num_heads}, attention={self.attention!r}, "
-            f"edge_encoding={self.edge_encoding!r})"
+            f"{self.__class__.__name__}(num_tasks={self.num_tasks}, level={self.level!r}, "
+            f"readout={self.readout!r}, encoder={self.encoder!r})"
         )

@@ -13,9 +13,19 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
-__all__ = ["RelationEmbedding", "num_relative_positions", "relative_position_ids"]
+from graph_urpe.constants import UNREACHABLE
+
+__all__ = [
+    "RelationEmbedding",
+    "graph_relation_ids",
+    "num_graph_relations",
+    "num_relative_positions",
+    "relative_position_ids",
+    "token_padding_mask",
+]
 
 _INITS = ("ones", "normal", "zeros")
 
@@ -195,3 +205,68 @@ def relative_position_ids(
         return _t5_bucket((-rel).clamp(min=0), num_buckets, max_distance)
     half = num_buckets // 2
     return _t5_bucket(rel.abs(), half, max_distance) + half * (rel > 0).long()
+
+
+def token_padding_mask(padding_mask: Tensor) -> Tensor:
+    """Prepend a never-padded slot (the graph token) to a ``[B, N]`` bool mask -> ``[B, N + 1]``.
+
+    Padded as integers: Inductor's CPU code generation (torch 2.13) fails to compile a padded
+    boolean mask that is reduced later (mixed ``VecMask`` types)."""
+    return F.pad(padding_mask.to(torch.uint8), (1, 0)).bool()
+
+
+def num_graph_relations(max_distance: int) -> int:
+    """Number of relation ids made by :func:`graph_relation_ids`: ``max_distance + 4``.
+
+    Ids: ``0 .. max_distance`` (distance), ``max_distance + 1`` (unreachable), ``max_distance + 2``
+    (graph token), ``max_distance + 3`` (padding). Size a :class:`RelationEmbedding` with it and
+    ``padding_idx=max_distance + 3``.
+
+    Raises:
+        ValueError: if ``max_distance`` is negative.
+    """
+    if max_distance < 0:
+        raise ValueError(f"max_distance must be >= 0, got {max_distance}.")
+    return max_distance + 4
+
+
+def graph_relation_ids(
+    spd: Tensor, padding_mask: Tensor, max_distance: int, graph_token: bool = True
+) -> Tensor:
+    r"""Relation ids of all (query, key) pairs of a graph attention map, from the padded SPD.
+
+    With ``graph_token=True`` position 0 is the graph token and positions ``1..N`` the (padded)
+    nodes; without it positions ``0..N-1`` are the nodes. The id of a cell is, in order of
+    precedence: padding (``max_distance + 3``) if either node is a padded slot; graph token
+    (``max_distance + 2``) if either position is the token; unreachable (``max_distance + 1``) if
+    ``SPD = UNREACHABLE``; else ``min(SPD, max_distance)``.
+
+    Source: Ying et al., NeurIPS 2021, Eq. (6) (spatial encoding with a virtual distance for the
+    graph token); Luo et al., NeurIPS 2022, Eq. (4) (``C`` indexed by the same relation).
+
+    Args:
+        spd (LongTensor): padded SPD ``[B, N, N]``, from :func:`graph_urpe.dense.to_dense_spd`.
+        padding_mask (BoolTensor): ``[B, N]``, ``True`` at padded node slots.
+        max_distance (int): largest distinguished distance.
+        graph_token (bool, optional): prepend the graph token's row and column.
+            (default: :obj:`True`)
+
+    Shapes:
+        - **output**: long ``[B, N + 1, N + 1]`` (``[B, N, N]`` without the token), values in
+          ``[0, num_graph_relations(max_distance))``
+
+    Raises:
+        ValueError: if shapes disagree or ``max_distance`` is negative.
+    """
+    num_graph_relations(max_distance)
+    if spd.dim() != 3 or padding_mask.shape != spd.shape[:2] or spd.shape[1] != spd.shape[2]:
+        raise ValueError(
+            f"spd must be [B, N, N] and padding_mask [B, N]; got {tuple(spd.shape)} and "
+            f"{tuple(padding_mask.shape)}."
+        )
+    unreachable, token, pad = max_distance + 1, max_distance + 2, max_distance + 3
+    ids = torch.where(spd == UNREACHABLE, unreachable, spd.clamp(min=0, max=max_distance))
+    if graph_token:
+        ids = F.pad(ids, (1, 0, 1, 0), value=token)
+        padding_mask = token_padding_mask(padding_mask)
+    return ids.masked_fill(padding_mask[:, :, None] | padding_mask[:, None, :], pad)
