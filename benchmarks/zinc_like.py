@@ -3,8 +3,8 @@
 Runs ``graph-urpe fit`` (fit, then test of the best validation checkpoint) for each attention
 variant and seed with the same configuration and budget (``configs/zinc/zinc-like-{rpe,urpe}.yaml``,
 the settings of ``graph-urpe fit`` without arguments, overridable with ``--max-epochs``), prints
-one JSON line per run and a markdown table with the mean and standard deviation over seeds and the
-parameter counts. Each run is a separate process; runs are sequential.
+one JSON line per run, a markdown table with the mean and standard deviation over seeds and the
+parameter counts, and the per-seed paired difference URPE - RPE. Each run is a separate process; runs are sequential.
 
 Usage::
 
@@ -61,9 +61,6 @@ def main() -> None:
                         help="override the configs' max_epochs (default: keep them)")
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "bench-zinc-like")
     args = parser.parse_args()
-    sys.path.insert(0, str(ROOT))
-    from graph_urpe.nn import Graphormer
-
     results = []
     for seed in args.seeds:
         for variant in args.variants:
@@ -74,11 +71,20 @@ def main() -> None:
     print("|---|---|---|---|---|")
     for variant in args.variants:
         maes = [r["test_mae"] for r in results if r["variant"] == variant]
-        n_params = sum(p.numel() for p in Graphormer.slim(attention=variant).parameters())
+        n_params = next((r["trainable_params"] for r in results if r["variant"] == variant), "?")
         std = statistics.stdev(maes) if len(maes) > 1 else float("nan")
         runs = ", ".join(f"{m:.3f}" for m in maes)
-        print(f"| {variant} | {n_params:,} | {len(maes)} | {statistics.mean(maes):.3f} ± {std:.3f} "
+        print(f"| {variant} | {n_params} | {len(maes)} | {statistics.mean(maes):.3f} ± {std:.3f} "
               f"| {runs} |")
+
+
+    if {"rpe", "urpe"} <= set(args.variants):
+        by = {(r["variant"], r["seed"]): r["test_mae"] for r in results}
+        diffs = [by[("urpe", s)] - by[("rpe", s)] for s in args.seeds]
+        std = statistics.stdev(diffs) if len(diffs) > 1 else float("nan")
+        print("\nPaired difference URPE - RPE per seed: "
+              + ", ".join(f"seed {s}: {d:+.3f}" for s, d in zip(args.seeds, diffs))
+              + f"; mean {statistics.mean(diffs):+.3f} ± {std:.3f}")
 
 
 if __name__ == "__main__":

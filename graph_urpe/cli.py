@@ -41,7 +41,10 @@ import sys
 # waiting costs little when the machine is idle. Must be set before torch starts OpenMP; an
 # explicit OMP_WAIT_POLICY in the environment wins.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+import argparse  # noqa: E402
+import logging  # noqa: E402
 import os.path as osp  # noqa: E402
+import warnings  # noqa: E402
 import re  # noqa: E402
 from importlib.resources import files  # noqa: E402
 from typing import Any  # noqa: E402
@@ -310,8 +313,20 @@ def main(args: list[str] | None = None) -> None:
         args (list[str], optional): the arguments (default: ``sys.argv[1:]``).
     """
     argv = list(sys.argv[1:] if args is None else args)
+    _quiet_third_party()
     try:
         _main(argv, args)
+    except argparse.ArgumentError as err:
+        if os.environ.get("GRAPH_URPE_DEBUG"):
+            raise
+        hint = ""
+        if "predict_smiles" in str(err):
+            hint = ("\nSMILES on the command line are a YAML list: quote each one, e.g. "
+                    "--data.init_args.predict_smiles '[\"CCO\", \"NO\"]'")
+        print(f"graph-urpe: error: {_short(str(err))}{hint}\n(`graph-urpe {argv[0] if argv else ''} "
+              "--help` lists the options; GRAPH_URPE_DEBUG=1 shows the whole message)",
+              file=sys.stderr)
+        raise SystemExit(2) from None
     except (CLIError, FileNotFoundError, FileExistsError, ValueError, OutputError,
             ZincDownloadError, UnsafeCacheError, CorruptCacheError) as err:
         if os.environ.get("GRAPH_URPE_DEBUG"):
@@ -319,6 +334,40 @@ def main(args: list[str] | None = None) -> None:
         print(f"graph-urpe: error: {err}\n(set GRAPH_URPE_DEBUG=1 for the traceback)",
               file=sys.stderr)
         raise SystemExit(2) from None
+
+
+def _short(message: str, max_lines: int = 4) -> str:
+    """The informative lines of a jsonargparse error (no value dumps), at most ``max_lines``."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()
+             and not line.strip().startswith(("Given value", "Subtypes:", "- Expected a"))]
+    return " | ".join(lines[-max_lines:]) if lines else message
+
+
+class _DropTips(logging.Filter):
+    """Drops Lightning's advertising tips (nothing a user can act on)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.getMessage()).startswith("💡 Tip")
+
+
+def _quiet_third_party() -> None:
+    """Silence third-party messages that say nothing actionable; real warnings stay visible.
+
+    * Lightning's "Tip: ... litlogger" advertisement;
+    * Lightning's own ``_pytree`` ``LeafSpec`` deprecation (Lightning's code, not the user's);
+    * Lightning's note that a custom batch sampler may drop samples in ``predict``
+      (:class:`~graph_urpe.data.sampler.SizeBucketBatchSampler` yields every sample; the tests
+      check it);
+    * OGB's non-writable NumPy array warning when it converts its cached arrays.
+    """
+    logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(_DropTips())
+    for message in (
+        r"`isinstance\(treespec, LeafSpec\)` is deprecated",
+        r"You are using a custom batch sampler",
+        r"The given NumPy array is not writable",
+        r"LightningCLI's args parameter is intended",  # graph-urpe passes argv on purpose
+    ):
+        warnings.filterwarnings("ignore", message=message)
 
 
 def _check_ckpt_path(argv: list[str]) -> None:
@@ -400,8 +449,9 @@ def _main(argv: list[str], args: list[str] | None) -> None:
     if args is not None or argv != list(sys.argv[1:]):
         args = argv
     parser_kwargs: dict[str, Any] = {"description": HELP.splitlines()[0]}
+    parser_kwargs["exit_on_error"] = False
     for sub in SUBCOMMANDS:
-        parser_kwargs[sub] = {"default_config_files": [DEFAULT_CONFIG]}
+        parser_kwargs[sub] = {"default_config_files": [DEFAULT_CONFIG], "exit_on_error": False}
     GraphURPECLI(
         LightningModule,
         LightningDataModule,
