@@ -10,6 +10,7 @@ Usage::
         --data.init_args.predict_output out.csv
     graph-urpe summarize zinc-like                   # graphs, splits and label statistics
     graph-urpe plot RUN_DIR_OR_CKPT --out DIR        # figures of a run or a checkpoint
+    graph-urpe collect runs/NAME/version_*           # test metrics over runs, mean ± std
 
 Configuration: the package's base file (``graph_urpe/configs/default.yaml``: Trainer settings and
 the default job) is always read first; ``--config`` files state only what differs, and command-line
@@ -41,32 +42,32 @@ import sys
 # waiting costs little when the machine is idle. Must be set before torch starts OpenMP; an
 # explicit OMP_WAIT_POLICY in the environment wins.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-import argparse  # noqa: E402
-import logging  # noqa: E402
-import os.path as osp  # noqa: E402
-import warnings  # noqa: E402
-import re  # noqa: E402
-from importlib.resources import files  # noqa: E402
-from typing import Any  # noqa: E402
+import argparse
+import logging
+import os.path as osp
+import re
+import warnings
+from importlib.resources import files
+from typing import Any
 
-from lightning.pytorch import LightningDataModule, LightningModule, Trainer  # noqa: E402
-from lightning.pytorch.callbacks import (  # noqa: E402
+from lightning.pytorch import LightningDataModule, LightningModule, Trainer
+from lightning.pytorch.callbacks import (
     EarlyStopping,
     LearningRateMonitor,
     ModelCheckpoint,
 )
-from lightning.pytorch.cli import (  # noqa: E402
+from lightning.pytorch.cli import (
     LightningArgumentParser,
     LightningCLI,
     SaveConfigCallback,
 )
-from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger  # noqa: E402
-from lightning.pytorch.utilities.model_helpers import is_overridden  # noqa: E402
+from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
+from lightning.pytorch.utilities.model_helpers import is_overridden
 
-from graph_urpe.data.cache import CorruptCacheError, UnsafeCacheError  # noqa: E402
-from graph_urpe.data.zinc import ZincDownloadError  # noqa: E402
-from graph_urpe.files import OutputError  # noqa: E402
-from graph_urpe.tasks.run import (  # noqa: E402
+from graph_urpe.data.cache import CorruptCacheError, UnsafeCacheError
+from graph_urpe.data.zinc import ZincDownloadError
+from graph_urpe.files import OutputError
+from graph_urpe.tasks.run import (
     AtomicCheckpointIO,
     RNGStateCheckpoint,
     print_fit_summary,
@@ -300,6 +301,7 @@ subcommands:
   predict    predict SMILES (--data.init_args.predict_csv / predict_smiles) with a checkpoint
   summarize  a dataset's splits and label statistics (graph-urpe summarize --help)
   plot       figures of a run folder or a checkpoint (graph-urpe plot --help)
+  collect    test metrics of several runs in one table with mean ± std (graph-urpe collect --help)
 
 `graph-urpe SUBCOMMAND --help` lists the options of a subcommand; `--model.help CLASS` and
 `--data.help CLASS` those of a class (e.g. --model.help graph_urpe.tasks.GraphPropertyModule).
@@ -394,7 +396,7 @@ def _check_ckpt_path(argv: list[str]) -> None:
 
 def _checkpoint_config(argv: list[str]) -> list[str]:
     """For a subcommand given an existing ``--ckpt_path`` file, insert the checkpoint's model
-    configuration as a ``--config`` right after the subcommand (before the user's options), so
+    configuration (as a ``--config`` string) right after the subcommand (before the user's options), so
     the trained architecture parses without data links (``predict --ckpt_path X`` alone)."""
     path = None
     for i, arg in enumerate(argv):
@@ -405,10 +407,8 @@ def _checkpoint_config(argv: list[str]) -> list[str]:
     if not path or not osp.isfile(path) or argv[0] not in SUBCOMMANDS:
         return argv
     import json
-    import tempfile
 
     import torch
-    import yaml
 
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=True)
@@ -421,22 +421,29 @@ def _checkpoint_config(argv: list[str]) -> list[str]:
         return argv
     config = {"model": {"class_path": class_path,
                         "init_args": json.loads(json.dumps(hparams, default=list))}}
-    handle = tempfile.NamedTemporaryFile("w", suffix=".yaml", prefix="graph-urpe-ckpt-",
-                                         delete=False)
-    with handle:
-        yaml.safe_dump(config, handle)
-    return [argv[0], "--config", handle.name, *argv[1:]]
+    # jsonargparse's --config takes a file or the configuration itself (JSON is YAML).
+    return [argv[0], "--config", json.dumps(config), *argv[1:]]
 
 
 def _main(argv: list[str], args: list[str] | None) -> None:
     if not argv or argv[0] in ("-h", "--help"):
-        print(HELP)
+        try:
+            print(HELP)
+        except BrokenPipeError:  # `graph-urpe --help | head`
+            pass
         return
     _check_ckpt_path(argv)
     if argv[0] == "summarize":
         from graph_urpe.data.summary import main as summarize_main
 
         summarize_main(argv[1:])
+        return
+    if argv[0] == "collect":
+        from graph_urpe.tasks.collect import main as collect_main
+
+        code = collect_main(argv[1:])
+        if code:
+            raise SystemExit(code)
         return
     if argv[0] == "plot":
         from graph_urpe.viz.cli import main as plot_main

@@ -205,7 +205,7 @@ class PolynomialDecayLR(LRScheduler):
         if not 0.0 <= warmup_fraction < 1.0:
             raise ValueError(f"warmup_fraction must lie in [0, 1), got {warmup_fraction}.")
         if warmup_steps is None:
-            warmup_steps = int(round(warmup_fraction * total_steps))
+            warmup_steps = round(warmup_fraction * total_steps)
             if max_warmup_steps is not None:
                 warmup_steps = min(warmup_steps, max_warmup_steps)
         warmup_steps = min(warmup_steps, total_steps - 1)  # leave at least one decay step

@@ -1,0 +1,48 @@
+"""The prediction table for SMILES inputs: one output row per input row, in input order.
+
+Rows that could not become a graph (invalid SMILES, an atom the featurisation cannot type, a graph
+larger than the limit) keep their place with empty predictions and the reason in ``error``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["prediction_table"]
+
+
+def prediction_table(
+    frame: pd.DataFrame,
+    rows: np.ndarray,
+    predictions: np.ndarray,
+    errors: dict[int, str],
+    target_names: list[str],
+) -> pd.DataFrame:
+    """The output table: the input columns, ``pred_<target>`` columns and ``error``.
+
+    Args:
+        frame (pandas.DataFrame): the input table (``N`` rows, in input order).
+        rows (numpy.ndarray): ``[G]`` input row numbers of the predicted graphs.
+        predictions (numpy.ndarray): ``[G, T]`` predictions aligned with ``rows``.
+        errors (dict[int, str]): input row -> reason, for rows without a graph.
+        target_names (list[str]): ``T`` names.
+
+    Returns:
+        pandas.DataFrame: ``N`` rows in input order; predictions empty (NaN) where ``error`` is set.
+
+    Raises:
+        RuntimeError: if an input row got neither a prediction nor an error.
+    """
+    out = frame.copy()
+    values = np.full((len(frame), len(target_names)), np.nan)
+    if len(rows):
+        values[rows] = predictions
+    for t, name in enumerate(target_names):
+        out[f"pred_{name}"] = values[:, t]
+    reason = [errors.get(i, "") for i in range(len(frame))]
+    missing = sorted(set(range(len(frame))) - set(np.asarray(rows).tolist()) - set(errors))
+    if missing:
+        raise RuntimeError(f"rows {missing[:10]} got neither a prediction nor an error.")
+    out["error"] = reason
+    return out
