@@ -145,8 +145,17 @@ def test_plot_attention_panels(tmp_path):
     mol_ax, before_ax, after_ax = fig.axes[:3]
     np.testing.assert_allclose(before_ax.images[0].get_array(), before[2].numpy())
     np.testing.assert_allclose(after_ax.images[0].get_array(), after[2].numpy())
+    assert (after[2] < 0).any()  # C has negative entries here
     norm = after_ax.images[0].norm
     assert norm.vmin == -norm.vmax == -float(after[2].abs().max())  # diverging, centred at 0
+    assert before_ax.images[0].norm.vmin == 0.0
+    assert before_ax.images[0].norm.vmax == float(before[2].max())
+    # Without negative values both panels share one sequential scale, 0 .. max of both maps.
+    doubled = attention_figure(SMILES, before[2], 2 * before[2], layer=1, head=2)
+    for ax in doubled.axes[1:3]:
+        norm = ax.images[0].norm
+        assert (norm.vmin, norm.vmax) == (0.0, 2 * float(before[2].max()))
+        assert ax.images[0].get_cmap().name == "viridis"
     ticks = [t.get_text() for t in before_ax.get_yticklabels()]
     assert ticks == ["G", "C0", "C1", "O2", "N3", "C4", "C5", "C6", "C7", "O8", "C9", "C10"]
     assert "layer 1, head 2" in after_ax.get_title()

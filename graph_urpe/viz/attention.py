@@ -137,8 +137,10 @@ def attention_figure(
     """Three panels: the molecule (RDKit, atom indices), the attention map before ``C``, after ``C``.
 
     Rows are queries, columns keys; with a graph token it is the first row/column, labelled
-    ``G``. "Before" uses a sequential colour map from 0 (probabilities); "after" a diverging one
-    centred at 0 (``C`` can be negative), with limits ``±max|after|``.
+    ``G``. "Before" uses a sequential colour map from 0 (probabilities). Where "after" has no
+    negative value, it uses the same colour map and limits (``0 .. max`` over both maps), so the
+    two panels compare cell by cell; else (``C`` can be negative) a diverging map centred at 0 with
+    limits ``±max|after|``.
 
     Args:
         smiles (str): the molecule (atoms in RDKit order, as featurised).
@@ -180,12 +182,16 @@ def attention_figure(
     step = max(1, math.ceil(len(labels) / 40))
     ticks = list(range(0, len(labels), step))
     font = 8 if len(labels) <= 25 else 6
-    limit = float(np.abs(after).max()) or 1.0
+    if after.min() >= 0:  # one sequential scale for both panels, so they compare directly
+        top = float(max(before.max(), after.max())) or 1.0
+        before_style = after_style = {"cmap": "viridis", "vmin": 0.0, "vmax": top}
+    else:
+        limit = float(np.abs(after).max())
+        before_style = {"cmap": "viridis", "vmin": 0.0, "vmax": float(before.max()) or 1.0}
+        after_style = {"cmap": "RdBu_r", "norm": TwoSlopeNorm(0.0, -limit, limit)}
     panels = [
-        (axes[1], before, {"cmap": "viridis", "vmin": 0.0, "vmax": float(before.max()) or 1.0},
-         "before C: softmax(QKᵀ/√d + B)"),
-        (axes[2], after, {"cmap": "RdBu_r", "norm": TwoSlopeNorm(0.0, -limit, limit)},
-         "after C: softmax(QKᵀ/√d + B) ⊙ C"),
+        (axes[1], before, before_style, "before C: softmax(QKᵀ/√d + B)"),
+        (axes[2], after, after_style, "after C: softmax(QKᵀ/√d + B) ⊙ C"),
     ]
     for ax, values, style, name in panels:
         image = ax.imshow(values, interpolation="nearest", **style)

@@ -278,9 +278,10 @@ def relation_tables_figure(
 ):
     """Draw ``B`` and ``C`` against the relation: one line per head, one row of panels per layer.
 
-    The left column shows ``B`` (additive, before the softmax), the right column ``C``
-    (multiplies the attention probabilities; dashed line at 1, URPE's initial value = plain RPE,
-    and at 0). A table shared by all layers fills the first row only.
+    The left column shows ``B`` (additive, before the softmax; dashed line at 0), the right
+    column ``C`` (multiplies the attention probabilities; dashed line at 1, URPE's initial value =
+    plain RPE, and at 0 when in range). Each panel's y-range spans its values and that initial
+    level (0 for ``B``, 1 for ``C``). A table shared by all layers fills the first row only.
 
     Args:
         bias (Tensor, optional): ``[R, H]`` or ``[L, R, H]``.
@@ -330,8 +331,16 @@ def relation_tables_figure(
             for h in range(num_heads):
                 ax.plot(x, table[layer, :, h].numpy(), color=colors[h], lw=1.1, marker=marker,
                         ms=2.5, label=f"head {h}")
+            # The y-range covers the values and the initial level (C: 1, plain RPE; B: 0), so a
+            # table that moved little from it is not flattened against a far reference line.
+            init = 1.0 if name.startswith("C") else 0.0
+            lo = min(float(table[layer].min()), init)
+            hi = max(float(table[layer].max()), init)
+            pad = 0.06 * (hi - lo) if hi > lo else 0.05
+            ax.set_ylim(lo - pad, hi + pad)
             for ref in (0.0, 1.0) if name.startswith("C") else (0.0,):
-                ax.axhline(ref, color="grey", lw=0.7, ls="--", zorder=0)
+                if lo - pad <= ref <= hi + pad:
+                    ax.axhline(ref, color="grey", lw=0.7, ls="--", zorder=0)
             scope = "shared by all layers" if table.shape[0] == 1 else f"layer {layer}"
             ax.set_title(f"{name}, {scope}", fontsize=10)
             ax.set_xticks(ticks, [labels[i] for i in ticks], rotation=60, fontsize=7)
