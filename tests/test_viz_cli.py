@@ -76,7 +76,7 @@ def test_checkpoint_tables_and_attention(tmp_path, capsys):
     tables = relation_tables_from_state_dict(
         torch.load(ckpt, weights_only=True)["state_dict"], {"num_heads": 4}
     )
-    weight = module.model.multiplier.weight.detach()
+    weight = module.model.encoder.multiplier.weight.detach()
     torch.testing.assert_close(tables.multiplier[1], weight[:-1, 4:8])
     assert len(relation_tables_figure(*tables[:3]).axes) == 4
 

@@ -44,9 +44,10 @@ def test_graph_tables_match_the_models_gather(per_layer):
     assert tables.labels == graph_relation_labels(M)
     assert tables.xlabel == "shortest-path distance"
     ids = torch.arange(M + 3).view(1, 1, -1)  # every relation id except padding
-    bias = model._per_layer(model.spatial_bias, ids, False)  # [1, H, 1, R]
+    enc = model.encoder
+    bias = enc._per_layer(enc.spatial_bias, ids, False)  # [1, H, 1, R]
     torch.testing.assert_close(tables.bias, bias[0, :, 0].T)
-    mult = model._per_layer(model.multiplier, ids, per_layer)
+    mult = enc._per_layer(enc.multiplier, ids, per_layer)
     if per_layer:  # [1, L, H, 1, R] -> [L, R, H]
         torch.testing.assert_close(tables.multiplier, mult[0, :, :, 0].transpose(1, 2))
     else:
@@ -62,7 +63,7 @@ def test_graph_per_layer_heads_from_hparams_without_edge_encoding():
         model.state_dict(), hparams={"model": {"init_args": {"num_heads": 3}}}
     )
     assert tables.bias.shape == (2, 7, 3) and tables.multiplier is None
-    torch.testing.assert_close(tables.bias[1, :, 2], model.spatial_bias.weight[:-1, 1 * 3 + 2])
+    torch.testing.assert_close(tables.bias[1, :, 2], model.encoder.spatial_bias.weight[:-1, 1 * 3 + 2])
 
 
 def test_sequence_labels_hand_worked():

@@ -20,6 +20,7 @@ from graph_urpe.viz import (
     read_metrics_csv,
     roc_pr_figure,
 )
+from graph_urpe.viz.curves import learning_curve_columns
 
 
 def open_png(path):
@@ -95,6 +96,9 @@ def test_learning_curves_skip_missing_and_dedupe_param_groups():
     })
     fig = learning_curves_figure(frame)
     assert [ax.get_title() for ax in fig.axes] == ["training loss", "learning rate"]
+    # Counts logged beside the metrics (val/num_graphs) are not validation curves.
+    counted = frame.assign(**{"val/mae": 0.5, "val/num_graphs": 256.0})
+    assert learning_curve_columns(counted)["val"] == ["val/mae"]
     # Raw loss plus its running mean over 60 // 20 = 3 points.
     _raw, smooth = fig.axes[0].lines
     expected = pd.Series(np.linspace(2, 1, 60)).rolling(3, min_periods=1).mean()

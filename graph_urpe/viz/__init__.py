@@ -16,7 +16,6 @@ drawn).
 from graph_urpe.viz.attention import (
     attention_figure,
     attention_maps,
-    attention_probabilities,
     plot_attention,
 )
 from graph_urpe.viz.curves import learning_curves_figure, plot_learning_curves, read_metrics_csv
@@ -42,7 +41,6 @@ __all__ = [
     "RelationTables",
     "attention_figure",
     "attention_maps",
-    "attention_probabilities",
     "graph_relation_labels",
     "infer_task",
     "learning_curves_figure",

@@ -1,16 +1,18 @@
 """Attention maps of a graph model on one molecule, before and after the URPE multiplier ``C``,
 and their figure beside the molecule.
 
-For each :class:`~graph_urpe.nn.MultiheadURPEAttention` module the probabilities are recomputed
-from the module's own inputs (captured with a forward pre-hook) with the plain equation
+The maps are the network's own: ``model(batch, return_attention=True)`` (for
+:class:`~graph_urpe.nn.Graphormer`, or the tensors for :class:`~graph_urpe.nn.GraphormerEncoder`)
+runs every :class:`~graph_urpe.nn.MultiheadURPEAttention` with ``need_weights=True``, which
+computes the plain eager equation
 
 .. math::
     P = \\mathrm{softmax}\\left(\\frac{Q K^\\top}{\\sqrt{d}} + B\\right), \\qquad
     A = P \\odot C
 
-(Luo et al., NeurIPS 2022, arXiv 2205.13401, Eq. (4)); ``Q`` and ``K`` come from the module's
-``qkv_proj``. ``P`` ("before C") is a probability distribution over the keys in every row; ``A``
-("after C") is what multiplies ``V``, unnormalised and possibly negative.
+(Luo et al., NeurIPS 2022, arXiv 2205.13401, Eq. (4)) and returns both. ``P`` ("before C") is a
+probability distribution over the keys in every row; ``A`` ("after C") is what multiplies ``V``,
+unnormalised and possibly negative.
 """
 
 from __future__ import annotations
@@ -27,58 +29,35 @@ from torch import Tensor, nn
 from torch_geometric.data import Batch
 
 from graph_urpe.data.featurize import parse_smiles, smiles_to_graph
-from graph_urpe.nn.attention import MultiheadURPEAttention
+from graph_urpe.nn.graphormer import GraphormerEncoder
 from graph_urpe.transforms import AddShortestPathDistance
 from graph_urpe.viz._mpl import pyplot, save
 
-__all__ = ["attention_figure", "attention_maps", "attention_probabilities", "plot_attention"]
+__all__ = ["attention_figure", "attention_maps", "plot_attention"]
 
 
-def attention_probabilities(
-    module: MultiheadURPEAttention,
-    x: Tensor,
-    attn_bias: Tensor | None = None,
-    multiplier: Tensor | None = None,
-    key_padding_mask: Tensor | None = None,
-    is_causal: bool = False,
-) -> tuple[Tensor, Tensor]:
-    """The attention probabilities of ``module`` on input ``x``, before and after ``C``.
-
-    Computed in float32 from ``module.qkv_proj`` with the plain equation of the module docstring
-    (no dropout); hidden keys (padding, and ``j > i`` with ``is_causal``) get probability 0; rows
-    whose keys are all hidden are 0.
-
-    Args:
-        module (MultiheadURPEAttention): the attention module.
-        x (Tensor): its input ``[B, N, E]``.
-        attn_bias (Tensor, optional): ``B``, broadcastable to ``[B, H, N, N]``.
-            (default: :obj:`None`)
-        multiplier (Tensor, optional): ``C``, broadcastable to ``[B, H, N, N]``.
-            (default: :obj:`None`: after = before)
-        key_padding_mask (BoolTensor, optional): ``[B, N]``, ``True`` = padded.
-            (default: :obj:`None`)
-        is_causal (bool, optional): hide keys ``j > i``. (default: :obj:`False`)
-
-    Returns:
-        tuple[Tensor, Tensor]: ``(before, after)``, each float32 ``[B, H, N, N]`` on ``x``'s
-        device.
-    """
-    b, n, _ = x.shape
-    h, d = module.num_heads, module.head_dim
-    qkv = module.qkv_proj(x).view(b, n, 3, h, d).float()
-    q, k = qkv[:, :, 0].transpose(1, 2), qkv[:, :, 1].transpose(1, 2)  # [B, H, N, d]
-    scores = q @ k.transpose(-2, -1) / math.sqrt(d)
-    if attn_bias is not None:
-        scores = scores + attn_bias.float()
-    hidden = torch.zeros(b, 1, n, n, dtype=torch.bool, device=x.device)
-    if key_padding_mask is not None:
-        hidden = hidden | key_padding_mask[:, None, None, :]
-    if is_causal:
-        hidden = hidden | torch.ones(n, n, dtype=torch.bool, device=x.device).triu(1)
-    scores = scores.masked_fill(hidden, float("-inf"))
-    before = torch.softmax(scores, dim=-1).nan_to_num(0.0)  # all-hidden rows -> 0
-    after = before if multiplier is None else before * multiplier.float()
-    return before, after.expand_as(before)
+def _forward_with_attention(model: nn.Module, batch: Batch) -> list:
+    """The per-layer ``(before, after)`` maps of one forward pass of ``model`` on ``batch``."""
+    if isinstance(model, GraphormerEncoder):
+        return model(
+            batch.x, batch.edge_index, batch.spd, batch=batch.batch, ptr=batch.ptr,
+            edge_attr=batch.get("edge_attr"), spd_pred=batch.get("spd_pred"), num_graphs=1,
+            return_attention=True,
+        )[2]
+    if "return_attention" not in inspect.signature(model.forward).parameters:
+        raise ValueError(
+            f"{type(model).__name__} cannot return attention maps (its forward has no "
+            "return_attention argument): pass a graph_urpe.nn.Graphormer or GraphormerEncoder "
+            "(a Lightning module's .model)."
+        )
+    res = model(batch, return_attention=True)
+    maps = res[-1] if isinstance(res, tuple) else None
+    if not isinstance(maps, list) or not all(isinstance(m, tuple) and len(m) == 2 for m in maps):
+        raise ValueError(
+            f"{type(model).__name__}(batch, return_attention=True) must return (output, maps) "
+            "with maps a list of (before, after) pairs, one per layer, as Graphormer does."
+        )
+    return maps
 
 
 def attention_maps(
@@ -89,59 +68,39 @@ def attention_maps(
     The molecule is featurised as the model was trained (:func:`graph_urpe.data.featurize.
     smiles_to_graph`), given its shortest paths (:class:`~graph_urpe.transforms.
     AddShortestPathDistance`), collated into a :class:`~torch_geometric.data.Batch` of one, and
-    passed through ``model(batch)`` in eval mode without gradients (the model's train/eval mode is
-    restored afterwards). A forward pre-hook on each :class:`~graph_urpe.nn.MultiheadURPEAttention`
-    captures its inputs and :func:`attention_probabilities` recomputes the maps.
+    passed through ``model(batch, return_attention=True)`` in eval mode (no dropout) without
+    gradients; the model's train/eval mode is restored afterwards. The maps are those the model
+    multiplies ``V`` by (module docstring).
 
     Args:
-        model (torch.nn.Module): a graph model called as ``model(batch)``, e.g.
-            :class:`~graph_urpe.nn.Graphormer` (a Lightning module's ``.model``).
+        model (torch.nn.Module): :class:`~graph_urpe.nn.Graphormer` (a Lightning module's
+            ``.model``), its :class:`~graph_urpe.nn.GraphormerEncoder`, or any graph model whose
+            ``forward(batch, return_attention=True)`` returns ``(output, maps)`` with ``maps`` a
+            list of per-layer ``(before, after)`` pairs ``[1, H, N', N']``.
         smiles (str): the molecule.
         featurization (str, optional): ``"ogb"`` or ``"zinc"``, as the model was trained.
             (default: :obj:`"ogb"`)
 
     Returns:
-        list[tuple[Tensor, Tensor]]: one ``(before, after)`` pair per attention call, in call order
-        (layer order), each float32 ``[H, N', N']`` on the CPU; for Graphormer ``N' = n + 1``
-        (row/column 0 is the graph token, then the atoms in RDKit order).
+        list[tuple[Tensor, Tensor]]: one ``(before, after)`` pair per layer, in layer order, each
+        float32 ``[H, N', N']`` on the CPU; with a graph token ``N' = n + 1`` (row/column 0 is the
+        token, then the atoms in RDKit order), else ``N' = n``.
 
     Raises:
-        ValueError: if ``model`` has no MultiheadURPEAttention module, or for an unknown
-            featurisation.
+        ValueError: if ``model`` cannot return attention maps, or for an unknown featurisation.
         MoleculeError: if the molecule cannot be featurised.
     """
-    modules = [m for m in model.modules() if isinstance(m, MultiheadURPEAttention)]
-    if not modules:
-        raise ValueError(
-            f"{type(model).__name__} has no MultiheadURPEAttention module: attention maps can only "
-            "be read from graph_urpe's attention layers."
-        )
     data = AddShortestPathDistance()(smiles_to_graph(smiles, featurization))
     param = next(model.parameters(), None)
     batch = Batch.from_data_list([data]).to(param.device if param is not None else "cpu")
-    captured: list[tuple[Tensor, Tensor]] = []
-
-    def hook(module, args, kwargs):
-        bound = inspect.signature(module.forward).bind(*args, **kwargs)
-        bound.apply_defaults()
-        a = bound.arguments
-        before, after = attention_probabilities(
-            module, a["x"], a.get("attn_bias"), a.get("multiplier"),
-            a.get("key_padding_mask"), bool(a.get("is_causal", False)),
-        )
-        captured.append((before[0].cpu(), after[0].cpu()))
-
-    handles = [m.register_forward_pre_hook(hook, with_kwargs=True) for m in modules]
     was_training = model.training
     try:
         model.eval()
         with torch.no_grad():
-            model(batch)
+            maps = _forward_with_attention(model, batch)
     finally:
-        for handle in handles:
-            handle.remove()
         model.train(was_training)
-    return captured
+    return [(before[0].float().cpu(), after[0].float().cpu()) for before, after in maps]
 
 
 def _molecule_image(mol, size: int = 420) -> np.ndarray:
@@ -178,8 +137,10 @@ def attention_figure(
     """Three panels: the molecule (RDKit, atom indices), the attention map before ``C``, after ``C``.
 
     Rows are queries, columns keys; with a graph token it is the first row/column, labelled
-    ``G``. "Before" uses a sequential colour map from 0 (probabilities); "after" a diverging one
-    centred at 0 (``C`` can be negative), with limits ``±max|after|``.
+    ``G``. "Before" uses a sequential colour map from 0 (probabilities). Where "after" has no
+    negative value, it uses the same colour map and limits (``0 .. max`` over both maps), so the
+    two panels compare cell by cell; else (``C`` can be negative) a diverging map centred at 0 with
+    limits ``±max|after|``.
 
     Args:
         smiles (str): the molecule (atoms in RDKit order, as featurised).
@@ -221,12 +182,16 @@ def attention_figure(
     step = max(1, math.ceil(len(labels) / 40))
     ticks = list(range(0, len(labels), step))
     font = 8 if len(labels) <= 25 else 6
-    limit = float(np.abs(after).max()) or 1.0
+    if after.min() >= 0:  # one sequential scale for both panels, so they compare directly
+        top = float(max(before.max(), after.max())) or 1.0
+        before_style = after_style = {"cmap": "viridis", "vmin": 0.0, "vmax": top}
+    else:
+        limit = float(np.abs(after).max())
+        before_style = {"cmap": "viridis", "vmin": 0.0, "vmax": float(before.max()) or 1.0}
+        after_style = {"cmap": "RdBu_r", "norm": TwoSlopeNorm(0.0, -limit, limit)}
     panels = [
-        (axes[1], before, {"cmap": "viridis", "vmin": 0.0, "vmax": float(before.max()) or 1.0},
-         "before C: softmax(QKᵀ/√d + B)"),
-        (axes[2], after, {"cmap": "RdBu_r", "norm": TwoSlopeNorm(0.0, -limit, limit)},
-         "after C: softmax(QKᵀ/√d + B) ⊙ C"),
+        (axes[1], before, before_style, "before C: softmax(QKᵀ/√d + B)"),
+        (axes[2], after, after_style, "after C: softmax(QKᵀ/√d + B) ⊙ C"),
     ]
     for ax, values, style, name in panels:
         image = ax.imshow(values, interpolation="nearest", **style)

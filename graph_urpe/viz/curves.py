@@ -7,8 +7,8 @@ Columns read here, by name:
 * **training loss**: the first of ``train/loss_step``, ``train/loss`` or any other ``train/*``
   column whose name contains ``loss``; plotted against ``step``;
 * **validation metrics**: every ``val/*`` column whose name does not contain ``loss`` (the
-  ``val/*loss*`` columns when there is no other); plotted against ``epoch``, the last value logged
-  in each epoch;
+  ``val/*loss*`` columns when there is no other), except counts (``val/num_*``, e.g. the number
+  of validation graphs); plotted against ``epoch``, the last value logged in each epoch;
 * **learning rate**: every ``lr-*`` column (:class:`~lightning.pytorch.callbacks.LearningRateMonitor`,
   e.g. ``lr-AdamW`` or ``lr-AdamW/pg1``), identical param-group columns drawn once; plotted
   against ``step``.
@@ -70,7 +70,7 @@ def learning_curve_columns(metrics: pd.DataFrame) -> dict[str, list[str]]:
     train = [c for c in cols if c.startswith("train/") and "loss" in c]
     preferred = [c for c in ("train/loss_step", "train/loss") if c in train]
     train_loss = (preferred or sorted(train))[:1]
-    val = [c for c in cols if c.startswith("val/")]
+    val = [c for c in cols if c.startswith("val/") and not c.startswith("val/num_")]
     val = [c for c in val if "loss" not in c] or val
     lr = _distinct_curves(metrics, [c for c in cols if c.startswith("lr-")])
     return {"train_loss": train_loss, "val": val, "lr": lr}
@@ -118,6 +118,8 @@ def learning_curves_figure(metrics: pd.DataFrame):
             f"rate (lr-*) column with values; columns: {list(metrics.columns)}."
         )
     plt = pyplot()
+    from matplotlib.ticker import MaxNLocator
+
     fig, axes = plt.subplots(1, len(panels), figsize=(4.8 * len(panels), 3.6), squeeze=False)
     for ax, key in zip(axes[0], panels):
         if key == "train_loss":
@@ -134,10 +136,16 @@ def learning_curves_figure(metrics: pd.DataFrame):
             ax.set_ylabel("loss")
             ax.set_title("training loss")
         elif key == "val":
+            seen = set()
             for col in groups[key]:
                 x, y = _last_per_epoch(metrics, col)
                 ax.plot(x, y, marker="o", ms=3, label=col)
+                seen.update(x.tolist())
             ax.set_xlabel("epoch" if "epoch" in metrics.columns else "step")
+            if len(seen) <= 12:  # whole epochs only (one epoch would get fractional ticks)
+                ax.set_xticks(sorted(seen))
+            else:
+                ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             ax.set_ylabel("metric")
             ax.set_title("validation")
         else:

@@ -7,11 +7,14 @@ URPE attention is ``(softmax(QK^T / sqrt(d) + B) ⊙ C) V`` with ``B[i, j] = b_{
 are the rows of :class:`~graph_urpe.nn.RelationEmbedding` tables. Where the tables are stored
 (read by :func:`relation_tables_from_state_dict`):
 
-* :class:`~graph_urpe.nn.Graphormer`: ``<prefix>spatial_bias.weight`` (``B``) and
+* :class:`~graph_urpe.nn.GraphormerEncoder` (inside :class:`~graph_urpe.nn.Graphormer` as
+  ``encoder.``, so ``model.encoder.`` in a Lightning checkpoint) and
+  :class:`~graph_urpe.nn.URPEGraphConv`: ``<prefix>spatial_bias.weight`` (``B``) and
   ``<prefix>multiplier.weight`` (``C``), each ``[max_distance + 4, H]``, or ``[max_distance + 4,
   L * H]`` (layer-major columns) with ``bias_per_layer`` / ``multiplier_per_layer``. Rows:
   distances ``0 .. max_distance`` (the last also holds longer distances), unreachable, graph
-  token, padding (always 0; not drawn).
+  token, padding (always 0; not drawn). The number of heads of per-layer tables comes from the
+  hyperparameters or from the edge encoding's ``<prefix>edge_encoder.hop_weight`` ``[K, H, H]``.
 * :class:`~graph_urpe.nn.SequenceTransformer` (also inside
   :class:`~graph_urpe.nn.TransformerLM` as ``encoder.``): ``<prefix>rel_bias.<t>.weight`` and
   ``<prefix>rel_multiplier.<t>.weight``, each ``[R, H]``, one table ``t`` shared by all layers or
@@ -141,7 +144,7 @@ def _graph_tables(state_dict, bias_key, mult_key, hparams) -> RelationTables:
     tables = {}
     num_heads = _find_hparam(hparams, "num_heads")
     prefix = (bias_key or mult_key).rsplit("spatial_bias.", 1)[0].rsplit("multiplier.", 1)[0]
-    hop = state_dict.get(f"{prefix}hop_weight")
+    hop = state_dict.get(f"{prefix}edge_encoder.hop_weight")
     if num_heads is None and hop is not None:
         num_heads = hop.shape[-1]
     for name, key in (("bias", bias_key), ("multiplier", mult_key)):
@@ -202,9 +205,10 @@ def relation_tables_from_state_dict(
     """Read ``B`` and ``C`` out of a model's (or a Lightning checkpoint's) ``state_dict``.
 
     No model is rebuilt: the tables are found by their key names (module docstring), under any
-    prefix (e.g. ``model.`` in a Lightning checkpoint). Per-layer graph tables are split into
-    layers with ``num_heads`` from ``hparams`` (searched in nested mappings), else from the
-    edge encoding's ``hop_weight`` ``[K, H, H]``; without either, the columns are taken as heads.
+    prefix (e.g. ``model.encoder.`` in a Lightning checkpoint of a Graphormer). Per-layer graph
+    tables are split into layers with ``num_heads`` from ``hparams`` (searched in nested
+    mappings), else from the edge encoding's ``edge_encoder.hop_weight`` ``[K, H, H]`` beside the
+    tables; without either, the columns are taken as heads.
     Sequence tables are labelled with ``causal``, ``num_buckets`` and ``max_distance`` from
     ``hparams``; missing values are inferred (causal iff the model is a
     :class:`~graph_urpe.nn.TransformerLM`; ``max_distance`` from the table size), so T5-bucketed
@@ -274,9 +278,10 @@ def relation_tables_figure(
 ):
     """Draw ``B`` and ``C`` against the relation: one line per head, one row of panels per layer.
 
-    The left column shows ``B`` (additive, before the softmax), the right column ``C``
-    (multiplies the attention probabilities; dashed line at 1, URPE's initial value = plain RPE,
-    and at 0). A table shared by all layers fills the first row only.
+    The left column shows ``B`` (additive, before the softmax; dashed line at 0), the right
+    column ``C`` (multiplies the attention probabilities; dashed line at 1, URPE's initial value =
+    plain RPE, and at 0 when in range). Each panel's y-range spans its values and that initial
+    level (0 for ``B``, 1 for ``C``). A table shared by all layers fills the first row only.
 
     Args:
         bias (Tensor, optional): ``[R, H]`` or ``[L, R, H]``.
@@ -326,8 +331,16 @@ def relation_tables_figure(
             for h in range(num_heads):
                 ax.plot(x, table[layer, :, h].numpy(), color=colors[h], lw=1.1, marker=marker,
                         ms=2.5, label=f"head {h}")
+            # The y-range covers the values and the initial level (C: 1, plain RPE; B: 0), so a
+            # table that moved little from it is not flattened against a far reference line.
+            init = 1.0 if name.startswith("C") else 0.0
+            lo = min(float(table[layer].min()), init)
+            hi = max(float(table[layer].max()), init)
+            pad = 0.06 * (hi - lo) if hi > lo else 0.05
+            ax.set_ylim(lo - pad, hi + pad)
             for ref in (0.0, 1.0) if name.startswith("C") else (0.0,):
-                ax.axhline(ref, color="grey", lw=0.7, ls="--", zorder=0)
+                if lo - pad <= ref <= hi + pad:
+                    ax.axhline(ref, color="grey", lw=0.7, ls="--", zorder=0)
             scope = "shared by all layers" if table.shape[0] == 1 else f"layer {layer}"
             ax.set_title(f"{name}, {scope}", fontsize=10)
             ax.set_xticks(ticks, [labels[i] for i in ticks], rotation=60, fontsize=7)
