@@ -83,7 +83,7 @@ def _sample_ids(batch) -> Tensor:
             "batch has no `sample_id`: wrap the dataset in graph_urpe.data.IndexedDataset "
             "(the GraphDataModules do), so epoch metrics can de-duplicate and order samples."
         )
-    return ids.view(-1)
+    return torch.as_tensor(ids).view(-1)
 
 
 def node_sample_ids(batch) -> Tensor:
@@ -96,7 +96,7 @@ def node_sample_ids(batch) -> Tensor:
 
     Args:
         batch (Batch): a PyG batch with ``sample_id`` ``[B]`` (from
-            :class:`~graph_urpe.data.IndexedDataset`), ``batch`` ``[num_nodes]`` and ``ptr``
+            :class:`~graph_urpe.data.indexed.IndexedDataset`), ``batch`` ``[num_nodes]`` and ``ptr``
             ``[B + 1]`` (one :class:`~torch_geometric.data.Data`: all nodes in graph 0).
 
     Returns:
@@ -106,10 +106,12 @@ def node_sample_ids(batch) -> Tensor:
     Raises:
         ValueError: if the batch has no ``sample_id``.
     """
-    ids = _sample_ids(batch).long()
-    num_nodes = batch.num_nodes
     vec, ptr = batch.get("batch"), batch.get("ptr")
-    device = ids.device
+    device = next(t.device for t in (vec, ptr, batch.get("edge_index"), batch.get("x"),
+                                     batch.get("sample_id"), torch.zeros(0))
+                  if isinstance(t, Tensor))
+    ids = torch.as_tensor(_sample_ids(batch), device=device).long()
+    num_nodes = batch.num_nodes
     if vec is None:
         vec = torch.zeros(num_nodes, dtype=torch.long, device=device)
     if ptr is None:
