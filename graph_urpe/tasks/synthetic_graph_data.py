@@ -8,7 +8,7 @@ structural class labels per node or per graph) through the size-bucketed loaders
 :class:`~graph_urpe.nn.Graphormer`: ``task_type="multiclass"``, ``metric="accuracy"``,
 ``num_tasks`` = number of classes (:func:`structural_num_classes`), one atom and one bond category,
 and ``level`` (``"node"`` or ``"graph"``). Run it with ``graph-urpe fit --config
-configs/synthetic/graph-degree-urpe.yaml``.
+configs/graph-synthetic/degree-urpe.yaml``.
 """
 
 from __future__ import annotations
