@@ -92,6 +92,7 @@ GRAPH_LINKS = (
     ("data.featurization", "model.init_args.featurization"),
     ("data.max_graph_nodes", "model.init_args.max_graph_nodes"),
     ("data.dataset_source", "model.init_args.dataset_source"),
+    ("data.level", "model.init_args.model.init_args.level"),
 )
 """``(data module property, model argument)`` pairs linked at instantiation. jsonargparse skips a
 link whose property the chosen data module does not have, so the sequence families (with their

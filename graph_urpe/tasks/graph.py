@@ -1,12 +1,16 @@
-"""Lightning module for graph property prediction with an injected network (URPE-Graphormer).
+"""Lightning module for graph- and node-level prediction with an injected network (URPE-Graphormer).
 
 :class:`GraphPropertyModule` trains any network that maps a PyG batch to ``[num_graphs,
-num_tasks]`` (by default :class:`~graph_urpe.nn.Graphormer`) for graph regression (ZINC,
-PCQM4Mv2, your CSV) or multi-task binary classification (OGB ``ogbg-mol*``, your CSV): missing
-labels masked, regression targets standardised with the training split's statistics (kept in the
-checkpoint; loss in standardised units, metrics and predictions in the labels' units), epoch
-metrics exact under DDP (:mod:`graph_urpe.tasks.metrics`), an injected optimizer and scheduler
-(:mod:`graph_urpe.tasks.optim`). Gradient clipping is a Trainer option.
+num_outputs]`` (graph level) or ``[num_nodes, num_outputs]`` (node level, a network whose
+``level`` attribute is ``"node"``, e.g. ``Graphormer(level="node")``), by default
+:class:`~graph_urpe.nn.Graphormer`, for regression (ZINC, PCQM4Mv2, your CSV), multi-task binary
+classification (OGB ``ogbg-mol*``, your CSV) or single-label multi-class classification (the
+synthetic structural tasks of :mod:`graph_urpe.data.synthetic_graphs`): missing labels masked,
+regression targets standardised with the training split's statistics (kept in the checkpoint;
+loss in standardised units, metrics and predictions in the labels' units), epoch metrics exact
+under DDP (:mod:`graph_urpe.tasks.metrics`; node-level rows are identified by
+:func:`node_sample_ids`), an injected optimizer and scheduler (:mod:`graph_urpe.tasks.optim`).
+Gradient clipping is a Trainer option.
 
 The network, optimizer and scheduler are written once, in their own classes: in YAML ::
 
@@ -34,19 +38,38 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from lightning.pytorch import LightningModule
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from lightning.pytorch.core.mixins.hparams_mixin import _given_hyperparameters
 from torch import Tensor, nn
+from torchmetrics.functional.classification import multiclass_accuracy, multiclass_f1_score
 
 from graph_urpe.tasks.metrics import LOSSES, EpochPredictions, epoch_metrics, masked_loss
 from graph_urpe.tasks.optim import PolynomialDecayLR, configure_optimizers
 
-__all__ = ["GraphPropertyModule", "NonFiniteLossError"]
+__all__ = [
+    "NODE_ID_STRIDE",
+    "GraphPropertyModule",
+    "NonFiniteLossError",
+    "multiclass_loss",
+    "multiclass_metrics",
+    "node_sample_ids",
+]
 
-_TASKS = ("regression", "classification")
-_HIGHER_IS_BETTER = {"rocauc": True, "ap": True, "r2": True, "mae": False, "rmse": False}
+_TASKS = ("regression", "classification", "multiclass")
+_LOSSES = (*LOSSES, "cross_entropy")
+_LEVELS = ("graph", "node")
+_HIGHER_IS_BETTER = {"rocauc": True, "ap": True, "r2": True, "mae": False, "rmse": False,
+                     "accuracy": True, "f1_macro": True}
+_MULTICLASS_METRICS = ("accuracy", "f1_macro")
+
+NODE_ID_STRIDE = 2**32
+"""Node ids of node-level epoch metrics: ``sample_id * NODE_ID_STRIDE + local node index``
+(:func:`node_sample_ids`). Any stride above the largest graph makes the ids unique; a fixed one
+needs no host read of the batch's largest graph and decodes as ``divmod(id, NODE_ID_STRIDE)``. It
+leaves room for ``2**31`` graphs of up to ``2**32`` nodes in ``int64``."""
 
 
 class NonFiniteLossError(RuntimeError):
@@ -60,19 +83,129 @@ def _sample_ids(batch) -> Tensor:
             "batch has no `sample_id`: wrap the dataset in graph_urpe.data.IndexedDataset "
             "(the GraphDataModules do), so epoch metrics can de-duplicate and order samples."
         )
-    return ids.view(-1)
+    return torch.as_tensor(ids).view(-1)
+
+
+def node_sample_ids(batch) -> Tensor:
+    r"""A unique id for every node of a batch, the rows of node-level epoch metrics:
+    ``sample_id[graph] * NODE_ID_STRIDE + index of the node in its graph``.
+
+    Repeated graphs (the DDP sampler pads ranks by repeating batches) repeat their node ids, so
+    :class:`~graph_urpe.tasks.metrics.EpochPredictions` counts every node once. Computed on the
+    batch's device without a host read (one gather of ``ptr``).
+
+    Args:
+        batch (Batch): a PyG batch with ``sample_id`` ``[B]`` (from
+            :class:`~graph_urpe.data.indexed.IndexedDataset`), ``batch`` ``[num_nodes]`` and ``ptr``
+            ``[B + 1]`` (one :class:`~torch_geometric.data.Data`: all nodes in graph 0).
+
+    Returns:
+        Tensor: ``[num_nodes]`` int64; ``divmod(id, NODE_ID_STRIDE)`` gives
+        ``(sample_id, local index)``.
+
+    Raises:
+        ValueError: if the batch has no ``sample_id``.
+    """
+    vec, ptr = batch.get("batch"), batch.get("ptr")
+    device = next(t.device for t in (vec, ptr, batch.get("edge_index"), batch.get("x"),
+                                     batch.get("sample_id"), torch.zeros(0))
+                  if isinstance(t, Tensor))
+    ids = torch.as_tensor(_sample_ids(batch), device=device).long()
+    num_nodes = batch.num_nodes
+    if vec is None:
+        vec = torch.zeros(num_nodes, dtype=torch.long, device=device)
+    if ptr is None:
+        ptr = torch.zeros(1, dtype=torch.long, device=device)
+    local = torch.arange(num_nodes, device=device) - ptr[vec]
+    return ids[vec] * NODE_ID_STRIDE + local
+
+
+def _multiclass_labels(target: Tensor) -> tuple[Tensor, Tensor]:
+    """``(labels [R] long, labelled [R] bool)`` of ``[R, 1]`` float class labels: NaN or negative
+    (e.g. PyTorch's ``ignore_index`` -100) = missing; missing rows get label 0."""
+    t = target.reshape(-1)
+    labelled = t >= 0  # False for NaN
+    return torch.where(labelled, t, torch.zeros_like(t)).long(), labelled
+
+
+def multiclass_loss(logits: Tensor, target: Tensor) -> Tensor:
+    """Mean cross-entropy over the labelled rows (no host read: missing rows are weighted 0).
+
+    Args:
+        logits (Tensor): ``[R, C]`` float, one row per graph or node.
+        target (Tensor): ``[R, 1]`` float class indices in ``[0, C)``; NaN or negative = missing.
+
+    Returns:
+        Tensor: scalar float32; ``0`` (with gradient) when nothing is labelled.
+    """
+    labels, labelled = _multiclass_labels(target)
+    losses = F.cross_entropy(logits.float(), labels, reduction="none")
+    weight = labelled.to(losses.dtype)
+    return (losses * weight).sum() / weight.sum().clamp(min=1.0)
+
+
+def multiclass_metrics(logits: Tensor, target: Tensor) -> dict[str, float]:
+    """Epoch metrics of single-label multi-class predictions, on the labelled rows (from
+    :mod:`torchmetrics.functional`).
+
+    Args:
+        logits (Tensor): ``[R, C]`` logits (or probabilities: only the arg-max is used).
+        target (Tensor): ``[R, 1]`` float class indices; NaN or negative = missing.
+
+    Returns:
+        dict[str, float]: ``accuracy`` (share of rows whose arg-max is the label), ``f1_macro``
+        (F1 per class, averaged over the classes present among the labels or predictions) and
+        ``baseline_accuracy`` (accuracy of always predicting the most frequent label of these
+        rows: the best constant prediction). NaN when no row is labelled.
+
+    Raises:
+        ValueError: for a label outside ``[0, C)``.
+    """
+    logits, target = logits.detach().float().cpu(), target.detach().float().cpu()
+    labels, labelled = _multiclass_labels(target)
+    labels, pred = labels[labelled], logits[labelled].argmax(-1)
+    num_classes = logits.shape[-1]
+    if labels.numel() == 0:
+        return {"accuracy": float("nan"), "f1_macro": float("nan"),
+                "baseline_accuracy": float("nan")}
+    if int(labels.max()) >= num_classes:
+        raise ValueError(
+            f"class label {int(labels.max())} is out of range for a network with {num_classes} "
+            "outputs: give the network (num_tasks) as many outputs as there are classes."
+        )
+    return {
+        "accuracy": float(multiclass_accuracy(pred, labels, num_classes, average="micro")),
+        "f1_macro": float(multiclass_f1_score(pred, labels, num_classes, average="macro")),
+        "baseline_accuracy": float(torch.bincount(labels).max()) / labels.numel(),
+    }
 
 
 class GraphPropertyModule(LightningModule):
-    r"""Graph-level regression / binary classification with an injected network.
+    r"""Graph- or node-level regression / binary / multi-class classification with an injected
+    network.
+
+    The level is the network's ``level`` attribute (``"graph"`` when it has none). Graph level:
+    outputs ``[num_graphs, num_outputs]``, labels ``batch.y`` ``[num_graphs, T]`` (or ``[G]``);
+    node level: outputs ``[num_nodes, num_outputs]``, labels per node ``[num_nodes, T]`` (or
+    ``[num_nodes]``), epoch metrics over all nodes of the split, each node counted once under DDP
+    (rows identified by :func:`node_sample_ids`). Tasks:
+
+    * ``"regression"`` / ``"classification"`` (binary, multi-task): ``num_outputs = T`` values /
+      logits; NaN labels are missing;
+    * ``"multiclass"``: one class label per graph / node (``T = 1``, an integer in
+      ``[0, num_classes)``; NaN or negative = missing), ``num_outputs = num_classes`` logits;
+      cross-entropy; metrics ``accuracy``, ``f1_macro`` and ``baseline_accuracy``
+      (:func:`multiclass_metrics`).
 
     Args:
-        model (nn.Module): the network, ``batch -> [num_graphs, num_tasks]`` (logits for
-            classification), e.g. :class:`~graph_urpe.nn.Graphormer`.
-        task (str, optional): ``"regression"`` or ``"classification"``.
+        model (nn.Module): the network, ``batch -> [num_graphs or num_nodes, num_outputs]``
+            (logits for classification), e.g. :class:`~graph_urpe.nn.Graphormer`; its
+            ``num_tasks`` (or ``out_channels``) is ``num_outputs``.
+        task (str, optional): ``"regression"``, ``"classification"`` or ``"multiclass"``.
             (default: ``"regression"``; linked from the data module)
         metric (str, optional): the monitored metric, ``"mae"``, ``"rmse"``, ``"r2"``,
-            ``"rocauc"`` or ``"ap"``. (default: :obj:`None`: ``mae`` / ``rocauc``)
+            ``"rocauc"``, ``"ap"``, ``"accuracy"`` or ``"f1_macro"``. (default: :obj:`None`:
+            ``mae`` / ``rocauc`` / ``accuracy``)
         evaluator (str, optional): official evaluator (``"ogbg-..."``, ``"pcqm4mv2"``).
             (default: :obj:`None`)
         target_names (list[str], optional): names of the outputs. (default: ``y0, y1, ...``)
@@ -82,9 +215,11 @@ class GraphPropertyModule(LightningModule):
             ``predict``. (default: :obj:`None`)
         dataset_source (str, optional): where the training data came from (recorded in the
             checkpoint and logs). (default: :obj:`None`)
-        loss (str, optional): ``"l1"``, ``"mse"`` or ``"bce"``; :obj:`None` picks ``"bce"`` for
-            classification, ``"mse"`` for RMSE-scored and ``"l1"`` for other regression.
-            (default: :obj:`None`)
+        loss (str, optional): ``"l1"``, ``"mse"``, ``"bce"`` or ``"cross_entropy"``; :obj:`None`
+            picks ``"bce"`` for classification, ``"cross_entropy"`` for multi-class, ``"mse"``
+            for RMSE-scored and ``"l1"`` for other regression. (default: :obj:`None`)
+        num_classes (int, optional): classes of a ``"multiclass"`` task; must equal the
+            network's ``num_outputs``. (default: :obj:`None`: ``num_outputs``)
         standardize (bool, optional): train regression on targets standardised per task with
             the training split's NaN-aware mean and std. (default: :obj:`True`)
         optimizer (OptimizerCallable, optional): ``params -> Optimizer``; parameters are split by
@@ -96,8 +231,9 @@ class GraphPropertyModule(LightningModule):
             (default: :obj:`False`)
 
     Raises:
-        ValueError: for unknown ``task`` / ``loss`` / ``metric`` values, or a loss that does not
-            fit the task.
+        ValueError: for unknown ``task`` / ``loss`` / ``metric`` values, a loss or metric that
+            does not fit the task, a network ``level`` other than ``"graph"`` / ``"node"``, or a
+            ``num_classes`` that is not the network's output count (or is given for another task).
         NonFiniteLossError: (during training) when a loss is NaN or infinite.
     """
 
@@ -112,6 +248,7 @@ class GraphPropertyModule(LightningModule):
         max_graph_nodes: int | None = None,
         dataset_source: str | None = None,
         loss: str | None = None,
+        num_classes: int | None = None,
         standardize: bool = True,
         optimizer: OptimizerCallable = torch.optim.AdamW,
         lr_scheduler: LRSchedulerCallable | None = PolynomialDecayLR,
@@ -125,17 +262,48 @@ class GraphPropertyModule(LightningModule):
         self.save_hyperparameters(ignore=None if _given_hyperparameters.get() else injected)
         if task not in _TASKS:
             raise ValueError(f"task must be one of {_TASKS}, got {task!r}.")
-        if loss is not None and loss not in LOSSES:
-            raise ValueError(f"loss must be one of {LOSSES}, got {loss!r}.")
+        if loss is not None and loss not in _LOSSES:
+            raise ValueError(f"loss must be one of {_LOSSES}, got {loss!r}.")
         if metric is not None and metric not in _HIGHER_IS_BETTER:
             raise ValueError(f"metric must be one of {sorted(_HIGHER_IS_BETTER)}, got {metric!r}.")
-        if (task == "classification") != (self.loss_name == "bce"):
+        fitting = {"regression": ("l1", "mse"), "classification": ("bce",),
+                   "multiclass": ("cross_entropy",)}
+        if self.loss_name not in fitting[task]:
             raise ValueError(
                 f"loss {self.loss_name!r} does not fit a {task} task: use 'bce' for "
-                "classification and 'l1' or 'mse' for regression."
+                "classification, 'cross_entropy' for multiclass and 'l1' or 'mse' for regression."
+            )
+        if metric is not None and (task == "multiclass") != (metric in _MULTICLASS_METRICS):
+            raise ValueError(
+                f"metric {metric!r} does not fit a {task} task: multiclass tasks are scored by "
+                f"{_MULTICLASS_METRICS}, the others by mae, rmse, r2, rocauc or ap."
+            )
+        self.level = getattr(model, "level", "graph")
+        if self.level not in _LEVELS:
+            raise ValueError(
+                f"the network's level is {self.level!r}; it must be one of {_LEVELS} (its "
+                "outputs: one row per graph or one per node)."
             )
         self.model = model
-        self.num_tasks = _num_outputs(model)
+        self.num_outputs = _num_outputs(model)
+        if task == "multiclass":
+            if num_classes is not None and num_classes != self.num_outputs:
+                raise ValueError(
+                    f"num_classes={num_classes} but the network has {self.num_outputs} outputs: "
+                    "give it one output (logit) per class (its num_tasks)."
+                )
+            if self.num_outputs < 2:
+                raise ValueError(
+                    f"a multiclass task needs a network with at least 2 outputs (one logit per "
+                    f"class), got {self.num_outputs}."
+                )
+        elif num_classes is not None:
+            raise ValueError(
+                f"num_classes is for task='multiclass'; this task is {task!r}: leave it unset."
+            )
+        self.num_classes = self.num_outputs if task == "multiclass" else None
+        # Label columns: one class label (multiclass), else one per output.
+        self.num_tasks = 1 if task == "multiclass" else self.num_outputs
         self.optimizer = optimizer
         self.lr_scheduler = lr_scheduler
         # Kept out of the module registry: the compiled wrapper shares the model's parameters and
@@ -145,28 +313,33 @@ class GraphPropertyModule(LightningModule):
         # split at fit time; identity until then. Buffers, so checkpoints carry them.
         self.register_buffer("target_mean", torch.zeros(self.num_tasks))
         self.register_buffer("target_std", torch.ones(self.num_tasks))
+        # Rows of (id, outputs, labels); multiclass rows hold the label in every column (the
+        # collector keeps predictions and labels of one width).
         self.epoch_predictions = nn.ModuleDict(
-            {s: EpochPredictions(self.num_tasks) for s in ("val", "test")}
+            {s: EpochPredictions(self.num_outputs) for s in ("val", "test")}
         )
 
     # --------------------------------------------------------------------------- facts
     @property
     def loss_name(self) -> str:
-        """The loss in use: ``loss``, else ``bce`` (classification), ``mse`` (RMSE-scored
-        regression) or ``l1``."""
+        """The loss in use: ``loss``, else ``bce`` (classification), ``cross_entropy``
+        (multiclass), ``mse`` (RMSE-scored regression) or ``l1``."""
         hp = self.hparams
         if hp.get("loss") is not None:
             return hp.loss
         if hp.get("task") == "classification":
             return "bce"
+        if hp.get("task") == "multiclass":
+            return "cross_entropy"
         return "mse" if hp.get("metric") == "rmse" else "l1"
 
     @property
     def metric_name(self) -> str:
-        """The monitored metric: ``metric``, else ``mae`` / ``rocauc``."""
+        """The monitored metric: ``metric``, else ``mae`` / ``rocauc`` / ``accuracy``."""
         if self.hparams.get("metric") is not None:
             return self.hparams.metric
-        return "rocauc" if self.hparams.get("task") == "classification" else "mae"
+        return {"classification": "rocauc", "multiclass": "accuracy"}.get(
+            self.hparams.get("task"), "mae")
 
     @property
     def metric_mode(self) -> str:
@@ -197,30 +370,51 @@ class GraphPropertyModule(LightningModule):
 
     # --------------------------------------------------------------------- forward
     def forward(self, batch) -> Tensor:
-        """Raw network outputs ``[num_graphs, num_tasks]`` in standardised units (regression)
-        or logits (classification)."""
+        """Raw network outputs ``[R, num_outputs]`` (``R`` graphs or nodes) in standardised
+        units (regression) or logits (classification, multiclass)."""
         return self._forward(batch)
 
     def predict_values(self, batch) -> Tensor:
-        """Predictions ``[num_graphs, num_tasks]`` in the labels' units (regression) or
-        probabilities (classification)."""
+        """Predictions ``[R, num_outputs]`` in the labels' units (regression), probabilities
+        (classification) or class probabilities (multiclass, softmax)."""
         out = self(batch).float()
         if self.hparams.task == "classification":
             return torch.sigmoid(out)
+        if self.hparams.task == "multiclass":
+            return torch.softmax(out, dim=-1)
         return out * self.target_std + self.target_mean
 
     # ------------------------------------------------------------------------ steps
-    def _target(self, batch) -> Tensor:
-        return batch.y.view(-1, self.num_tasks).to(torch.float32)
+    def _row_ids(self, batch) -> Tensor:
+        """Ids of the output rows: ``sample_id`` per graph, :func:`node_sample_ids` per node."""
+        return node_sample_ids(batch) if self.level == "node" else _sample_ids(batch)
+
+    def _target(self, batch, rows: int) -> Tensor:
+        """``batch.y`` as ``[rows, num_tasks]`` float32."""
+        y = batch.y
+        if y.shape[0] != rows:
+            per = "node" if self.level == "node" else "graph"
+            raise ValueError(
+                f"the network predicts {rows} rows (level={self.level!r}: one per {per}) but "
+                f"batch.y has {y.shape[0]}: a {per}-level network needs labels per {per} "
+                f"(y [num_{per}s] or [num_{per}s, T]); set the network's level to fit the data."
+            )
+        return y.reshape(rows, self.num_tasks).to(torch.float32)
 
     def _scaled(self, target: Tensor) -> Tensor:
-        if self.hparams.task == "classification":
+        if self.hparams.task != "regression":
             return target
         return (target - self.target_mean) / self.target_std
 
+    def _loss(self, pred: Tensor, target: Tensor) -> Tensor:
+        """Training-units loss of ``[R, num_outputs]`` outputs against ``[R, num_tasks]`` labels."""
+        if self.loss_name == "cross_entropy":
+            return multiclass_loss(pred, target)
+        return masked_loss(pred, self._scaled(target), self.loss_name)
+
     def training_step(self, batch, batch_idx: int) -> Tensor:
         pred = self(batch)
-        loss = masked_loss(pred, self._scaled(self._target(batch)), self.loss_name)
+        loss = self._loss(pred, self._target(batch, pred.shape[0]))
         if not torch.isfinite(loss):
             raise NonFiniteLossError(
                 f"training loss is {loss.item()} at epoch {self.current_epoch}, step "
@@ -233,7 +427,10 @@ class GraphPropertyModule(LightningModule):
 
     def _eval_step(self, batch, stage: str) -> None:
         pred = self.predict_values(batch) if self.hparams.task == "regression" else self(batch)
-        self.epoch_predictions[stage].update(_sample_ids(batch), pred, self._target(batch))
+        target = self._target(batch, pred.shape[0])
+        if self.hparams.task == "multiclass":
+            target = target.expand(-1, self.num_outputs)
+        self.epoch_predictions[stage].update(self._row_ids(batch), pred, target)
 
     def validation_step(self, batch, batch_idx: int) -> None:
         self._eval_step(batch, "val")
@@ -247,19 +444,31 @@ class GraphPropertyModule(LightningModule):
         collector.reset()
         if self.trainer.sanity_checking:
             return
-        # Loss over the de-duplicated samples (exact under DDP), in training units.
-        scaled_pred = pred if self.hparams.task == "classification" else (
-            (pred - self.target_mean) / self.target_std)
-        loss = masked_loss(scaled_pred, self._scaled(target), self.loss_name)
-        values = epoch_metrics(pred, target, self.hparams.task, self.hparams.evaluator)
+        task = self.hparams.task
+        if task == "multiclass":
+            target = target[:, :1]
+        # Loss over the de-duplicated rows (exact under DDP), in training units.
+        raw = (pred - self.target_mean) / self.target_std if task == "regression" else pred
+        loss = self._loss(raw, target)
+        if task == "multiclass":
+            values = multiclass_metrics(pred, target)
+        else:
+            values = epoch_metrics(pred, target, task, self.hparams.evaluator)
         values = {f"{stage}/{k}": v for k, v in values.items()}
         values[f"{stage}/loss"] = float(loss)
+        if self.level == "node":
+            values[f"{stage}/num_nodes"] = float(ids.numel())
+            ids = torch.unique(torch.div(ids, NODE_ID_STRIDE, rounding_mode="floor"))
         values[f"{stage}/num_graphs"] = float(ids.numel())
         monitored = f"{stage}/{self.metric_name}"
         for key, value in values.items():
             # Every rank holds the same gathered values: no further reduction needed.
             self.log(key, value, prog_bar=key == monitored, sync_dist=False)
-        if stage == "test":
+        if stage == "test" and self.level == "graph":
+            # What the run's test_predictions.csv is written from (graph_urpe.tasks.run): one
+            # row per graph; multiclass predictions as the predicted class.
+            if task == "multiclass":
+                pred = pred.argmax(-1, keepdim=True).float()
             self.test_outputs = (ids, pred, target)
 
     def on_validation_epoch_end(self) -> None:
@@ -269,9 +478,10 @@ class GraphPropertyModule(LightningModule):
         self._eval_epoch_end("test")
 
     def predict_step(self, batch, batch_idx: int) -> dict[str, Tensor]:
-        """``{"sample_id": [G], "prediction": [G, T]}`` in the labels' units (probabilities for
-        classification)."""
-        return {"sample_id": _sample_ids(batch), "prediction": self.predict_values(batch)}
+        """``{"sample_id": [R], "prediction": [R, num_outputs]}`` in the labels' units
+        (probabilities for classification); node level: one row per node, ids from
+        :func:`node_sample_ids`."""
+        return {"sample_id": self._row_ids(batch), "prediction": self.predict_values(batch)}
 
     def configure_callbacks(self) -> Sequence[Callback] | Callback:
         """When predicting with a data module that names an output CSV, add its writer."""

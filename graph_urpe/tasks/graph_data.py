@@ -1,6 +1,8 @@
 """Lightning data modules for molecular graph property prediction.
 
-One module per dataset family, all sharing :class:`GraphDataModule`:
+:class:`BatchedGraphDataModule` holds what every graph data module shares (size-bucketed
+loaders, DDP splitting, ``sample_id``, the static dataset facts linked into the model); the
+molecular families share :class:`GraphDataModule` on top of it, one module per family:
 
 * :class:`ZincLikeDataModule`: the embedded ZINC-like 12k default (no download);
 * :class:`ZINCDataModule`: PyG's ZINC benchmark (``subset=True``: the 12k subset of the paper);
@@ -44,6 +46,7 @@ from graph_urpe.tasks.graph_predict import SmilesPredictionWriter
 from graph_urpe.transforms import AddShortestPathDistance
 
 __all__ = [
+    "BatchedGraphDataModule",
     "CSVDataModule",
     "GraphDataModule",
     "OGBDataModule",
@@ -58,16 +61,16 @@ def spd_pre_transform() -> AddShortestPathDistance:
     return AddShortestPathDistance(max_distance=None, paths=True)
 
 
-class GraphDataModule(LightningDataModule):
-    r"""Base of the graph data modules: datasets from :func:`graph_urpe.data.registry.load_dataset`,
-    size-bucketed loaders, DDP splitting, SMILES prediction.
+class BatchedGraphDataModule(LightningDataModule):
+    r"""Base of every graph data module: loaders that batch graphs of similar size under a budget
+    (:class:`~graph_urpe.data.sampler.SizeBucketBatchSampler`), split batches across DDP ranks
+    and give every graph its ``sample_id``; the static dataset facts that ``graph-urpe`` links into
+    the model (:data:`graph_urpe.cli.GRAPH_LINKS`).
 
-    Subclasses name the dataset (:meth:`registry_args`) and may override :attr:`test_split` and
-    :meth:`target_names`.
+    Subclasses fill :attr:`splits` (``"train"``, ``"val"``, ``"test"``: PyG datasets) in
+    :meth:`setup` and set the facts.
 
     Args:
-        root (str, optional): data folder (each dataset in its own subfolder, see
-            :func:`~graph_urpe.data.registry.load_dataset`). (default: ``"data"``)
         batch_size (int, optional): at most this many graphs per batch. (default: :obj:`128`)
         max_nodes_per_batch (int, optional): budget of padded nodes per batch
             (``graphs x largest graph``). (default: :obj:`None`)
@@ -76,6 +79,139 @@ class GraphDataModule(LightningDataModule):
             (default: :data:`~graph_urpe.data.sampler.DEFAULT_MAX_CELLS`)
         num_workers (int, optional): DataLoader worker processes. (default: :obj:`0`)
         seed (int, optional): seed of the batch shuffling. (default: :obj:`0`)
+
+    Raises:
+        ValueError: for non-positive budgets, or none at all.
+    """
+
+    def __init__(
+        self,
+        batch_size: int | None = 128,
+        max_nodes_per_batch: int | None = None,
+        max_cells_per_batch: int | None = DEFAULT_MAX_CELLS,
+        num_workers: int = 0,
+        seed: int = 0,
+    ) -> None:
+        super().__init__()
+        for name, value in (
+            ("batch_size", batch_size),
+            ("max_nodes_per_batch", max_nodes_per_batch),
+            ("max_cells_per_batch", max_cells_per_batch),
+        ):
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be a positive integer or None, got {value}.")
+        if batch_size is None and max_nodes_per_batch is None and max_cells_per_batch is None:
+            raise ValueError(
+                "give at least one batch budget: batch_size, max_nodes_per_batch or "
+                "max_cells_per_batch."
+            )
+        self.batch_size = batch_size
+        self.max_nodes_per_batch = max_nodes_per_batch
+        self.max_cells_per_batch = max_cells_per_batch
+        self.num_workers = num_workers
+        self.seed = seed
+        self.splits: dict[str, Any] = {}
+
+    # Static facts of the dataset, read from the configuration and dataset metadata without
+    # processing any graph; ``graph-urpe`` links them into the model (see graph_urpe.cli).
+    num_tasks: int = 1
+    """Outputs of the network: label columns ``T`` (regression, classification) or classes
+    (multiclass)."""
+    task_type: str = "regression"
+    """``"regression"``, ``"classification"`` (binary, possibly multi-task) or ``"multiclass"``
+    (one class label)."""
+    metric: str = "mae"
+    """The benchmark's metric (monitored as ``val/<metric>``)."""
+    evaluator: str | None = None
+    """Official evaluator (OGB dataset name or ``"pcqm4mv2"``), or :obj:`None`."""
+    level: str = "graph"
+    """``"graph"`` (labels per graph) or ``"node"`` (labels per node): the network's level."""
+
+    @property
+    def target_names(self) -> list[str]:
+        """Names of the label columns (used for the prediction columns)."""
+        labels = 1 if self.task_type == "multiclass" else self.num_tasks
+        return ["y"] if labels == 1 else [f"y{i}" for i in range(labels)]
+
+    def train_split(self):
+        """The training split (a PyG dataset), for :meth:`train_target_stats`."""
+        return self.splits["train"]
+
+    def train_target_stats(self) -> tuple[list[float], list[float]]:
+        """NaN-aware per-task mean and standard deviation of the training labels (population
+        std; 1 where a task has fewer than two labels or no spread), for target standardisation;
+        node-level labels count every node.
+
+        Returns:
+            tuple[list[float], list[float]]: ``T`` means and ``T`` stds, in the labels' units.
+        """
+        train = self.train_split()
+        ys = torch.cat([train[i].y.view(-1, self.num_tasks).float() for i in range(len(train))])
+        mask = ~torch.isnan(ys)
+        count = mask.sum(0).clamp(min=1)
+        filled = torch.where(mask, ys, torch.zeros(()))
+        mean = filled.sum(0) / count
+        var = torch.where(mask, (ys - mean).square(), torch.zeros(())).sum(0) / count
+        std = var.sqrt()
+        std = torch.where((mask.sum(0) < 2) | (std == 0), torch.ones_like(std), std)
+        return mean.tolist(), std.tolist()
+
+    def _rank(self) -> tuple[int, int]:
+        trainer = self.trainer
+        if trainer is None:
+            return 1, 0
+        if trainer.world_size > 1 and getattr(
+            trainer._accelerator_connector, "use_distributed_sampler", False
+        ):
+            raise ValueError(
+                f"{type(self).__name__} splits batches across ranks itself: run the Trainer "
+                "with use_distributed_sampler=False (--trainer.use_distributed_sampler false)."
+            )
+        return trainer.world_size, trainer.global_rank
+
+    def _loader(self, dataset, shuffle: bool, sizes=None, indexed: bool = True) -> DataLoader:
+        world, rank = self._rank()
+        sizes = graph_sizes(dataset) if sizes is None else sizes
+        sampler = SizeBucketBatchSampler(
+            sizes,
+            max_nodes=self.max_nodes_per_batch,
+            max_cells=self.max_cells_per_batch,
+            max_batch_size=self.batch_size,
+            shuffle=shuffle,
+            seed=self.seed,
+            num_replicas=world,
+            rank=rank,
+        )
+        return DataLoader(
+            IndexedDataset(dataset) if indexed else dataset,
+            batch_sampler=sampler,
+            num_workers=self.num_workers,
+            persistent_workers=self.num_workers > 0,
+        )
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader(self.splits["train"], shuffle=True)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader(self.splits["val"], shuffle=False)
+
+    def test_dataloader(self) -> DataLoader:
+        return self._loader(self.splits["test"], shuffle=False)
+
+
+class GraphDataModule(BatchedGraphDataModule):
+    r"""Base of the molecular data modules: datasets from
+    :func:`graph_urpe.data.registry.load_dataset`, the loaders of
+    :class:`BatchedGraphDataModule`, SMILES prediction.
+
+    Subclasses name the dataset (:meth:`registry_args`) and may override :attr:`test_split` and
+    :meth:`target_names`.
+
+    Args:
+        root (str, optional): data folder (each dataset in its own subfolder, see
+            :func:`~graph_urpe.data.registry.load_dataset`). (default: ``"data"``)
+        batch_size, max_nodes_per_batch, max_cells_per_batch, num_workers, seed: see
+            :class:`BatchedGraphDataModule`.
         max_graph_nodes (int, optional): refuse larger graphs: in the training data they are
             reported by the dataset (never silently dropped; with ``strict`` an error), in
             prediction they get an ``error``. (default: :obj:`None`)
@@ -115,28 +251,14 @@ class GraphDataModule(LightningDataModule):
         smiles_column: str = "smiles",
         predict_output: str = "predictions.csv",
     ) -> None:
-        super().__init__()
-        for name, value in (
-            ("batch_size", batch_size),
-            ("max_nodes_per_batch", max_nodes_per_batch),
-            ("max_cells_per_batch", max_cells_per_batch),
-            ("max_graph_nodes", max_graph_nodes),
-        ):
-            if value is not None and value < 1:
-                raise ValueError(f"{name} must be a positive integer or None, got {value}.")
-        if batch_size is None and max_nodes_per_batch is None and max_cells_per_batch is None:
+        super().__init__(batch_size, max_nodes_per_batch, max_cells_per_batch, num_workers, seed)
+        if max_graph_nodes is not None and max_graph_nodes < 1:
             raise ValueError(
-                "give at least one batch budget: batch_size, max_nodes_per_batch or "
-                "max_cells_per_batch."
+                f"max_graph_nodes must be a positive integer or None, got {max_graph_nodes}."
             )
         if predict_smiles is not None and predict_csv is not None:
             raise ValueError("give either predict_smiles or predict_csv, not both.")
         self.root = root
-        self.batch_size = batch_size
-        self.max_nodes_per_batch = max_nodes_per_batch
-        self.max_cells_per_batch = max_cells_per_batch
-        self.num_workers = num_workers
-        self.seed = seed
         self.max_graph_nodes = max_graph_nodes
         self.strict = strict
         self.download = download
@@ -146,7 +268,6 @@ class GraphDataModule(LightningDataModule):
         self.smiles_column = smiles_column
         self.predict_output = predict_output
         self.loaded: DatasetSplits | None = None
-        self.splits: dict[str, Any] = {}
         self.predict_frame: pd.DataFrame | None = None
         self.predict_graphs: list[Data] = []
         self.predict_errors: dict[int, str] = {}
@@ -161,23 +282,9 @@ class GraphDataModule(LightningDataModule):
             "CSVDataModule) or define registry_args() in your subclass."
         )
 
-    # Static facts of the dataset, read from the configuration and dataset metadata without
-    # processing any molecule; ``graph-urpe`` links them into the model (see graph_urpe.cli).
-    num_tasks: int = 1
-    """Label columns ``T``."""
-    task_type: str = "regression"
-    """``"regression"`` or ``"classification"`` (binary, possibly multi-task)."""
-    metric: str = "mae"
-    """The benchmark's metric (monitored as ``val/<metric>``)."""
-    evaluator: str | None = None
-    """Official evaluator (OGB dataset name or ``"pcqm4mv2"``), or :obj:`None`."""
+    # The molecular facts, besides those of BatchedGraphDataModule.
     featurization: str = "zinc"
     """How molecules become graphs: ``"zinc"`` or ``"ogb"``."""
-
-    @property
-    def target_names(self) -> list[str]:
-        """Names of the label columns (used for the prediction columns)."""
-        return ["y"] if self.num_tasks == 1 else [f"y{i}" for i in range(self.num_tasks)]
 
     @property
     def atom_categories(self) -> list[int]:
@@ -232,23 +339,9 @@ class GraphDataModule(LightningDataModule):
         fn = self.loaded.split_membership if self.loaded is not None else None
         return fn() if fn is not None else None
 
-    def train_target_stats(self) -> tuple[list[float], list[float]]:
-        """NaN-aware per-task mean and standard deviation of the training labels (population
-        std; 1 where a task has fewer than two labels or no spread), for target standardisation.
-
-        Returns:
-            tuple[list[float], list[float]]: ``T`` means and ``T`` stds, in the labels' units.
-        """
-        train = self.load().splits["train"]
-        ys = torch.cat([train[i].y.view(-1, self.num_tasks).float() for i in range(len(train))])
-        mask = ~torch.isnan(ys)
-        count = mask.sum(0).clamp(min=1)
-        filled = torch.where(mask, ys, torch.zeros(()))
-        mean = filled.sum(0) / count
-        var = torch.where(mask, (ys - mean).square(), torch.zeros(())).sum(0) / count
-        std = var.sqrt()
-        std = torch.where((mask.sum(0) < 2) | (std == 0), torch.ones_like(std), std)
-        return mean.tolist(), std.tolist()
+    def train_split(self):
+        """The training split (processing the dataset on first use)."""
+        return self.load().splits["train"]
 
     # ------------------------------------------------------------------------ hooks
     def _predicting(self) -> bool:
@@ -268,48 +361,6 @@ class GraphDataModule(LightningDataModule):
             parts = self.load().splits
             self.splits = {"train": parts["train"], "val": parts["valid"],
                            "test": parts[self.test_split]}
-
-    def _rank(self) -> tuple[int, int]:
-        trainer = self.trainer
-        if trainer is None:
-            return 1, 0
-        if trainer.world_size > 1 and getattr(
-            trainer._accelerator_connector, "use_distributed_sampler", False
-        ):
-            raise ValueError(
-                "GraphDataModule splits batches across ranks itself: run the Trainer with "
-                "use_distributed_sampler=False (--trainer.use_distributed_sampler false)."
-            )
-        return trainer.world_size, trainer.global_rank
-
-    def _loader(self, dataset, shuffle: bool, sizes=None, indexed: bool = True) -> DataLoader:
-        world, rank = self._rank()
-        sizes = graph_sizes(dataset) if sizes is None else sizes
-        sampler = SizeBucketBatchSampler(
-            sizes,
-            max_nodes=self.max_nodes_per_batch,
-            max_cells=self.max_cells_per_batch,
-            max_batch_size=self.batch_size,
-            shuffle=shuffle,
-            seed=self.seed,
-            num_replicas=world,
-            rank=rank,
-        )
-        return DataLoader(
-            IndexedDataset(dataset) if indexed else dataset,
-            batch_sampler=sampler,
-            num_workers=self.num_workers,
-            persistent_workers=self.num_workers > 0,
-        )
-
-    def train_dataloader(self) -> DataLoader:
-        return self._loader(self.splits["train"], shuffle=True)
-
-    def val_dataloader(self) -> DataLoader:
-        return self._loader(self.splits["val"], shuffle=False)
-
-    def test_dataloader(self) -> DataLoader:
-        return self._loader(self.splits["test"], shuffle=False)
 
     # ---------------------------------------------------------------------- predict
     def _predict_limit(self, trained_limit: int | None) -> int | None:
