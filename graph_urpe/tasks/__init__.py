@@ -1,7 +1,8 @@
 """Lightning modules (training logic) and data modules (loaders, dataset facts).
 
 * :class:`~graph_urpe.tasks.graph.GraphPropertyModule` with the graph data modules of
-  :mod:`graph_urpe.tasks.graph_data` (ZINC-like, PyG ZINC, OGB, PCQM4Mv2, your CSV);
+  :mod:`graph_urpe.tasks.graph_data` (ZINC-like, PyG ZINC, OGB, PCQM4Mv2, your CSV) and the synthetic structural graph tasks
+  (:mod:`graph_urpe.tasks.synthetic_graph_data`, node- or graph-level);
 * the sequence modules of :mod:`graph_urpe.tasks.sequence` / :mod:`graph_urpe.tasks.sequence_data`;
 * :mod:`graph_urpe.tasks.optim` (weight-decay groups, the warm-up + decay schedule),
   :mod:`graph_urpe.tasks.metrics` (masked losses, epoch metrics exact under DDP),
@@ -10,6 +11,7 @@
 
 from graph_urpe.tasks.graph import GraphPropertyModule
 from graph_urpe.tasks.graph_data import (
+    BatchedGraphDataModule,
     CSVDataModule,
     GraphDataModule,
     OGBDataModule,
@@ -17,13 +19,16 @@ from graph_urpe.tasks.graph_data import (
     ZINCDataModule,
     ZincLikeDataModule,
 )
+from graph_urpe.tasks.synthetic_graph_data import SyntheticGraphDataModule
 
 __all__ = [
+    "BatchedGraphDataModule",
     "CSVDataModule",
     "GraphDataModule",
     "GraphPropertyModule",
     "OGBDataModule",
     "PCQM4Mv2DataModule",
+    "SyntheticGraphDataModule",
     "ZINCDataModule",
     "ZincLikeDataModule",
 ]

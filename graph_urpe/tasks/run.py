@@ -127,6 +127,9 @@ def write_run_outputs(
     written = []
     outputs = getattr(model, "test_outputs", None)
     test_split = getattr(datamodule, "splits", {}).get("test")
+    task = model.hparams.get("task")
+    if task not in ("regression", "classification"):  # multi-class: no per-task table yet
+        outputs, task = None, None
     if outputs is not None and test_split is not None:
         ids, pred, target = (t.cpu() for t in outputs)
         if model.hparams.task == "classification":
@@ -154,7 +157,7 @@ def write_run_outputs(
     except ImportError:  # matplotlib is an optional extra
         return written
     try:
-        written += [str(p) for p in plot_run(run_dir, task=model.hparams.get("task"))]
+        written += [str(p) for p in plot_run(run_dir, task=task)]
     except ValueError as err:  # nothing to draw yet (e.g. a run shorter than log_every_n_steps)
         print(f"figures skipped: {err}")
     return written
@@ -169,10 +172,15 @@ def print_fit_summary(trainer: Trainer, metrics: dict[str, float] | None, run_di
     lines = ["", "=" * 72, f"Training {how_training_ended(trainer)}"]
     if metrics:
         shown = {k[5:]: v for k, v in metrics.items()
-                 if k.startswith("test/") and "/" not in k[5:] and k[5:] not in ("num_graphs",)}
-        order = ["mae", "rmse", "r2", "rocauc", "ap", "loss"]
+                 if k.startswith("test/") and "/" not in k[5:]
+                 and k[5:] not in ("num_graphs", "num_nodes")}
+        order = ["mae", "rmse", "r2", "rocauc", "ap", "accuracy", "f1_macro", "baseline_accuracy",
+                 "loss"]
+        labels = {"loss": "loss", "r2": "R2", "rocauc": "ROC-AUC", "ap": "AP",
+                  "accuracy": "accuracy", "f1_macro": "macro-F1",
+                  "baseline_accuracy": "accuracy of the majority class (baseline)"}
         for key in sorted(shown, key=lambda k: order.index(k) if k in order else len(order)):
-            label = {"loss": "loss", "r2": "R2", "rocauc": "ROC-AUC", "ap": "AP"}.get(key, key.upper())
+            label = labels.get(key, key.upper())
             lines.append(f"Test {label}: {_format(shown[key])}")
     dm = trainer.datamodule
     loaded = getattr(dm, "loaded", None)
