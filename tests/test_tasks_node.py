@@ -21,14 +21,8 @@ from graph_urpe.cli import main
 from graph_urpe.data.indexed import IndexedDataset
 from graph_urpe.data.synthetic_graphs import SyntheticGraphDataset
 from graph_urpe.nn import Graphormer
-from graph_urpe.tasks.graph import (
-    NODE_ID_STRIDE,
-    GraphPropertyModule,
-    multiclass_loss,
-    multiclass_metrics,
-    node_sample_ids,
-)
-from graph_urpe.tasks.metrics import EpochPredictions
+from graph_urpe.tasks.graph import NODE_ID_STRIDE, GraphPropertyModule, node_sample_ids
+from graph_urpe.tasks.metrics import EpochPredictions, multiclass_loss, multiclass_metrics
 from graph_urpe.tasks.synthetic_graph_data import SyntheticGraphDataModule, structural_num_classes
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -38,23 +38,26 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from lightning.pytorch import LightningModule
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from lightning.pytorch.core.mixins.hparams_mixin import _given_hyperparameters
 from torch import Tensor, nn
-from torchmetrics.functional.classification import multiclass_accuracy, multiclass_f1_score
 
-from graph_urpe.tasks.metrics import LOSSES, EpochPredictions, epoch_metrics, masked_loss
+from graph_urpe.tasks.metrics import (
+    LOSSES,
+    EpochPredictions,
+    epoch_metrics,
+    masked_loss,
+    multiclass_loss,
+    multiclass_metrics,
+)
 from graph_urpe.tasks.optim import PolynomialDecayLR, configure_optimizers
 
 __all__ = [
     "NODE_ID_STRIDE",
     "GraphPropertyModule",
     "NonFiniteLossError",
-    "multiclass_loss",
-    "multiclass_metrics",
     "node_sample_ids",
 ]
 
@@ -118,66 +121,6 @@ def node_sample_ids(batch) -> Tensor:
         ptr = torch.zeros(1, dtype=torch.long, device=device)
     local = torch.arange(num_nodes, device=device) - ptr[vec]
     return ids[vec] * NODE_ID_STRIDE + local
-
-
-def _multiclass_labels(target: Tensor) -> tuple[Tensor, Tensor]:
-    """``(labels [R] long, labelled [R] bool)`` of ``[R, 1]`` float class labels: NaN or negative
-    (e.g. PyTorch's ``ignore_index`` -100) = missing; missing rows get label 0."""
-    t = target.reshape(-1)
-    labelled = t >= 0  # False for NaN
-    return torch.where(labelled, t, torch.zeros_like(t)).long(), labelled
-
-
-def multiclass_loss(logits: Tensor, target: Tensor) -> Tensor:
-    """Mean cross-entropy over the labelled rows (no host read: missing rows are weighted 0).
-
-    Args:
-        logits (Tensor): ``[R, C]`` float, one row per graph or node.
-        target (Tensor): ``[R, 1]`` float class indices in ``[0, C)``; NaN or negative = missing.
-
-    Returns:
-        Tensor: scalar float32; ``0`` (with gradient) when nothing is labelled.
-    """
-    labels, labelled = _multiclass_labels(target)
-    losses = F.cross_entropy(logits.float(), labels, reduction="none")
-    weight = labelled.to(losses.dtype)
-    return (losses * weight).sum() / weight.sum().clamp(min=1.0)
-
-
-def multiclass_metrics(logits: Tensor, target: Tensor) -> dict[str, float]:
-    """Epoch metrics of single-label multi-class predictions, on the labelled rows (from
-    :mod:`torchmetrics.functional`).
-
-    Args:
-        logits (Tensor): ``[R, C]`` logits (or probabilities: only the arg-max is used).
-        target (Tensor): ``[R, 1]`` float class indices; NaN or negative = missing.
-
-    Returns:
-        dict[str, float]: ``accuracy`` (share of rows whose arg-max is the label), ``f1_macro``
-        (F1 per class, averaged over the classes present among the labels or predictions) and
-        ``baseline_accuracy`` (accuracy of always predicting the most frequent label of these
-        rows: the best constant prediction). NaN when no row is labelled.
-
-    Raises:
-        ValueError: for a label outside ``[0, C)``.
-    """
-    logits, target = logits.detach().float().cpu(), target.detach().float().cpu()
-    labels, labelled = _multiclass_labels(target)
-    labels, pred = labels[labelled], logits[labelled].argmax(-1)
-    num_classes = logits.shape[-1]
-    if labels.numel() == 0:
-        return {"accuracy": float("nan"), "f1_macro": float("nan"),
-                "baseline_accuracy": float("nan")}
-    if int(labels.max()) >= num_classes:
-        raise ValueError(
-            f"class label {int(labels.max())} is out of range for a network with {num_classes} "
-            "outputs: give the network (num_tasks) as many outputs as there are classes."
-        )
-    return {
-        "accuracy": float(multiclass_accuracy(pred, labels, num_classes, average="micro")),
-        "f1_macro": float(multiclass_f1_score(pred, labels, num_classes, average="macro")),
-        "baseline_accuracy": float(torch.bincount(labels).max()) / labels.numel(),
-    }
 
 
 class GraphPropertyModule(LightningModule):

@@ -11,6 +11,8 @@ Metrics (:func:`epoch_metrics`), all from :mod:`torchmetrics.functional` on the 
 * regression: ``mae``, ``rmse`` (over all labelled entries) and ``r2`` (per task, averaged);
 * classification (binary, multi-task): ``rocauc`` and ``ap`` per task and averaged over tasks
   that have both classes among their labelled entries (the OGB rule);
+* multi-class (one label per graph or node, :func:`multiclass_metrics`): ``accuracy``,
+  ``f1_macro`` and the majority-class ``baseline_accuracy``;
 * the dataset's official evaluator where it has one (OGB :class:`~ogb.graphproppred.Evaluator`
   for ``ogbg-*``, :class:`ogb.lsc.PCQM4Mv2Evaluator`): its value replaces the metric of the same
   name, so the monitored ``val/<metric>`` is the official number.
@@ -24,9 +26,22 @@ import torch.nn.functional as F
 from torch import Tensor
 from torchmetrics import Metric
 from torchmetrics.functional import mean_absolute_error, mean_squared_error, r2_score
-from torchmetrics.functional.classification import binary_auroc, binary_average_precision
+from torchmetrics.functional.classification import (
+    binary_auroc,
+    binary_average_precision,
+    multiclass_accuracy,
+    multiclass_f1_score,
+)
 
-__all__ = ["LOSSES", "METRICS", "EpochPredictions", "epoch_metrics", "masked_loss"]
+__all__ = [
+    "LOSSES",
+    "METRICS",
+    "EpochPredictions",
+    "epoch_metrics",
+    "masked_loss",
+    "multiclass_loss",
+    "multiclass_metrics",
+]
 
 LOSSES = ("l1", "mse", "bce")
 METRICS = ("mae", "rmse", "r2", "rocauc", "ap")
@@ -203,3 +218,63 @@ def _tasks_with_both(target: Tensor) -> list[int]:
         if t.numel() and bool(t.min() != t.max()):
             tasks.append(task)
     return tasks
+
+
+def _multiclass_labels(target: Tensor) -> tuple[Tensor, Tensor]:
+    """``(labels [R] long, labelled [R] bool)`` of ``[R, 1]`` float class labels: NaN or negative
+    (e.g. PyTorch's ``ignore_index`` -100) = missing; missing rows get label 0."""
+    t = target.reshape(-1)
+    labelled = t >= 0  # False for NaN
+    return torch.where(labelled, t, torch.zeros_like(t)).long(), labelled
+
+
+def multiclass_loss(logits: Tensor, target: Tensor) -> Tensor:
+    """Mean cross-entropy over the labelled rows (no host read: missing rows are weighted 0).
+
+    Args:
+        logits (Tensor): ``[R, C]`` float, one row per graph or node.
+        target (Tensor): ``[R, 1]`` float class indices in ``[0, C)``; NaN or negative = missing.
+
+    Returns:
+        Tensor: scalar float32; ``0`` (with gradient) when nothing is labelled.
+    """
+    labels, labelled = _multiclass_labels(target)
+    losses = F.cross_entropy(logits.float(), labels, reduction="none")
+    weight = labelled.to(losses.dtype)
+    return (losses * weight).sum() / weight.sum().clamp(min=1.0)
+
+
+def multiclass_metrics(logits: Tensor, target: Tensor) -> dict[str, float]:
+    """Epoch metrics of single-label multi-class predictions, on the labelled rows (from
+    :mod:`torchmetrics.functional`).
+
+    Args:
+        logits (Tensor): ``[R, C]`` logits (or probabilities: only the arg-max is used).
+        target (Tensor): ``[R, 1]`` float class indices; NaN or negative = missing.
+
+    Returns:
+        dict[str, float]: ``accuracy`` (share of rows whose arg-max is the label), ``f1_macro``
+        (F1 per class, averaged over the classes present among the labels or predictions) and
+        ``baseline_accuracy`` (accuracy of always predicting the most frequent label of these
+        rows: the best constant prediction). NaN when no row is labelled.
+
+    Raises:
+        ValueError: for a label outside ``[0, C)``.
+    """
+    logits, target = logits.detach().float().cpu(), target.detach().float().cpu()
+    labels, labelled = _multiclass_labels(target)
+    labels, pred = labels[labelled], logits[labelled].argmax(-1)
+    num_classes = logits.shape[-1]
+    if labels.numel() == 0:
+        return {"accuracy": float("nan"), "f1_macro": float("nan"),
+                "baseline_accuracy": float("nan")}
+    if int(labels.max()) >= num_classes:
+        raise ValueError(
+            f"class label {int(labels.max())} is out of range for a network with {num_classes} "
+            "outputs: give the network (num_tasks) as many outputs as there are classes."
+        )
+    return {
+        "accuracy": float(multiclass_accuracy(pred, labels, num_classes, average="micro")),
+        "f1_macro": float(multiclass_f1_score(pred, labels, num_classes, average="macro")),
+        "baseline_accuracy": float(torch.bincount(labels).max()) / labels.numel(),
+    }
