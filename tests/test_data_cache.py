@@ -21,8 +21,7 @@ from graph_urpe.data.cache import CorruptCacheError, UnsafeCacheError, safe_torc
 from graph_urpe.data.ogb_graphprop import ogb_graphprop_dataset
 from graph_urpe.data.pcqm4mv2 import PCQM4Mv2Dataset
 from graph_urpe.data.smiles_dataset import SmilesCSVDataset
-from graph_urpe.data.zinc import pyg_zinc
-from graph_urpe.data.zinc_like import ZincLikeDataset
+from graph_urpe.data.zinc import ZincLikeDataset, pyg_zinc
 from graph_urpe.transforms import AddShortestPathDistance
 
 SMILES = ["CCO", "c1ccccc1", "CC(=O)O", "CCN", "CCCC", "C1CC1", "CO", "CC#N", "OCCO", "CCCl",

@@ -14,6 +14,7 @@ from graph_urpe.data.featurize import smiles_to_zinc_graph
 from graph_urpe.data.registry import load_dataset
 from graph_urpe.data.summary import summarize
 from graph_urpe.data.zinc import (
+    EMBEDDED_ZINC_LIKE,
     PYG_ZINC_SOURCE,
     STANDIN_MARKER,
     ZINC_LIKE_STANDIN,
@@ -21,7 +22,6 @@ from graph_urpe.data.zinc import (
     pyg_zinc,
     zinc_source,
 )
-from graph_urpe.data.zinc_like import EMBEDDED_ZINC_LIKE
 from graph_urpe.transforms import AddShortestPathDistance
 
 

@@ -2,7 +2,7 @@
 
 Molecular graphs (one module per concept): :mod:`~graph_urpe.data.featurize` (SMILES -> graph,
 OGB and ZINC features), :mod:`~graph_urpe.data.zinc_target` (ZINC's constrained solubility),
-:mod:`~graph_urpe.data.smiles_dataset` (your CSV), :mod:`~graph_urpe.data.zinc_like` (embedded
+:mod:`~graph_urpe.data.smiles_dataset` (your CSV), :mod:`~graph_urpe.data.zinc` (embedded
 default), :mod:`~graph_urpe.data.zinc` (PyG ZINC), :mod:`~graph_urpe.data.ogb_graphprop` (OGB),
 :mod:`~graph_urpe.data.pcqm4mv2` (OGB-LSC PCQM4Mv2), offline builders ``build_*``,
 :mod:`~graph_urpe.data.cache` (safe, self-repairing reads of every processed cache),
@@ -11,6 +11,6 @@ default), :mod:`~graph_urpe.data.zinc` (PyG ZINC), :mod:`~graph_urpe.data.ogb_gr
 Batching: :mod:`~graph_urpe.data.sampler`. Sequences: :mod:`~graph_urpe.data.synthetic`,
 :mod:`~graph_urpe.data.text`.
 
-Submodules are imported explicitly (``from graph_urpe.data.zinc_like import ZincLikeDataset``), so
+Submodules are imported explicitly (``from graph_urpe.data.zinc import ZincLikeDataset``), so
 importing one dataset does not load RDKit, OGB and every other dependency.
 """

@@ -31,8 +31,7 @@ import torch
 from graph_urpe.data.processing import molecules_to_graphs
 from graph_urpe.data.row_errors import handle_row_errors
 from graph_urpe.data.splits import column_split
-from graph_urpe.data.zinc import RAW_FILES, STANDIN_MARKER, ZINC_LIKE_STANDIN
-from graph_urpe.data.zinc_like import EMBEDDED_ZINC_LIKE
+from graph_urpe.data.zinc import EMBEDDED_ZINC_LIKE, RAW_FILES, STANDIN_MARKER, ZINC_LIKE_STANDIN
 
 _PYG_NAMES = {"train": "train", "valid": "val", "test": "test"}
 

@@ -2,7 +2,7 @@
 
 Names:
 
-* ``zinc-like``: the embedded 12k ZINC-like set (:class:`~graph_urpe.data.zinc_like.ZincLikeDataset`),
+* ``zinc-like``: the embedded 12k ZINC-like set (:class:`~graph_urpe.data.zinc.ZincLikeDataset`),
   ZINC or OGB featurisation (``featurization``), MAE. Always available offline.
 * ``zinc`` / ``zinc-full``: PyG's ZINC subset / full (:func:`~graph_urpe.data.zinc.pyg_zinc`), ZINC
   featurisation, MAE; a folder written offline by :mod:`graph_urpe.data.build_pyg_zinc` holds
@@ -39,8 +39,7 @@ from graph_urpe.data.pcqm4mv2 import PCQM4Mv2Dataset, StandinTestLabels
 from graph_urpe.data.row_errors import InvalidRowsError, RowError
 from graph_urpe.data.sampler import graph_sizes
 from graph_urpe.data.smiles_dataset import SmilesCSVDataset
-from graph_urpe.data.zinc import pyg_zinc, zinc_source
-from graph_urpe.data.zinc_like import ZincLikeDataset
+from graph_urpe.data.zinc import ZincLikeDataset, pyg_zinc, zinc_source
 
 DATASET_NAMES = ("zinc-like", "zinc", "zinc-full", "ogbg-<name>", "pcqm4mv2", "pcqm4mv2-qm9", "csv")
 
