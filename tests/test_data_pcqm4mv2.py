@@ -13,7 +13,7 @@ from ogb.lsc import PygPCQM4Mv2Dataset
 from graph_urpe.data import build_pcqm4mv2
 from graph_urpe.data.build_pcqm4mv2 import read_qm9, write_pcqm4mv2_folder
 from graph_urpe.data.cache import allow_safe_globals
-from graph_urpe.data.pcqm4mv2 import (
+from graph_urpe.data.ogb import (
     PCQM4Mv2Dataset,
     StandinTestLabels,
     load_standin_test_labels,

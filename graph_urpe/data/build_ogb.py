@@ -41,7 +41,7 @@ import torch
 
 from graph_urpe.data.csvio import write_csv_gz
 from graph_urpe.data.labels import label_matrix
-from graph_urpe.data.ogb_graphprop import ogb_folder, ogb_master
+from graph_urpe.data.ogb import ogb_folder, ogb_master
 from graph_urpe.data.processing import molecules_to_graphs
 from graph_urpe.data.row_errors import handle_row_errors
 from graph_urpe.data.splits import SPLIT_NAMES, scaffold_split
@@ -205,7 +205,7 @@ def main(argv: list[str] | None = None) -> None:
     folder = write_ogb_graphprop_folder(
         args.root, args.name, smiles, labels, label_names=names, strict=args.strict,
         overwrite=args.overwrite, num_workers=args.num_workers, source=source)
-    print(f"wrote {folder}; load it with graph_urpe.data.ogb_graphprop.ogb_graphprop_dataset("
+    print(f"wrote {folder}; load it with graph_urpe.data.ogb.ogb_graphprop_dataset("
           f"{args.name!r}, root={args.root!r}, download=False)")
 
 

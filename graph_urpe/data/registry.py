@@ -8,8 +8,8 @@ Names:
   featurisation, MAE; a folder written offline by :mod:`graph_urpe.data.build_pyg_zinc` holds
   other molecules and its :attr:`DatasetSplits.source` says so.
 * ``ogbg-*`` (e.g. ``ogbg-molhiv``): OGB graph property prediction
-  (:func:`~graph_urpe.data.ogb_graphprop.ogb_graphprop_dataset`), OGB featurisation, OGB's metric.
-* ``pcqm4mv2``: OGB-LSC PCQM4Mv2 (:class:`~graph_urpe.data.pcqm4mv2.PCQM4Mv2Dataset`), MAE; splits
+  (:func:`~graph_urpe.data.ogb.ogb_graphprop_dataset`), OGB featurisation, OGB's metric.
+* ``pcqm4mv2``: OGB-LSC PCQM4Mv2 (:class:`~graph_urpe.data.ogb.PCQM4Mv2Dataset`), MAE; splits
   ``train``, ``valid``, ``test-dev``, ``test-challenge`` (test labels hidden).
 * ``pcqm4mv2-qm9``: the offline QM9 stand-in in the same format (under ``root/pcqm4mv2_qm9``); its
   hidden test-dev labels are restored in an extra ``test`` split.
@@ -34,8 +34,12 @@ from torch.utils.data import Dataset
 from torch_geometric.data import Data
 from torch_geometric.transforms import Compose
 
-from graph_urpe.data.ogb_graphprop import ogb_graphprop_dataset, ogb_master
-from graph_urpe.data.pcqm4mv2 import PCQM4Mv2Dataset, StandinTestLabels
+from graph_urpe.data.ogb import (
+    PCQM4Mv2Dataset,
+    StandinTestLabels,
+    ogb_graphprop_dataset,
+    ogb_master,
+)
 from graph_urpe.data.row_errors import InvalidRowsError, RowError
 from graph_urpe.data.sampler import graph_sizes
 from graph_urpe.data.smiles_dataset import SmilesCSVDataset
