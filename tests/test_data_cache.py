@@ -18,8 +18,8 @@ from graph_urpe.data.build_ogb import write_ogb_graphprop_folder
 from graph_urpe.data.build_pcqm4mv2 import write_pcqm4mv2_folder
 from graph_urpe.data.build_pyg_zinc import write_pyg_zinc_raw
 from graph_urpe.data.cache import CorruptCacheError, UnsafeCacheError, safe_torch_load
+from graph_urpe.data.csv.dataset import SmilesCSVDataset
 from graph_urpe.data.ogb import PCQM4Mv2Dataset, ogb_graphprop_dataset
-from graph_urpe.data.smiles_dataset import SmilesCSVDataset
 from graph_urpe.data.zinc import ZincLikeDataset, pyg_zinc
 from graph_urpe.transforms import AddShortestPathDistance
 

@@ -14,9 +14,9 @@ from ogb.graphproppred import Evaluator, PygGraphPropPredDataset
 from graph_urpe.data import build_ogb
 from graph_urpe.data.build_ogb import read_hiv, write_ogb_graphprop_folder
 from graph_urpe.data.cache import allow_safe_globals
+from graph_urpe.data.csv.splits import scaffold_split
 from graph_urpe.data.featurize import smiles_to_ogb_graph
 from graph_urpe.data.ogb import ogb_graphprop_dataset
-from graph_urpe.data.splits import scaffold_split
 
 SMILES = ["c1ccccc1C", "c1ccccc1CC", "c1ccccc1O", "c1ccccc1N", "c1ccccc1Cl", "C1CCCCC1C",
           "C1CCCCC1O", "C1CCCCC1N", "c1ccncc1C", "c1ccncc1O", "c1ccoc1C", "c1ccoc1CC",

@@ -2,7 +2,7 @@
 
 Molecular graphs (one module per concept): :mod:`~graph_urpe.data.featurize` (SMILES -> graph,
 OGB and ZINC features), :mod:`~graph_urpe.data.zinc_target` (ZINC's constrained solubility),
-:mod:`~graph_urpe.data.smiles_dataset` (your CSV), :mod:`~graph_urpe.data.zinc` (embedded
+:mod:`~graph_urpe.data.csv.dataset` (your CSV), :mod:`~graph_urpe.data.zinc` (embedded
 default), :mod:`~graph_urpe.data.zinc` (PyG ZINC), :mod:`~graph_urpe.data.ogb` (OGB),
 :mod:`~graph_urpe.data.ogb` (OGB-LSC PCQM4Mv2), offline builders ``build_*``,
 :mod:`~graph_urpe.data.cache` (safe, self-repairing reads of every processed cache),

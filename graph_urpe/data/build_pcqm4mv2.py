@@ -37,11 +37,11 @@ import pandas as pd
 import torch
 from scipy.constants import physical_constants
 
+from graph_urpe.data.csv.row_errors import RowError, handle_row_errors
 from graph_urpe.data.csvio import write_csv_gz
 from graph_urpe.data.featurize import MoleculeError, parse_smiles
 from graph_urpe.data.ogb import PCQM4MV2_SPLITS, STANDIN_LABELS
 from graph_urpe.data.processing import parallel_map
-from graph_urpe.data.row_errors import RowError, handle_row_errors
 from graph_urpe.data.wheels import fetch_wheel, read_wheel_member, sha256_of
 
 QM9PACK = ("qm9pack", "1.0.3")

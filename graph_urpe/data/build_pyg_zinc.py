@@ -28,9 +28,9 @@ import numpy as np
 import pandas as pd
 import torch
 
+from graph_urpe.data.csv.row_errors import handle_row_errors
+from graph_urpe.data.csv.splits import column_split
 from graph_urpe.data.processing import molecules_to_graphs
-from graph_urpe.data.row_errors import handle_row_errors
-from graph_urpe.data.splits import column_split
 from graph_urpe.data.zinc import EMBEDDED_ZINC_LIKE, RAW_FILES, STANDIN_MARKER, ZINC_LIKE_STANDIN
 
 _PYG_NAMES = {"train": "train", "valid": "val", "test": "test"}

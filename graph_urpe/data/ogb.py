@@ -30,8 +30,8 @@ from torch_geometric.transforms import BaseTransform, Compose
 from tqdm.auto import tqdm
 
 from graph_urpe.data.cache import SafeCacheMixin, ogb_safe_construction, safe_torch_load
+from graph_urpe.data.csv.row_errors import InvalidRowsError
 from graph_urpe.data.processing import molecules_to_graphs
-from graph_urpe.data.row_errors import InvalidRowsError
 from graph_urpe.transforms import StandardLayout
 
 

@@ -13,7 +13,7 @@ Names:
   ``train``, ``valid``, ``test-dev``, ``test-challenge`` (test labels hidden).
 * ``pcqm4mv2-qm9``: the offline QM9 stand-in in the same format (under ``root/pcqm4mv2_qm9``); its
   hidden test-dev labels are restored in an extra ``test`` split.
-* ``csv``: your own CSV (:class:`~graph_urpe.data.smiles_dataset.SmilesCSVDataset`).
+* ``csv``: your own CSV (:class:`~graph_urpe.data.csv.dataset.SmilesCSVDataset`).
 
 With :obj:`max_nodes`, graphs of the loaded datasets that are larger are refused: in strict mode an
 error names each (split, index, size); otherwise they leave their split together with their labels
@@ -34,15 +34,15 @@ from torch.utils.data import Dataset
 from torch_geometric.data import Data
 from torch_geometric.transforms import Compose
 
+from graph_urpe.data.csv.dataset import SmilesCSVDataset
+from graph_urpe.data.csv.row_errors import InvalidRowsError, RowError
 from graph_urpe.data.ogb import (
     PCQM4Mv2Dataset,
     StandinTestLabels,
     ogb_graphprop_dataset,
     ogb_master,
 )
-from graph_urpe.data.row_errors import InvalidRowsError, RowError
 from graph_urpe.data.sampler import graph_sizes
-from graph_urpe.data.smiles_dataset import SmilesCSVDataset
 from graph_urpe.data.zinc import ZincLikeDataset, pyg_zinc, zinc_source
 
 DATASET_NAMES = ("zinc-like", "zinc", "zinc-full", "ogbg-<name>", "pcqm4mv2", "pcqm4mv2-qm9", "csv")
@@ -113,7 +113,7 @@ def load_dataset(
             (default: :obj:`False`: offline, build folders with the builders)
         num_workers (int, optional): processing workers where supported. (default: :obj:`None`)
         csv_path, smiles_column, target_columns, task, split, featurization, seed: for ``csv``,
-            see :class:`~graph_urpe.data.smiles_dataset.SmilesCSVDataset`.
+            see :class:`~graph_urpe.data.csv.dataset.SmilesCSVDataset`.
 
     Raises:
         ValueError: unknown name or options; too-large graphs in strict mode.

@@ -26,7 +26,7 @@ from torch_geometric.datasets import ZINC
 from torch_geometric.transforms import Compose
 
 from graph_urpe.data.cache import SafeCacheMixin
-from graph_urpe.data.smiles_dataset import SmilesCSVDataset
+from graph_urpe.data.csv.dataset import SmilesCSVDataset
 from graph_urpe.transforms import StandardLayout
 
 EMBEDDED_ZINC_LIKE = osp.join(osp.dirname(osp.abspath(__file__)), "embedded", "zinc_like_12k.csv.gz")
