@@ -5,12 +5,12 @@ PCQM4Mv2 (OGB-LSC, :class:`ogb.lsc.PygPCQM4Mv2Dataset`).
 OGB 1.3.6 loads its processed file with a bare ``torch.load``, which fails under PyTorch's
 ``weights_only=True`` default; :mod:`graph_urpe.data.cache` allow-lists the PyG classes involved
 (never ``weights_only=False``), checks the cache's record files safely and names a refused file.
-Offline, write a graph property dataset folder with :mod:`graph_urpe.data.build_ogb`; OGB then
+Offline, write a graph property dataset folder with :mod:`graph_urpe.data.builders.ogb`; OGB then
 reads it without downloading.
 
 PCQM4Mv2: HOMO-LUMO gap regression, in eV, on OGB's folder format, with parallel processing, the
 official evaluator, and test-dev submission files. The real data set (3,746,620 molecules) is
-downloaded by OGB when internet is available. Offline, :mod:`graph_urpe.data.build_pcqm4mv2`
+downloaded by OGB when internet is available. Offline, :mod:`graph_urpe.data.builders.pcqm4mv2`
 writes a stand-in in the same format from QM9.
 """
 
@@ -97,7 +97,7 @@ def ogb_graphprop_dataset(
         if missing:
             raise FileNotFoundError(
                 f"{name} is not available offline under {root} (missing {missing}); build it with "
-                f"`python -m graph_urpe.data.build_ogb --name {name} --root {root}` or pass "
+                f"`python -m graph_urpe.data.builders.ogb --name {name} --root {root}` or pass "
                 "download=True"
             )
     layout = StandardLayout() if transform is None else Compose([StandardLayout(), transform])
@@ -203,8 +203,8 @@ class PCQM4Mv2Dataset(SafeCacheMixin, PygPCQM4Mv2Dataset):
             if missing:
                 raise FileNotFoundError(
                     f"PCQM4Mv2 not available offline under {root} (missing {missing}); build the "
-                    f"QM9 stand-in with `python -m graph_urpe.data.build_pcqm4mv2 --root {root}` "
-                    "or, for the real PCQM4Mv2, pass download=True"
+                    "QM9 stand-in with `python -m graph_urpe.data.builders.pcqm4mv2 --root "
+                    f"{root}` or, for the real PCQM4Mv2, pass download=True"
                 )
         self.num_workers = num_workers
         layout = StandardLayout() if transform is None else Compose([StandardLayout(), transform])
@@ -316,7 +316,7 @@ class StandinTestLabels(BaseTransform):
 
 def load_standin_test_labels(root: str = "data") -> dict[str, torch.Tensor]:
     r"""The hidden test-dev / test-challenge labels of an offline stand-in built by
-    :mod:`graph_urpe.data.build_pcqm4mv2`, to score test predictions locally.
+    :mod:`graph_urpe.data.builders.pcqm4mv2`, to score test predictions locally.
 
     Returns:
         dict: ``"test-dev"`` / ``"test-challenge"`` -> ``torch.float32`` ``[N_split]`` gaps (eV), in

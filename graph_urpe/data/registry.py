@@ -5,7 +5,7 @@ Names:
 * ``zinc-like``: the embedded 12k ZINC-like set (:class:`~graph_urpe.data.zinc.ZincLikeDataset`),
   ZINC or OGB featurisation (``featurization``), MAE. Always available offline.
 * ``zinc`` / ``zinc-full``: PyG's ZINC subset / full (:func:`~graph_urpe.data.zinc.pyg_zinc`), ZINC
-  featurisation, MAE; a folder written offline by :mod:`graph_urpe.data.build_pyg_zinc` holds
+  featurisation, MAE; a folder written offline by :mod:`graph_urpe.data.builders.pyg_zinc` holds
   other molecules and its :attr:`DatasetSplits.source` says so.
 * ``ogbg-*`` (e.g. ``ogbg-molhiv``): OGB graph property prediction
   (:func:`~graph_urpe.data.ogb.ogb_graphprop_dataset`), OGB featurisation, OGB's metric.

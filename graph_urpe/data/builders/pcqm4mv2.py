@@ -1,7 +1,7 @@
 """Write an offline stand-in for PCQM4Mv2 in OGB's folder format, from QM9 (``qm9pack==1.0.3``).
 
-    python -m graph_urpe.data.build_pcqm4mv2 --root data/pcqm4mv2_qm9
-    python -m graph_urpe.data.build_pcqm4mv2 --root data/pcqm4mv2_qm9 --wheel qm9pack-1.0.3-py3-none-any.whl
+    python -m graph_urpe.data.builders.pcqm4mv2 --root data/pcqm4mv2_qm9
+    python -m graph_urpe.data.builders.pcqm4mv2 --root data/pcqm4mv2_qm9 --wheel qm9pack-1.0.3-py3-none-any.whl
 
 PCQM4Mv2's target is the DFT HOMO-LUMO gap (eV) of PubChemQC molecules; QM9 (Ramakrishnan et al.,
 Sci. Data 2014) gives the same quantity, B3LYP/6-31G(2df,p), for 130,831 small organic molecules
@@ -37,8 +37,8 @@ import pandas as pd
 import torch
 from scipy.constants import physical_constants
 
+from graph_urpe.data.builders.csvio import write_csv_gz
 from graph_urpe.data.csv.row_errors import RowError, handle_row_errors
-from graph_urpe.data.csvio import write_csv_gz
 from graph_urpe.data.featurize import MoleculeError, parse_smiles
 from graph_urpe.data.ogb import PCQM4MV2_SPLITS, STANDIN_LABELS
 from graph_urpe.data.processing import parallel_map
@@ -141,7 +141,8 @@ def write_pcqm4mv2_folder(root: str, smiles: Sequence[str], gaps_ev: Sequence[fl
                  osp.join(folder, STANDIN_LABELS))
     torch.save(split_dict, osp.join(folder, "split_dict.pt"))
     with open(osp.join(folder, "RELEASE_v1.txt"), "w") as f:
-        f.write(f"Offline PCQM4Mv2 stand-in built by graph_urpe.data.build_pcqm4mv2 from {source}: "
+        f.write("Offline PCQM4Mv2 stand-in built by graph_urpe.data.builders.pcqm4mv2 from "
+                f"{source}: "
                 f"{n} molecules, HOMO-LUMO gap in eV, split sizes "
                 f"{ {k: len(v) for k, v in split_dict.items()} }; not the real PCQM4Mv2.\n")
     return folder
