@@ -52,7 +52,7 @@ from _common import PeakMemory, emit, machine_info, markdown_table, median, rati
 from torch_geometric.data import Batch
 
 from graph_urpe.data.sampler import SizeBucketBatchSampler, graph_sizes
-from graph_urpe.data.zinc_like import ZincLikeDataset
+from graph_urpe.data.zinc import ZincLikeDataset
 from graph_urpe.nn import Graphormer
 from graph_urpe.transforms import AddShortestPathDistance
 

@@ -24,10 +24,10 @@ import tempfile
 import numpy as np
 import pandas as pd
 
-from graph_urpe.data.csvio import write_csv_gz
+from graph_urpe.data.builders.csvio import write_csv_gz
 from graph_urpe.data.featurize import MoleculeError, smiles_to_zinc_graph
 from graph_urpe.data.wheels import fetch_wheel, read_wheel_member, sha256_of
-from graph_urpe.data.zinc_like import EMBEDDED_ZINC_LIKE
+from graph_urpe.data.zinc import EMBEDDED_ZINC_LIKE
 from graph_urpe.data.zinc_target import constrained_solubility
 
 WHEEL = ("molsets", "0.3.1")

@@ -9,7 +9,7 @@ import zipfile
 import pandas as pd
 import pytest
 
-from graph_urpe.data.csvio import write_csv_gz
+from graph_urpe.data.builders.csvio import write_csv_gz
 from graph_urpe.data.wheels import fetch_wheel, read_wheel_member
 from graph_urpe.data.zinc_target import constrained_solubility
 

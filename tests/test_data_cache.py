@@ -14,15 +14,13 @@ import pandas as pd
 import pytest
 import torch
 
-from graph_urpe.data.build_ogb import write_ogb_graphprop_folder
-from graph_urpe.data.build_pcqm4mv2 import write_pcqm4mv2_folder
-from graph_urpe.data.build_pyg_zinc import write_pyg_zinc_raw
+from graph_urpe.data.builders.ogb import write_ogb_graphprop_folder
+from graph_urpe.data.builders.pcqm4mv2 import write_pcqm4mv2_folder
+from graph_urpe.data.builders.pyg_zinc import write_pyg_zinc_raw
 from graph_urpe.data.cache import CorruptCacheError, UnsafeCacheError, safe_torch_load
-from graph_urpe.data.ogb_graphprop import ogb_graphprop_dataset
-from graph_urpe.data.pcqm4mv2 import PCQM4Mv2Dataset
-from graph_urpe.data.smiles_dataset import SmilesCSVDataset
-from graph_urpe.data.zinc import pyg_zinc
-from graph_urpe.data.zinc_like import ZincLikeDataset
+from graph_urpe.data.csv.dataset import SmilesCSVDataset
+from graph_urpe.data.ogb import PCQM4Mv2Dataset, ogb_graphprop_dataset
+from graph_urpe.data.zinc import ZincLikeDataset, pyg_zinc
 from graph_urpe.transforms import AddShortestPathDistance
 
 SMILES = ["CCO", "c1ccccc1", "CC(=O)O", "CCN", "CCCC", "C1CC1", "CO", "CC#N", "OCCO", "CCCl",

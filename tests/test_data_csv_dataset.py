@@ -10,11 +10,12 @@ import pandas as pd
 import pytest
 import torch
 
-from graph_urpe.data import processing, smiles_dataset
+from graph_urpe.data import processing
+from graph_urpe.data.csv import dataset as smiles_dataset
+from graph_urpe.data.csv.dataset import SmilesCSVDataset
+from graph_urpe.data.csv.row_errors import InvalidRowsError
 from graph_urpe.data.featurize import smiles_to_ogb_graph, smiles_to_zinc_graph
-from graph_urpe.data.row_errors import InvalidRowsError
-from graph_urpe.data.smiles_dataset import SmilesCSVDataset
-from graph_urpe.data.zinc_like import EMBEDDED_ZINC_LIKE, ZincLikeDataset
+from graph_urpe.data.zinc import EMBEDDED_ZINC_LIKE, ZincLikeDataset
 from graph_urpe.transforms import AddShortestPathDistance
 
 ROWS = [  # smiles, a, b, fold

@@ -1,5 +1,5 @@
-"""OGB folders written by graph_urpe.data.build_ogb, read by OGB's own PygGraphPropPredDataset and
-Evaluator with the network blocked; scaffold split by hand; the HIV reader."""
+"""OGB folders written by graph_urpe.data.builders.ogb, read by OGB's own PygGraphPropPredDataset
+and Evaluator with the network blocked; scaffold split by hand; the HIV reader."""
 
 import socket
 import warnings
@@ -11,12 +11,12 @@ import pytest
 import torch
 from ogb.graphproppred import Evaluator, PygGraphPropPredDataset
 
-from graph_urpe.data import build_ogb
-from graph_urpe.data.build_ogb import read_hiv, write_ogb_graphprop_folder
+from graph_urpe.data.builders import ogb as build_ogb
+from graph_urpe.data.builders.ogb import read_hiv, write_ogb_graphprop_folder
 from graph_urpe.data.cache import allow_safe_globals
+from graph_urpe.data.csv.splits import scaffold_split
 from graph_urpe.data.featurize import smiles_to_ogb_graph
-from graph_urpe.data.ogb_graphprop import ogb_graphprop_dataset
-from graph_urpe.data.splits import scaffold_split
+from graph_urpe.data.ogb import ogb_graphprop_dataset
 
 SMILES = ["c1ccccc1C", "c1ccccc1CC", "c1ccccc1O", "c1ccccc1N", "c1ccccc1Cl", "C1CCCCC1C",
           "C1CCCCC1O", "C1CCCCC1N", "c1ccncc1C", "c1ccncc1O", "c1ccoc1C", "c1ccoc1CC",
@@ -87,7 +87,7 @@ def test_builder_refusals(tmp_path):
         write_ogb_graphprop_folder(str(tmp_path), "ogbg-molhiv", SMILES, np.full(30, 0.5))
     with pytest.raises(ValueError, match="unknown OGB"):
         write_ogb_graphprop_folder(str(tmp_path), "ogbg-nope", SMILES, np.zeros(30))
-    with pytest.raises(FileNotFoundError, match="build_ogb --name ogbg-molhiv"):
+    with pytest.raises(FileNotFoundError, match="builders.ogb --name ogbg-molhiv"):
         ogb_graphprop_dataset("ogbg-molhiv", root=str(tmp_path / "empty"), download=False)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -10,10 +10,10 @@ import pytest
 import torch
 from ogb.lsc import PygPCQM4Mv2Dataset
 
-from graph_urpe.data import build_pcqm4mv2
-from graph_urpe.data.build_pcqm4mv2 import read_qm9, write_pcqm4mv2_folder
+from graph_urpe.data.builders import pcqm4mv2 as build_pcqm4mv2
+from graph_urpe.data.builders.pcqm4mv2 import read_qm9, write_pcqm4mv2_folder
 from graph_urpe.data.cache import allow_safe_globals
-from graph_urpe.data.pcqm4mv2 import (
+from graph_urpe.data.ogb import (
     PCQM4Mv2Dataset,
     StandinTestLabels,
     load_standin_test_labels,
@@ -74,7 +74,7 @@ def test_official_loader_reads_standin(tmp_path, offline):
 
 
 def test_offline_error_and_bad_folder(tmp_path):
-    with pytest.raises(FileNotFoundError, match="build_pcqm4mv2"):
+    with pytest.raises(FileNotFoundError, match="builders.pcqm4mv2"):
         PCQM4Mv2Dataset(str(tmp_path), download=False)
     with pytest.raises(ValueError, match="finite"):
         write_pcqm4mv2_folder(str(tmp_path), ["C", "CC"], [1.0, np.nan])

@@ -9,10 +9,10 @@ import pytest
 import torch
 from torch_geometric.data import Data
 
-from graph_urpe.data.build_ogb import write_ogb_graphprop_folder
-from graph_urpe.data.build_pcqm4mv2 import write_pcqm4mv2_folder
+from graph_urpe.data.builders.ogb import write_ogb_graphprop_folder
+from graph_urpe.data.builders.pcqm4mv2 import write_pcqm4mv2_folder
+from graph_urpe.data.csv.row_errors import InvalidRowsError
 from graph_urpe.data.registry import load_dataset
-from graph_urpe.data.row_errors import InvalidRowsError
 from graph_urpe.data.summary import main, summarize
 
 SMILES = ["CCO", "c1ccccc1", "CC(=O)O", "C", "CCN", "c1ccncc1C", "OCCO", "CCCCCCCCCC",

@@ -10,7 +10,7 @@ import pytest
 from rdkit import Chem, RDConfig
 from rdkit.Chem import Crippen
 
-from graph_urpe.data.zinc_like import EMBEDDED_ZINC_LIKE
+from graph_urpe.data.zinc import EMBEDDED_ZINC_LIKE
 from graph_urpe.data.zinc_target import constrained_solubility
 
 sys.path.append(os.path.join(RDConfig.RDContribDir, "SA_Score"))

@@ -10,7 +10,7 @@ from torch_geometric.datasets import FakeDataset
 from torch_geometric.loader import DataLoader
 
 from graph_urpe.data.sampler import DEFAULT_MAX_CELLS, SizeBucketBatchSampler, graph_sizes
-from graph_urpe.data.zinc_like import EMBEDDED_ZINC_LIKE
+from graph_urpe.data.zinc import EMBEDDED_ZINC_LIKE
 
 
 def _sizes(num=500, seed=0):

@@ -303,9 +303,9 @@ MORE = SMILES + ["CCCO", "CCCN", "OC(=O)CC", "c1ccoc1", "CC(C)C", "NC(=O)C", "C1
 
 def _build_family(family, root):
     """Write a tiny offline folder in the family's own format; return the data module."""
-    from graph_urpe.data.build_ogb import write_ogb_graphprop_folder
-    from graph_urpe.data.build_pcqm4mv2 import write_pcqm4mv2_folder
-    from graph_urpe.data.build_pyg_zinc import write_pyg_zinc_raw
+    from graph_urpe.data.builders.ogb import write_ogb_graphprop_folder
+    from graph_urpe.data.builders.pcqm4mv2 import write_pcqm4mv2_folder
+    from graph_urpe.data.builders.pyg_zinc import write_pyg_zinc_raw
     from graph_urpe.tasks.graph_data import OGBDataModule, PCQM4Mv2DataModule, ZINCDataModule
 
     targets = [len(s) / 3.0 for s in MORE]

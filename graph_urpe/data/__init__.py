@@ -1,16 +1,21 @@
 """Datasets and batching for graph-urpe.
 
 Molecular graphs (one module per concept): :mod:`~graph_urpe.data.featurize` (SMILES -> graph,
-OGB and ZINC features), :mod:`~graph_urpe.data.zinc_target` (ZINC's constrained solubility),
-:mod:`~graph_urpe.data.smiles_dataset` (your CSV), :mod:`~graph_urpe.data.zinc_like` (embedded
-default), :mod:`~graph_urpe.data.zinc` (PyG ZINC), :mod:`~graph_urpe.data.ogb_graphprop` (OGB),
-:mod:`~graph_urpe.data.pcqm4mv2` (OGB-LSC PCQM4Mv2), offline builders ``build_*``,
+OGB and ZINC features), :mod:`~graph_urpe.data.processing` (many SMILES rows -> graphs, in
+parallel), :mod:`~graph_urpe.data.zinc_target` (ZINC's constrained solubility, computed with
+RDKit), :mod:`~graph_urpe.data.csv` (your CSV: the dataset, labels, row errors, splits),
+:mod:`~graph_urpe.data.zinc` (the embedded ZINC-like default and PyG ZINC),
+:mod:`~graph_urpe.data.ogb` (OGB graph property prediction and OGB-LSC PCQM4Mv2),
+:mod:`~graph_urpe.data.builders` (offline builders of the OGB, PCQM4Mv2 and PyG ZINC folders),
+:mod:`~graph_urpe.data.wheels` (data files read from pinned wheels; file digests),
 :mod:`~graph_urpe.data.cache` (safe, self-repairing reads of every processed cache),
-:mod:`~graph_urpe.data.registry` (load any of them by name), :mod:`~graph_urpe.data.summary` and
-:mod:`~graph_urpe.data.indexed` (a view whose graphs carry their index).
-Batching: :mod:`~graph_urpe.data.sampler`. Sequences: :mod:`~graph_urpe.data.synthetic`,
+:mod:`~graph_urpe.data.registry` (load any of them by name), :mod:`~graph_urpe.data.summary`
+(a printable table of a dataset), :mod:`~graph_urpe.data.indexed` (a view whose graphs carry their
+index) and :mod:`~graph_urpe.data.predictions` (the prediction table for SMILES inputs).
+Synthetic graphs: :mod:`~graph_urpe.data.synthetic_graphs`. Batching:
+:mod:`~graph_urpe.data.sampler`. Sequences: :mod:`~graph_urpe.data.synthetic`,
 :mod:`~graph_urpe.data.text`.
 
-Submodules are imported explicitly (``from graph_urpe.data.zinc_like import ZincLikeDataset``), so
+Submodules are imported explicitly (``from graph_urpe.data.zinc import ZincLikeDataset``), so
 importing one dataset does not load RDKit, OGB and every other dependency.
 """

@@ -21,8 +21,8 @@ import torch
 from torch_geometric.data import Data
 from tqdm.auto import tqdm
 
+from graph_urpe.data.csv.row_errors import RowError
 from graph_urpe.data.featurize import FEATURIZATIONS, MoleculeError, smiles_to_graph
-from graph_urpe.data.row_errors import RowError
 
 PROGRESS_MIN_ITEMS = 1000
 """With ``progress=None``, inputs of at least this many items show a progress bar (about a second
@@ -171,8 +171,8 @@ def molecules_to_graphs(
     ``edge_index``, ``edge_attr``; ``y`` ``torch.float32`` ``[1, T]`` (NaN = missing label, kept);
     ``smiles`` (str, if :obj:`keep_smiles`); ``row`` (int, the input row it came from); then
     :obj:`pre_transform` is applied. Rows that fail (invalid SMILES, unknown ZINC atom type, more
-    than :obj:`max_nodes` nodes) are returned as :class:`~graph_urpe.data.row_errors.RowError` and
-    have no graph, so no label is ever paired with the wrong graph.
+    than :obj:`max_nodes` nodes) are returned as
+    :class:`~graph_urpe.data.csv.row_errors.RowError` and have no graph, so no label is ever paired with the wrong graph.
 
     Args:
         smiles (Sequence[str]): SMILES strings.

@@ -2,18 +2,18 @@
 
 Names:
 
-* ``zinc-like``: the embedded 12k ZINC-like set (:class:`~graph_urpe.data.zinc_like.ZincLikeDataset`),
+* ``zinc-like``: the embedded 12k ZINC-like set (:class:`~graph_urpe.data.zinc.ZincLikeDataset`),
   ZINC or OGB featurisation (``featurization``), MAE. Always available offline.
 * ``zinc`` / ``zinc-full``: PyG's ZINC subset / full (:func:`~graph_urpe.data.zinc.pyg_zinc`), ZINC
-  featurisation, MAE; a folder written offline by :mod:`graph_urpe.data.build_pyg_zinc` holds
+  featurisation, MAE; a folder written offline by :mod:`graph_urpe.data.builders.pyg_zinc` holds
   other molecules and its :attr:`DatasetSplits.source` says so.
 * ``ogbg-*`` (e.g. ``ogbg-molhiv``): OGB graph property prediction
-  (:func:`~graph_urpe.data.ogb_graphprop.ogb_graphprop_dataset`), OGB featurisation, OGB's metric.
-* ``pcqm4mv2``: OGB-LSC PCQM4Mv2 (:class:`~graph_urpe.data.pcqm4mv2.PCQM4Mv2Dataset`), MAE; splits
+  (:func:`~graph_urpe.data.ogb.ogb_graphprop_dataset`), OGB featurisation, OGB's metric.
+* ``pcqm4mv2``: OGB-LSC PCQM4Mv2 (:class:`~graph_urpe.data.ogb.PCQM4Mv2Dataset`), MAE; splits
   ``train``, ``valid``, ``test-dev``, ``test-challenge`` (test labels hidden).
 * ``pcqm4mv2-qm9``: the offline QM9 stand-in in the same format (under ``root/pcqm4mv2_qm9``); its
   hidden test-dev labels are restored in an extra ``test`` split.
-* ``csv``: your own CSV (:class:`~graph_urpe.data.smiles_dataset.SmilesCSVDataset`).
+* ``csv``: your own CSV (:class:`~graph_urpe.data.csv.dataset.SmilesCSVDataset`).
 
 With :obj:`max_nodes`, graphs of the loaded datasets that are larger are refused: in strict mode an
 error names each (split, index, size); otherwise they leave their split together with their labels
@@ -34,13 +34,16 @@ from torch.utils.data import Dataset
 from torch_geometric.data import Data
 from torch_geometric.transforms import Compose
 
-from graph_urpe.data.ogb_graphprop import ogb_graphprop_dataset, ogb_master
-from graph_urpe.data.pcqm4mv2 import PCQM4Mv2Dataset, StandinTestLabels
-from graph_urpe.data.row_errors import InvalidRowsError, RowError
+from graph_urpe.data.csv.dataset import SmilesCSVDataset
+from graph_urpe.data.csv.row_errors import InvalidRowsError, RowError
+from graph_urpe.data.ogb import (
+    PCQM4Mv2Dataset,
+    StandinTestLabels,
+    ogb_graphprop_dataset,
+    ogb_master,
+)
 from graph_urpe.data.sampler import graph_sizes
-from graph_urpe.data.smiles_dataset import SmilesCSVDataset
-from graph_urpe.data.zinc import pyg_zinc, zinc_source
-from graph_urpe.data.zinc_like import ZincLikeDataset
+from graph_urpe.data.zinc import ZincLikeDataset, pyg_zinc, zinc_source
 
 DATASET_NAMES = ("zinc-like", "zinc", "zinc-full", "ogbg-<name>", "pcqm4mv2", "pcqm4mv2-qm9", "csv")
 
@@ -110,7 +113,7 @@ def load_dataset(
             (default: :obj:`False`: offline, build folders with the builders)
         num_workers (int, optional): processing workers where supported. (default: :obj:`None`)
         csv_path, smiles_column, target_columns, task, split, featurization, seed: for ``csv``,
-            see :class:`~graph_urpe.data.smiles_dataset.SmilesCSVDataset`.
+            see :class:`~graph_urpe.data.csv.dataset.SmilesCSVDataset`.
 
     Raises:
         ValueError: unknown name or options; too-large graphs in strict mode.

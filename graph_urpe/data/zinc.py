@@ -1,10 +1,16 @@
-"""PyG's ZINC dataset (:class:`torch_geometric.datasets.ZINC`, the "Benchmarking GNNs" subset of
-12,000 graphs by default), returned in this package's layout.
+"""ZINC: the embedded ZINC-like default dataset and PyG's ZINC, both returned in this package's
+layout.
 
-For users with internet access PyG downloads it; offline, write the same raw folder with
-:mod:`graph_urpe.data.build_pyg_zinc` and PyG reads it without downloading. A folder so built
-holds other molecules than ZINC's (by default the embedded ZINC-like set) and says so in its
-:data:`STANDIN_MARKER` file, which :func:`zinc_source` reads.
+* :class:`ZincLikeDataset`: 12,000 real ZINC molecules (from MOSES) with the ZINC benchmark's
+  constrained-solubility target, split 10,000 / 1,000 / 1,000 like the ZINC subset. The CSV ships
+  with the package (``graph_urpe/data/embedded/zinc_like_12k.csv.gz``); how it was made
+  (``datasets/build_zinc_like.py``), its provenance and licences are in ``datasets/README.md``.
+* :func:`pyg_zinc`: PyG's ZINC dataset (:class:`torch_geometric.datasets.ZINC`, the "Benchmarking
+  GNNs" subset of 12,000 graphs by default). For users with internet access PyG downloads it;
+  offline, write the same raw folder with :mod:`graph_urpe.data.builders.pyg_zinc` and PyG reads it
+  without downloading. A folder so built holds other molecules than ZINC's (by default the
+  embedded ZINC-like set) and says so in its :data:`STANDIN_MARKER` file, which
+  :func:`zinc_source` reads.
 """
 
 from __future__ import annotations
@@ -20,15 +26,89 @@ from torch_geometric.datasets import ZINC
 from torch_geometric.transforms import Compose
 
 from graph_urpe.data.cache import SafeCacheMixin
+from graph_urpe.data.csv.dataset import SmilesCSVDataset
 from graph_urpe.transforms import StandardLayout
+
+EMBEDDED_ZINC_LIKE = osp.join(osp.dirname(osp.abspath(__file__)), "embedded", "zinc_like_12k.csv.gz")
+"""Path of the embedded CSV (columns ``smiles, target, split, moses_row``)."""
+
+_ZINC_LIKE_SPLITS = {"train": "train", "valid": "valid", "val": "valid", "test": "test"}
+
+
+class ZincLikeDataset(SmilesCSVDataset):
+    r"""The embedded ZINC-like 12k dataset, as a PyG :class:`~torch_geometric.data.InMemoryDataset`
+    processed once and cached.
+
+    Graphs: ``x`` ``torch.long`` (ZINC featurisation: ``[n, 1]`` ZINC atom type ids,
+    :data:`graph_urpe.data.featurize.ZINC_ATOM_TYPES`; OGB: ``[n, 9]``), ``edge_index`` ``[2, E]``,
+    ``edge_attr`` ``torch.long`` (ZINC: ``[E, 1]``, 1 single, 2 double, 3 triple; OGB:
+    ``[E, 3]``), ``y`` ``torch.float32`` ``[1, 1]``
+    (constrained solubility, dimensionless, see :mod:`graph_urpe.data.zinc_target`), ``smiles``,
+    ``row`` (row of the embedded CSV), plus what :obj:`pre_transform` adds.
+
+    Args:
+        root (str, optional): folder for processed files. (default: :obj:`"data/zinc_like"`)
+        split (str, optional): ``"train"`` (10,000), ``"valid"`` (or ``"val"``, 1,000), ``"test"``
+            (1,000) or :obj:`None` for all 12,000 (then use :meth:`get_idx_split`).
+            (default: :obj:`"train"`)
+        transform (Callable, optional): applied on every access. (default: :obj:`None`)
+        pre_transform (Callable, optional): applied once, e.g.
+            :class:`graph_urpe.transforms.AddShortestPathDistance`. (default: :obj:`None`)
+        max_nodes (int, optional): refuse larger graphs (largest here: 26 atoms).
+            (default: :obj:`None`)
+        strict (bool, optional): fail instead of skipping unusable rows. (default: :obj:`False`)
+        num_workers (int, optional): worker processes for processing. (default: :obj:`None`, auto)
+        featurization (str, optional): ``"zinc"`` (ZINC's 28 atom types, as the ZINC benchmark)
+            or ``"ogb"`` (OGB's atom and bond features: any molecule RDKit parses).
+            (default: :obj:`"zinc"`)
+        csv_path (str, optional): another CSV in the same format (e.g. one rebuilt with
+            ``datasets/build_zinc_like.py``). (default: the embedded file)
+        force_reload (bool, optional): process again. (default: :obj:`False`)
+        log (bool, optional): print progress. (default: :obj:`True`)
+
+    Raises:
+        ValueError: for an unknown :obj:`split` (and see :class:`SmilesCSVDataset`).
+    """
+
+    def __init__(
+        self,
+        root: str = "data/zinc_like",
+        split: str | None = "train",
+        transform: Callable[[Data], Data] | None = None,
+        pre_transform: Callable[[Data], Data] | None = None,
+        max_nodes: int | None = None,
+        strict: bool = False,
+        num_workers: int | None = None,
+        csv_path: str = EMBEDDED_ZINC_LIKE,
+        featurization: str = "zinc",
+        force_reload: bool = False,
+        log: bool = True,
+    ) -> None:
+        if split is not None and split not in _ZINC_LIKE_SPLITS:
+            raise ValueError(f"split must be 'train', 'valid' (or 'val'), 'test' or None, got {split!r}")
+        super().__init__(
+            root, csv_path, smiles_column="smiles", target_columns=["target"], task="regression",
+            split="split", featurization=featurization, max_nodes=max_nodes, strict=strict,
+            num_workers=num_workers, transform=transform, pre_transform=pre_transform,
+            force_reload=force_reload, log=log,
+        )
+        self.split_name = None if split is None else _ZINC_LIKE_SPLITS[split]
+        if self.split_name is not None:
+            # Restrict this object to one split, as InMemoryDataset.index_select does on a copy.
+            self._indices = self.get_idx_split()[self.split_name].tolist()
+
+    def __repr__(self) -> str:
+        part = "all" if self.split_name is None else self.split_name
+        return f"{self.__class__.__name__}({len(self)}, split={part!r})"
+
 
 RAW_FILES = ("train.pickle", "val.pickle", "test.pickle", "train.index", "val.index", "test.index")
 """The six files PyG's ZINC expects in ``root/raw``."""
 
-_SPLITS = {"train": "train", "valid": "val", "val": "val", "test": "test"}
+_PYG_SPLITS = {"train": "train", "valid": "val", "val": "val", "test": "test"}
 
 STANDIN_MARKER = "STANDIN.txt"
-"""File in the root of a ZINC folder written by :mod:`graph_urpe.data.build_pyg_zinc`; its text
+"""File in the root of a ZINC folder written by :mod:`graph_urpe.data.builders.pyg_zinc`; its text
 describes the molecules (e.g. :data:`ZINC_LIKE_STANDIN`)."""
 
 ZINC_LIKE_STANDIN = "ZINC-like molecules in PyG ZINC format (offline stand-in)"
@@ -44,7 +124,7 @@ class ZincDownloadError(RuntimeError):
 
 def zinc_source(root: str) -> str:
     r"""What a ZINC folder holds: the text of its :data:`STANDIN_MARKER` if
-    :mod:`graph_urpe.data.build_pyg_zinc` wrote it, else :data:`PYG_ZINC_SOURCE`."""
+    :mod:`graph_urpe.data.builders.pyg_zinc` wrote it, else :data:`PYG_ZINC_SOURCE`."""
     marker = osp.join(root, STANDIN_MARKER)
     if osp.exists(marker):
         with open(marker, encoding="utf-8") as f:
@@ -86,17 +166,17 @@ def pyg_zinc(
         ZincDownloadError: if the download fails (one line giving the offline builder command);
             a folder the failed download created is removed again.
     """
-    if split not in _SPLITS:
+    if split not in _PYG_SPLITS:
         raise ValueError(f"split must be 'train', 'valid' (or 'val') or 'test', got {split!r}")
     missing = [f for f in RAW_FILES if not osp.exists(osp.join(root, "raw", f))]
     if missing and not download:
         raise FileNotFoundError(
             f"PyG ZINC raw files {missing} not found in {osp.join(root, 'raw')}; pass "
             "download=True (needs internet) or write them offline with "
-            f"`python -m graph_urpe.data.build_pyg_zinc --root {root}`"
+            f"`python -m graph_urpe.data.builders.pyg_zinc --root {root}`"
         )
     layout = StandardLayout() if transform is None else Compose([StandardLayout(), transform])
-    return SafeZINC(root, subset=subset, split=_SPLITS[split], transform=layout,
+    return SafeZINC(root, subset=subset, split=_PYG_SPLITS[split], transform=layout,
                     pre_transform=pre_transform, force_reload=force_reload)
 
 
@@ -128,6 +208,6 @@ class SafeZINC(SafeCacheMixin, ZINC):
             reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise ZincDownloadError(
                 f"could not download ZINC into {self.root} ({reason}); offline, write ZINC-like "
-                f"molecules in its format with `python -m graph_urpe.data.build_pyg_zinc --root "
+                f"molecules in its format with `python -m graph_urpe.data.builders.pyg_zinc --root "
                 f"{self.root}`, or use the embedded dataset 'zinc-like'"
             ) from None

@@ -38,7 +38,7 @@ from torch_geometric.loader import DataLoader
 from graph_urpe.data.featurize import feature_dims
 from graph_urpe.files import check_writable
 from graph_urpe.data.indexed import IndexedDataset
-from graph_urpe.data.ogb_graphprop import ogb_master
+from graph_urpe.data.ogb import ogb_master
 from graph_urpe.data.processing import molecules_to_graphs
 from graph_urpe.data.registry import DatasetSplits, load_dataset
 from graph_urpe.data.sampler import DEFAULT_MAX_CELLS, SizeBucketBatchSampler, graph_sizes

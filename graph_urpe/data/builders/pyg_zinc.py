@@ -1,8 +1,8 @@
 """Write PyG's raw ZINC format from SMILES and targets, so :class:`torch_geometric.datasets.ZINC`
 reads molecules of your choice (by default the embedded ZINC-like 12k set) offline.
 
-    python -m graph_urpe.data.build_pyg_zinc --root data/zinc_like_pyg
-    python -m graph_urpe.data.build_pyg_zinc --root data/my_zinc --csv my.csv  # smiles,target,split
+    python -m graph_urpe.data.builders.pyg_zinc --root data/zinc_like_pyg
+    python -m graph_urpe.data.builders.pyg_zinc --root data/my_zinc --csv my.csv  # smiles,target,split
 
 The raw format (the "Benchmarking GNNs" ``molecules.zip``, read by PyG's ``ZINC.process``):
 ``raw/{train,val,test}.pickle``, each a pickled list of dicts with ``num_atom`` (int),
@@ -28,11 +28,10 @@ import numpy as np
 import pandas as pd
 import torch
 
+from graph_urpe.data.csv.row_errors import handle_row_errors
+from graph_urpe.data.csv.splits import column_split
 from graph_urpe.data.processing import molecules_to_graphs
-from graph_urpe.data.row_errors import handle_row_errors
-from graph_urpe.data.splits import column_split
-from graph_urpe.data.zinc import RAW_FILES, STANDIN_MARKER, ZINC_LIKE_STANDIN
-from graph_urpe.data.zinc_like import EMBEDDED_ZINC_LIKE
+from graph_urpe.data.zinc import EMBEDDED_ZINC_LIKE, RAW_FILES, STANDIN_MARKER, ZINC_LIKE_STANDIN
 
 _PYG_NAMES = {"train": "train", "valid": "val", "test": "test"}
 

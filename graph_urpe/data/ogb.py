@@ -1,29 +1,156 @@
-"""PCQM4Mv2 (OGB-LSC): HOMO-LUMO gap regression, in eV, on OGB's own
-:class:`ogb.lsc.PygPCQM4Mv2Dataset` folder format, with parallel processing, the official
-evaluator, and test-dev submission files.
+"""OGB datasets through OGB's own classes, working under PyTorch >= 2.6 and offline: graph property
+prediction (``ogbg-mol*`` and others, :class:`ogb.graphproppred.PygGraphPropPredDataset`) and
+PCQM4Mv2 (OGB-LSC, :class:`ogb.lsc.PygPCQM4Mv2Dataset`).
 
-The real data set (3,746,620 molecules) is downloaded by OGB when internet is available. Offline,
-:mod:`graph_urpe.data.build_pcqm4mv2` writes a stand-in in the same format from QM9.
+OGB 1.3.6 loads its processed file with a bare ``torch.load``, which fails under PyTorch's
+``weights_only=True`` default; :mod:`graph_urpe.data.cache` allow-lists the PyG classes involved
+(never ``weights_only=False``), checks the cache's record files safely and names a refused file.
+Offline, write a graph property dataset folder with :mod:`graph_urpe.data.builders.ogb`; OGB then
+reads it without downloading.
+
+PCQM4Mv2: HOMO-LUMO gap regression, in eV, on OGB's folder format, with parallel processing, the
+official evaluator, and test-dev submission files. The real data set (3,746,620 molecules) is
+downloaded by OGB when internet is available. Offline, :mod:`graph_urpe.data.builders.pcqm4mv2`
+writes a stand-in in the same format from QM9.
 """
 
 from __future__ import annotations
 
 import os.path as osp
+import sys
 from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
 import torch
+from ogb.graphproppred import PygGraphPropPredDataset
 from ogb.lsc import PCQM4Mv2Evaluator, PygPCQM4Mv2Dataset
 from torch_geometric.data import Data
 from torch_geometric.transforms import BaseTransform, Compose
+from tqdm.auto import tqdm
 
 from graph_urpe.data.cache import SafeCacheMixin, ogb_safe_construction, safe_torch_load
+from graph_urpe.data.csv.row_errors import InvalidRowsError
 from graph_urpe.data.processing import molecules_to_graphs
-from graph_urpe.data.row_errors import InvalidRowsError
 from graph_urpe.transforms import StandardLayout
 
-SPLITS = ("train", "valid", "test-dev", "test-challenge")
+
+def ogb_master(name: str) -> pd.Series:
+    r"""OGB's metadata row (``ogb/graphproppred/master.csv``) for dataset :obj:`name`: ``num
+    tasks``, ``eval metric``, ``task type``, ``version``, ``add_inverse_edge``, ...
+
+    Raises:
+        ValueError: if OGB does not know :obj:`name` (lists the known names).
+    """
+    import ogb.graphproppred
+
+    path = osp.join(osp.dirname(ogb.graphproppred.__file__), "master.csv")
+    master = pd.read_csv(path, index_col=0, keep_default_na=False)
+    if name not in master:
+        raise ValueError(f"unknown OGB graph property dataset {name!r}; known: {list(master)}")
+    return master[name]
+
+
+def ogb_folder(name: str, root: str) -> str:
+    """The folder OGB uses for :obj:`name` under :obj:`root` (``ogbg-molhiv`` -> ``ogbg_molhiv``,
+    or ``ogbg_molhiv_pyg`` if that older download folder exists, as OGB itself decides)."""
+    folder = osp.join(root, "_".join(name.split("-")))
+    return folder + "_pyg" if osp.exists(folder + "_pyg") else folder
+
+
+def ogb_graphprop_dataset(
+    name: str,
+    root: str = "data",
+    transform: Callable[[Data], Data] | None = None,
+    pre_transform: Callable[[Data], Data] | None = None,
+    download: bool = True,
+) -> PygGraphPropPredDataset:
+    r"""OGB's :class:`~ogb.graphproppred.PygGraphPropPredDataset`, yielding graphs in the package
+    layout; use ``dataset.get_idx_split()`` (``train``/``valid``/``test``) and
+    :class:`ogb.graphproppred.Evaluator` (``Evaluator(name)``) as usual.
+
+    Graphs (molecular datasets): ``x`` ``torch.long`` ``[n, 9]``, ``edge_index`` ``[2, E]``,
+    ``edge_attr`` ``torch.long`` ``[E, 3]`` (OGB features), ``y`` ``torch.float32`` ``[1, T]``
+    (classification labels 0./1., NaN = missing; OGB's own ``y`` is ``long`` when a dataset has no
+    missing label and is cast on access by :class:`~graph_urpe.transforms.StandardLayout`).
+
+    Args:
+        name (str): OGB dataset name, e.g. ``"ogbg-molhiv"``.
+        root (str, optional): folder holding OGB dataset folders. (default: :obj:`"data"`)
+        transform (Callable, optional): applied on access after the layout fix.
+            (default: :obj:`None`)
+        pre_transform (Callable, optional): applied once when OGB processes the raw files.
+            (default: :obj:`None`)
+        download (bool, optional): let OGB download a missing dataset. (default: :obj:`True`)
+
+    Raises:
+        ValueError: for a name OGB does not know.
+        FileNotFoundError: if :obj:`download` is false and the folder (with its ``RELEASE_v*.txt``
+            version marker and raw files) is incomplete; the message gives the builder command.
+    """
+    meta = ogb_master(name)
+    folder = ogb_folder(name, root)
+    if not download:
+        release = osp.join(folder, f"RELEASE_v{meta['version']}.txt")
+        needed = [release, osp.join(folder, "raw", "edge.csv.gz")]
+        missing = [p for p in needed if not osp.exists(p)]
+        if missing:
+            raise FileNotFoundError(
+                f"{name} is not available offline under {root} (missing {missing}); build it with "
+                f"`python -m graph_urpe.data.builders.ogb --name {name} --root {root}` or pass "
+                "download=True"
+            )
+    layout = StandardLayout() if transform is None else Compose([StandardLayout(), transform])
+    return OGBGraphPropDataset(name, root=root, transform=layout, pre_transform=pre_transform)
+
+
+class OGBGraphPropDataset(SafeCacheMixin, PygGraphPropPredDataset):
+    r"""OGB's :class:`~ogb.graphproppred.PygGraphPropPredDataset` with safe cache reads
+    (:class:`~graph_urpe.data.cache.SafeCacheMixin`): ``pre_transform.pt`` / ``pre_filter.pt`` are
+    read with ``weights_only=True`` (PyG reads them unsafely), a cache made with another
+    ``pre_transform`` is refused, a corrupt processed file is rebuilt with a warning, and a
+    processed file or ``split_dict.pt`` holding non-allow-listed objects is refused with
+    :class:`~graph_urpe.data.cache.UnsafeCacheError` naming it. Arguments as OGB's.
+    """
+
+    def __init__(self, name: str, root: str = "data", transform: Callable | None = None,
+                 pre_transform: Callable | None = None) -> None:
+        processed = osp.join(ogb_folder(name, root), "processed", "geometric_data_processed.pt")
+        with ogb_safe_construction([processed]):
+            super().__init__(name, root=root, transform=transform, pre_transform=pre_transform)
+
+    def process(self) -> None:
+        # OGB applies pre_transform (e.g. the SPD of 41k molecules) with no progress report.
+        pre = self.pre_transform
+        if pre is None:
+            return super().process()
+        with tqdm(desc=f"pre_transform of {self.name}", unit="graph", file=sys.stderr) as bar:
+            self.pre_transform = _Progress(pre, bar)
+            try:
+                super().process()
+            finally:
+                self.pre_transform = pre
+
+    def get_idx_split(self, split_type: str | None = None) -> dict[str, torch.Tensor]:
+        r"""OGB's split: ``{"train", "valid", "test"}`` -> ``torch.long`` indices."""
+        kind = self.meta_info["split"] if split_type is None else split_type
+        cached = osp.join(self.root, "split", kind, "split_dict.pt")
+        with ogb_safe_construction([cached]):
+            return super().get_idx_split(split_type)
+
+class _Progress:
+    """Calls a transform and advances a progress bar."""
+
+    def __init__(self, fn: Callable[[Data], Data], bar: tqdm) -> None:
+        self.fn, self.bar = fn, bar
+
+    def __call__(self, data: Data) -> Data:
+        out = self.fn(data)
+        self.bar.update(1)
+        return out
+
+
+PCQM4MV2_SPLITS = ("train", "valid", "test-dev", "test-challenge")
 """Keys of ``get_idx_split()``; test-dev and test-challenge labels are hidden (NaN)."""
 
 TEST_DEV_SIZE = 147_037
@@ -76,8 +203,8 @@ class PCQM4Mv2Dataset(SafeCacheMixin, PygPCQM4Mv2Dataset):
             if missing:
                 raise FileNotFoundError(
                     f"PCQM4Mv2 not available offline under {root} (missing {missing}); build the "
-                    f"QM9 stand-in with `python -m graph_urpe.data.build_pcqm4mv2 --root {root}` "
-                    "or, for the real PCQM4Mv2, pass download=True"
+                    "QM9 stand-in with `python -m graph_urpe.data.builders.pcqm4mv2 --root "
+                    f"{root}` or, for the real PCQM4Mv2, pass download=True"
                 )
         self.num_workers = num_workers
         layout = StandardLayout() if transform is None else Compose([StandardLayout(), transform])
@@ -102,7 +229,7 @@ class PCQM4Mv2Dataset(SafeCacheMixin, PygPCQM4Mv2Dataset):
             raise InvalidRowsError(errors, len(frame), osp.join(self.raw_dir, "data.csv.gz"))
         gaps = frame["homolumogap"].to_numpy()
         split = self.get_idx_split()
-        for name in SPLITS:
+        for name in PCQM4MV2_SPLITS:
             idx = split[name].numpy()
             hidden = name.startswith("test")
             wrong = ~np.isnan(gaps[idx]) if hidden else np.isnan(gaps[idx])
@@ -189,7 +316,7 @@ class StandinTestLabels(BaseTransform):
 
 def load_standin_test_labels(root: str = "data") -> dict[str, torch.Tensor]:
     r"""The hidden test-dev / test-challenge labels of an offline stand-in built by
-    :mod:`graph_urpe.data.build_pcqm4mv2`, to score test predictions locally.
+    :mod:`graph_urpe.data.builders.pcqm4mv2`, to score test predictions locally.
 
     Returns:
         dict: ``"test-dev"`` / ``"test-challenge"`` -> ``torch.float32`` ``[N_split]`` gaps (eV), in
