@@ -18,7 +18,6 @@ from lightning.pytorch.cli import LightningCLI
 
 from graph_urpe.cli import GraphURPECLI
 
-
 __all__ = ["CONFIGS", "QUIET_TRAINER", "experiment_args", "sequence_cli"]
 
 #: The shipped configuration files.

@@ -13,9 +13,9 @@ from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from torch_geometric.data import Batch
 
 from graph_urpe.data.featurize import smiles_to_graph
+from graph_urpe.nn import Graphormer
 from graph_urpe.tasks.graph import GraphPropertyModule, NonFiniteLossError
 from graph_urpe.tasks.graph_data import CSVDataModule, IndexedDataset
-from graph_urpe.nn import Graphormer
 from graph_urpe.tasks.metrics import EpochPredictions, epoch_metrics, masked_loss
 from graph_urpe.tasks.optim import PolynomialDecayLR, parameter_groups, polynomial_decay_factor
 from graph_urpe.transforms import AddShortestPathDistance
@@ -239,7 +239,7 @@ def _fit_with_checkpoints(tmp_path, epochs):
 
 
 def test_checkpoint_save_load_and_resume(tmp_path):
-    model, dm, ckpt, t = _fit_with_checkpoints(tmp_path, epochs=2)
+    model, dm, _ckpt, t = _fit_with_checkpoints(tmp_path, epochs=2)
     per_epoch = len(dm.train_dataloader())  # 10 training molecules, batches of <= 4
     assert per_epoch >= 3 and t.global_step == 2 * per_epoch
     last = str(tmp_path / "final.ckpt")

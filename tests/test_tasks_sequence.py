@@ -15,7 +15,6 @@ from lightning.pytorch import LightningDataModule, LightningModule
 from lightning.pytorch.cli import LightningCLI
 
 from graph_urpe.cli import GraphURPECLI
-
 from graph_urpe.nn import SequenceTransformer
 from graph_urpe.tasks.sequence import SyntheticTaskModule
 from graph_urpe.tasks.sequence_data import SyntheticDataModule, sequence_links

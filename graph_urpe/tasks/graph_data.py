@@ -36,12 +36,12 @@ from torch_geometric.data import Data
 from torch_geometric.loader import DataLoader
 
 from graph_urpe.data.featurize import feature_dims
-from graph_urpe.files import check_writable
 from graph_urpe.data.indexed import IndexedDataset
 from graph_urpe.data.ogb import ogb_master
 from graph_urpe.data.processing import molecules_to_graphs
 from graph_urpe.data.registry import DatasetSplits, load_dataset
 from graph_urpe.data.sampler import DEFAULT_MAX_CELLS, SizeBucketBatchSampler, graph_sizes
+from graph_urpe.files import check_writable
 from graph_urpe.tasks.graph_predict import SmilesPredictionWriter
 from graph_urpe.transforms import AddShortestPathDistance
 
@@ -430,7 +430,7 @@ class GraphDataModule(BatchedGraphDataModule):
 
 class ZincLikeDataModule(GraphDataModule):
     r"""The embedded ZINC-like 12k default (``zinc-like``,
-    :class:`graph_urpe.data.zinc_like.ZincLikeDataset`): 10,000 / 1,000 / 1,000 real ZINC
+    :class:`graph_urpe.data.zinc.ZincLikeDataset`): 10,000 / 1,000 / 1,000 real ZINC
     molecules with the constrained-solubility target. Regression, MAE. Always available offline.
     OGB's atom and bond features by default, so a model trained on it predicts any molecule RDKit
     parses (ions, metals, isotopes); ``featurization="zinc"`` gives ZINC's 28 atom types.
@@ -458,7 +458,7 @@ class ZINCDataModule(GraphDataModule):
     "Benchmarking Graph Neural Networks"), the paper's ZINC data: ``subset=True`` is the 12k subset
     (10,000 / 1,000 / 1,000), ``subset=False`` full ZINC (220,011 / 24,445 / 5,000). Raw files in
     ``root/zinc`` (or ``root/zinc_full``): downloaded with ``download=True``, or written offline by
-    :mod:`graph_urpe.data.build_pyg_zinc`. Regression (constrained solubility), MAE.
+    :mod:`graph_urpe.data.builders.pyg_zinc`. Regression (constrained solubility), MAE.
 
     Args:
         subset (bool, optional): the 12k subset. (default: :obj:`True`)
@@ -483,7 +483,7 @@ class OGBDataModule(GraphDataModule):
     :class:`~ogb.graphproppred.Evaluator` (ROC-AUC for ``ogbg-molhiv``, AP for ``ogbg-molpcba``,
     RMSE for the regression sets). OGB features: 9 atom, 3 bond columns. The folder
     ``root/ogbg_<name>`` is downloaded with ``download=True`` or written offline by
-    :mod:`graph_urpe.data.build_ogb`. Task count, type and metric come from OGB's metadata
+    :mod:`graph_urpe.data.builders.ogb`. Task count, type and metric come from OGB's metadata
     (``master.csv``), without reading the data.
 
     Args:
@@ -517,7 +517,7 @@ class OGBDataModule(GraphDataModule):
 class PCQM4Mv2DataModule(GraphDataModule):
     r"""OGB-LSC PCQM4Mv2 (HOMO-LUMO gap in eV, 3.7M molecules), scored with
     :class:`ogb.lsc.PCQM4Mv2Evaluator` (MAE). ``standin=True`` uses the offline QM9 stand-in in the
-    same folder format (``root/pcqm4mv2_qm9``, built by :mod:`graph_urpe.data.build_pcqm4mv2`),
+    same folder format (``root/pcqm4mv2_qm9``, built by :mod:`graph_urpe.data.builders.pcqm4mv2`),
     whose hidden test-dev labels are restored for testing.
 
     Args:
@@ -546,7 +546,7 @@ class PCQM4Mv2DataModule(GraphDataModule):
 
 class CSVDataModule(GraphDataModule):
     r"""Your own molecules: a CSV with a SMILES column and one or more label columns
-    (:class:`graph_urpe.data.smiles_dataset.SmilesCSVDataset`), regression or binary
+    (:class:`graph_urpe.data.csv.dataset.SmilesCSVDataset`), regression or binary
     classification, NaN labels allowed; random, scaffold or explicit (column) split. Unusable rows
     are skipped with their labels and listed (or refused with ``strict``). The monitored metric
     follows the task: MAE for regression, ROC-AUC for classification.
