@@ -75,6 +75,7 @@ def test_main_markdown_and_csv_from_quoted_glob(runs, tmp_path, capsys):
     assert table["mae"].tolist() == pytest.approx([0.5, 0.7, 0.9, 0.7, 0.2])
     assert table["r2"].tolist() == pytest.approx([0.8, 0.6, 0.7, 0.7, 0.1])
     assert table["seed"].tolist()[:3] == [0, 1, 2]
+    assert out.read_text().splitlines()[1].split(",")[2:4] == ["0", "0"]  # integers stay so
 
 
 def test_name_folder_expands_in_version_order(tmp_path, capsys):
@@ -99,9 +100,11 @@ def test_single_run_has_no_std(tmp_path, capsys):
 def test_shared_seed_is_reported(tmp_path, capsys):
     a = make_run(tmp_path / "a" / "version_0", 3, 0.5, 0.5)
     b = make_run(tmp_path / "b" / "version_0", 3, 0.6, 0.5)
-    assert main([str(a), str(b)]) == 0
+    other = make_run(tmp_path / "c" / "version_0", 3, 0.6, 0.5, name="other")
+    assert main([str(a), str(b), str(other)]) == 0
     err = capsys.readouterr().err
     assert "share seed 3" in err and str(a) in err and str(b) in err
+    assert str(other) not in err  # another run name with the same seed is not a repeat
 
 
 def test_run_without_test_metrics_is_refused(tmp_path, capsys):

@@ -22,7 +22,7 @@ version from the folder name. The printed table has one row per run and a last r
 ``mean ± std`` over runs (sample standard deviation, ``ddof=1``; a run without a metric is left
 out of that metric's statistics; ``std`` is empty for fewer than two values). ``--out`` writes the
 same as CSV, numbers only: the runs, then a row whose ``run`` is ``mean`` and one whose ``run`` is
-``std``. Runs that share a seed are reported on stderr (their spread understates the
+``std``. Runs of one name that share a seed are reported on stderr (their spread understates the
 seed-to-seed spread).
 """
 
@@ -256,15 +256,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.out:
             check_writable(args.out)
         frame = collect_runs(expand_run_dirs(args.run_dirs))
-        seeds = frame["seed"].dropna()
-        for seed in sorted(set(seeds[seeds.duplicated()])):
-            same = frame.loc[frame["seed"] == seed, "run"].tolist()
-            print(f"graph-urpe collect: warning: runs {', '.join(same)} share seed {int(seed)}: "
-                  "their spread understates the seed-to-seed spread.", file=sys.stderr)
+        seeded = frame.dropna(subset=["seed"])
+        for (name, seed), group in seeded.groupby(["name", "seed"], dropna=False, sort=True):
+            if len(group) > 1:
+                print(f"graph-urpe collect: warning: runs {', '.join(group['run'])} of {name!r} "
+                      f"share seed {int(seed)}: their spread understates the seed-to-seed "
+                      "spread.", file=sys.stderr)
         print(format_table(frame, markdown=args.markdown, digits=args.digits))
         if args.out:
             tail = summarize(frame).loc[["mean", "std"]].reset_index(names="run")
-            table = pd.concat([frame, tail], ignore_index=True)
+            ids = frame.astype({"version": "Int64", "seed": "Int64"})
+            table = pd.concat([ids, tail], ignore_index=True)
             atomic_write_csv(table, args.out)
             print(f"wrote {args.out}")
     except (CollectError, OutputError) as err:
