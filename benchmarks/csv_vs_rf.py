@@ -20,7 +20,7 @@ graph model's MAE is recomputed from its ``test_predictions.csv`` and checked ag
 ``test/mae``. Prints one JSON line per model and dataset, then a markdown table with test MAE,
 the ratios model / mean-baseline and model / RF and wall times, then the issue's three targets
 (model <= 45 % of the mean baseline in under 10 minutes; no more than 10 % worse than RF; a fifth
-of the budget below the mean baseline).
+of the budget clearly below the mean baseline, taken as <= 90 % of it).
 
 Usage::
 
@@ -220,8 +220,8 @@ def main() -> None:
             f"{'met' if model / mean_mae <= 0.45 and full['wall_s'] < 600 else 'MISSED'}; "
             f"(b) model/RF {model / rf_mae:.2f} (target <= 1.10): "
             f"{'met' if model / rf_mae <= 1.10 else 'MISSED'}; "
-            f"(c) fifth/mean {fifth / mean_mae:.2f} (target < 1, clearly): "
-            f"{'met' if fifth / mean_mae < 1 else 'MISSED'}"
+            f"(c) fifth/mean {fifth / mean_mae:.2f} (target: clearly below 1, taken as <= 0.90): "
+            f"{'met' if fifth / mean_mae <= 0.90 else 'MISSED'}"
         )
     print()
     print(markdown_table(["dataset", "train/valid/test", "model", "test MAE", "/ mean",
