@@ -355,3 +355,12 @@ def test_data_module_families_validate_with_official_metric(tmp_path, family):
         assert math.isnan(metrics[name])
     else:
         assert metrics[name] == pytest.approx(expected, abs=1e-5)
+
+
+def test_epoch_predictions_of_a_single_sample_keep_their_shape():
+    """torchmetrics squeezes one-element results; a one-molecule split must stay [1, T]."""
+    collector = EpochPredictions(1)
+    collector.update(torch.tensor([4]), torch.tensor([[2.5]]), torch.tensor([[2.0]]))
+    ids, pred, target = collector.rows()
+    assert ids.tolist() == [4] and pred.shape == (1, 1) and target.shape == (1, 1)
+    assert epoch_metrics(pred, target, "regression")["mae"] == pytest.approx(0.5)

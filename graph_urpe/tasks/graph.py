@@ -383,7 +383,7 @@ class GraphPropertyModule(LightningModule):
 
     def _eval_epoch_end(self, stage: str) -> None:
         collector = self.epoch_predictions[stage]
-        ids, pred, target = collector.compute()
+        ids, pred, target = collector.rows()
         collector.reset()
         if self.trainer.sanity_checking:
             return

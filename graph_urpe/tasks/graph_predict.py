@@ -45,7 +45,7 @@ class SmilesPredictionWriter(BasePredictionWriter):
         for ids, preds in zip(self._ids, self._preds):
             collector.update(ids, preds, torch.full_like(preds, float("nan")))
         self._ids, self._preds = [], []
-        ids, preds, _ = collector.compute()  # gathered over DDP ranks, one row per input
+        ids, preds, _ = collector.rows()  # gathered over DDP ranks, one row per input
         if not trainer.is_global_zero:
             return
         errors = dm.predict_errors

@@ -103,8 +103,19 @@ class EpochPredictions(Metric):
         self.preds.append(pred.detach().float().reshape(-1, self.num_tasks))
         self.targets.append(target.detach().float().reshape(-1, self.num_tasks))
 
+    def rows(self) -> tuple[Tensor, Tensor, Tensor]:
+        """:meth:`compute` with the shapes kept: torchmetrics squeezes one-element results to
+        scalars, which would turn a split of one sample into 0-d tensors.
+
+        Returns:
+            tuple: ``(ids [U], pred [U, T], target [U, T])``.
+        """
+        ids, pred, target = self.compute()
+        return ids.reshape(-1), pred.reshape(-1, self.num_tasks), target.reshape(-1, self.num_tasks)
+
     def compute(self) -> tuple[Tensor, Tensor, Tensor]:
-        """Unique rows sorted by sample id (the first copy of a repeated id is kept)."""
+        """Unique rows sorted by sample id (the first copy of a repeated id is kept); call
+        :meth:`rows` for results whose shapes survive torchmetrics' squeezing."""
         def cat(state, shape):
             if isinstance(state, Tensor):
                 return state
