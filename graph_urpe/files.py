@@ -31,9 +31,12 @@ def _explain(err: OSError, path: str) -> OutputError:
         errno.EACCES: "permission denied",
         errno.EROFS: "read-only file system",
         errno.EDQUOT: "disk quota exceeded",
+        errno.ENOTDIR: "a part of the path is a file, not a folder",
+        errno.EEXIST: "a part of the path is a file, not a folder",
     }.get(err.errno, err.strerror or str(err))
-    return OutputError(err.errno, f"cannot write {path}: {reason}; choose another output path "
-                                  "or free space")
+    fix = "free space or choose another output path" if err.errno in (errno.ENOSPC, errno.EDQUOT) \
+        else "choose another output path"
+    return OutputError(err.errno, f"cannot write {path}: {reason}; {fix}")
 
 
 def check_writable(path: str) -> None:

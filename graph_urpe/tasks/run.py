@@ -189,12 +189,14 @@ def print_fit_summary(trainer: Trainer, metrics: dict[str, float] | None, run_di
         where = getattr(loaded, "invalid_rows_path", None)
         lines.append(f"Skipped rows: {len(invalid)}" + (f" (listed in {where})" if where else "")
                      + "; see splits.csv for each row's fate.")
+    # Read the files, not the callbacks: testing best.ckpt restores the callbacks' states of
+    # the moment best.ckpt was written.
     for cb in trainer.checkpoint_callbacks:
         if cb.monitor is not None and cb.best_model_path:
             lines.append(f"Best checkpoint: {cb.best_model_path}  ({cb.monitor})")
-        elif cb.monitor is None and (cb.best_model_path or cb.last_model_path):
-            last = cb.best_model_path or cb.last_model_path  # monitor None: the latest state
-            lines.append(f"Last checkpoint: {last}  (resume with --ckpt_path last)")
+    last = osp.join(run_dir, "checkpoints", "last.ckpt")
+    if osp.isfile(last):
+        lines.append(f"Last checkpoint: {last}  (resume with --ckpt_path last)")
     lines.append(f"Run folder: {run_dir}  (TensorBoard: tensorboard --logdir {osp.dirname(run_dir)})")
     lines.append("=" * 72)
     print("\n".join(lines))
