@@ -361,7 +361,9 @@ def _quiet_third_party() -> None:
     * Lightning's note that a custom batch sampler may drop samples in ``predict``
       (:class:`~graph_urpe.data.sampler.SizeBucketBatchSampler` yields every sample; the tests
       check it);
-    * OGB's non-writable NumPy array warning when it converts its cached arrays.
+    * OGB's non-writable NumPy array warning when it converts its cached arrays;
+    * Lightning's note that a checkpoint's callbacks are missing, for ``test`` / ``predict`` on a
+      checkpoint of ``fit`` (they write no checkpoints, on purpose).
     """
     logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(_DropTips())
     for message in (
@@ -369,6 +371,8 @@ def _quiet_third_party() -> None:
         r"You are using a custom batch sampler",
         r"The given NumPy array is not writable",
         r"LightningCLI's args parameter is intended",  # graph-urpe passes argv on purpose
+        # predict / test on a checkpoint of fit: its checkpoint callbacks are deliberately absent
+        r"Be aware that when using `ckpt_path`, callbacks used to create the checkpoint",
     ):
         warnings.filterwarnings("ignore", message=message)
 

@@ -57,7 +57,7 @@ class SmilesPredictionWriter(BasePredictionWriter):
         atomic_write_csv(self.table, path)
         total = len(self.table)
         print(
-            f"Wrote predictions for {total} input rows to {path}: {total - len(errors)} predicted, "
+            f"\nWrote predictions for {total} input rows to {path}: {total - len(errors)} predicted, "
             f"{len(errors)} failed (reason in the 'error' column)."
         )
         for row, reason in sorted(errors.items())[:10]:
