@@ -112,14 +112,6 @@ def _fit_pi(position: str) -> float:
     return trainer.test(model, dm, verbose=False)[0]["test/acc"]
 
 
-@pytest.fixture
-def one_thread():
-    """Tiny models train fastest on one thread (and do not oversubscribe a shared machine)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
 
 def test_urpe_identifies_positions_that_rpe_cannot(one_thread):
     """Position Identification, length 8: URPE learns it, RPE stays at chance (1/8)."""

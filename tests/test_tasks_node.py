@@ -263,14 +263,6 @@ def _train(net, data, epochs: int) -> None:
             opt.step()
 
 
-@pytest.fixture
-def one_thread():
-    """One torch thread: the small models train several times faster on a shared CPU."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
 
 def test_rpe_gives_every_node_of_a_graph_the_same_output_and_urpe_does_not(one_thread):
     """Identical features, no graph token, no centrality encoding: ``softmax(B)`` rows sum to one,

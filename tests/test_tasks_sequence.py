@@ -42,13 +42,6 @@ def _excerpt(root: Path) -> Path:
     return root
 
 
-@pytest.fixture
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
 
 SYNTHETIC = {
     "model": {

@@ -163,13 +163,6 @@ def test_builder_on_a_small_sdist(tmp_path):
     assert stats["train"]["tokens"] == sum(len(ln.split()) for ln in train)
 
 
-@pytest.fixture
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
 
 def _excerpt_copy(root: Path) -> Path:
     for split in ("train", "valid", "test"):
