@@ -227,6 +227,20 @@ def test_cli_fits_the_node_level_config_and_writes_a_run_folder(tmp_path, capsys
     model = GraphPropertyModule.load_from_checkpoint(run / "checkpoints" / "best.ckpt")
     assert (model.level, model.model.level, model.num_classes) == ("node", "node", 10)
     assert (model.model.encoder.attention, model.hparams.task) == ("urpe", "multiclass")
+    # test_predictions.csv: one row per test node; the label is the node's degree (networkx on
+    # the test graphs, drawn from seed 3 * data_seed + 2), the prediction the most probable class.
+    table = pd.read_csv(run / "test_predictions.csv")
+    tests = SyntheticGraphDataset("degree", num_graphs=8, max_nodes=10, seed=2)
+    degrees = [(g, n, d) for g, data in enumerate(tests)
+               for n, d in sorted(nx.Graph(data.edge_index.t().tolist()).degree)]
+    assert list(zip(table["row"], table["node"], table["degree"])) == degrees
+    assert "smiles" not in table
+    probs = table[[f"degree_prob_{k}" for k in range(10)]].to_numpy()
+    assert probs.sum(axis=1) == pytest.approx(1.0, abs=1e-5)
+    assert (table["degree_pred"].to_numpy() == probs.argmax(axis=1)).all()
+    accuracy = float((table["degree_pred"] == table["degree"]).mean())
+    assert f"Test accuracy: {accuracy:.4f}" in out
+    assert (run / "figures" / "confusion.png").is_file()
 
 
 def test_shipped_synthetic_graph_configs_differ_only_in_attention_and_name():

@@ -13,6 +13,7 @@ pytest.importorskip("matplotlib")
 from PIL import Image
 
 from graph_urpe.viz import (
+    confusion_figure,
     infer_task,
     learning_curves_figure,
     parity_figure,
@@ -214,6 +215,29 @@ def test_infer_task_rule():
         infer_task(pd.DataFrame({"row": [0], "smiles": ["C"], "y": [1.0]}))
 
 
+def multiclass_table() -> pd.DataFrame:
+    """Three classes, six labelled nodes and one unlabelled: hand counts below."""
+    y = [0, 0, 1, 1, 2, 2, np.nan]
+    pred = [0, 1, 1, 1, 0, 2, 2]
+    probs = np.eye(3)[pred] * 0.8 + 0.2 / 3
+    frame = pd.DataFrame({"row": [0, 0, 0, 1, 1, 1, 1], "node": [0, 1, 2, 0, 1, 2, 3],
+                          "deg": y, "deg_pred": pred})
+    for k in range(3):
+        frame[f"deg_prob_{k}"] = probs[:, k]
+    return frame
+
+
+def test_confusion_figure_against_hand_counts():
+    frame = multiclass_table()
+    assert infer_task(frame) == "multiclass"
+    fig = confusion_figure(frame)
+    shares = fig.axes[0].images[0].get_array()
+    # True 0 -> predicted 0, 1; true 1 -> 1, 1; true 2 -> 0, 2 (the unlabelled row left out).
+    assert np.asarray(shares).tolist() == [[0.5, 0.5, 0.0], [0.0, 1.0, 0.0], [0.5, 0.0, 0.5]]
+    assert "accuracy 0.667" in fig.axes[0].get_title()
+    assert "majority class 0.333" in fig.axes[0].get_title()
+
+
 def test_plot_run_writes_what_applies(tmp_path):
     run = tmp_path / "run"
     run.mkdir()
@@ -242,6 +266,13 @@ def test_plot_run_writes_what_applies(tmp_path):
     with pytest.warns(UserWarning, match="no roc_pr.png"):
         assert plot_run(one) == []
     assert plot_run(one, task="regression")[0].name == "parity.png"
+
+    multi = tmp_path / "multi"
+    multi.mkdir()
+    multiclass_table().to_csv(multi / "test_predictions.csv", index=False)
+    (written,) = plot_run(multi)
+    assert written.name == "confusion.png"
+    open_png(written)
 
 
 def test_plot_run_errors(tmp_path):

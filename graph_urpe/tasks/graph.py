@@ -399,19 +399,19 @@ class GraphPropertyModule(LightningModule):
             values = epoch_metrics(pred, target, task, self.hparams.evaluator)
         values = {f"{stage}/{k}": v for k, v in values.items()}
         values[f"{stage}/loss"] = float(loss)
+        graph_ids = ids
         if self.level == "node":
             values[f"{stage}/num_nodes"] = float(ids.numel())
-            ids = torch.unique(torch.div(ids, NODE_ID_STRIDE, rounding_mode="floor"))
-        values[f"{stage}/num_graphs"] = float(ids.numel())
+            graph_ids = torch.unique(torch.div(ids, NODE_ID_STRIDE, rounding_mode="floor"))
+        values[f"{stage}/num_graphs"] = float(graph_ids.numel())
         monitored = f"{stage}/{self.metric_name}"
         for key, value in values.items():
             # Every rank holds the same gathered values: no further reduction needed.
             self.log(key, value, prog_bar=key == monitored, sync_dist=False)
-        if stage == "test" and self.level == "graph":
+        if stage == "test":
             # What the run's test_predictions.csv is written from (graph_urpe.tasks.run): one
-            # row per graph; multiclass predictions as the predicted class.
-            if task == "multiclass":
-                pred = pred.argmax(-1, keepdim=True).float()
+            # row per graph (node level: per node, ids from node_sample_ids); outputs as
+            # collected (labels' units, or logits).
             self.test_outputs = (ids, pred, target)
 
     def on_validation_epoch_end(self) -> None:

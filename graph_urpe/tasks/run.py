@@ -29,6 +29,7 @@ __all__ = [
     "RNGStateCheckpoint",
     "how_training_ended",
     "print_fit_summary",
+    "test_prediction_table",
     "write_run_outputs",
 ]
 
@@ -104,20 +105,76 @@ def how_training_ended(trainer: Trainer) -> str:
     return f"finished the planned schedule: {of}."
 
 
+def test_prediction_table(model: LightningModule, test_split: Any) -> pd.DataFrame | None:
+    """The rows of ``test_predictions.csv``: one per test graph (node level: per test node).
+
+    Columns: ``row`` (the graph's source row: the 0-based data row of the user's file, or its
+    index in the dataset), ``smiles`` (when the graphs carry it), at node level ``node`` (the node's index in
+    its graph), then per target ``T``: ``T`` (label; empty = missing) and ``T_pred`` (prediction
+    in the labels' units; a probability for classification; the predicted class for multi-class,
+    followed by ``T_prob_<k>``, the probability of class ``k``).
+
+    Args:
+        model (LightningModule): a :class:`~graph_urpe.tasks.graph.GraphPropertyModule` after
+            ``test``; its ``test_outputs`` holds ``(ids [R], outputs [R, num_outputs],
+            labels [R, num_outputs])`` as collected (node level: ids from
+            :func:`~graph_urpe.tasks.graph.node_sample_ids`).
+        test_split (Dataset): the test graphs the ids index.
+
+    Returns:
+        pandas.DataFrame or None: ``R`` rows sorted by id; None if the model holds no test
+        outputs.
+    """
+    from graph_urpe.tasks.graph import NODE_ID_STRIDE
+
+    outputs = getattr(model, "test_outputs", None)
+    if outputs is None or test_split is None:
+        return None
+    ids, pred, target = (t.detach().cpu() for t in outputs)
+    order = torch.argsort(ids)
+    ids, pred, target = ids[order], pred[order].float(), target[order]
+    task = model.hparams.task
+    node_level = getattr(model, "level", "graph") == "node"
+    graph_ids = torch.div(ids, NODE_ID_STRIDE, rounding_mode="floor") if node_level else ids
+    rows, smiles = {}, {}
+    for i in torch.unique(graph_ids).tolist():
+        graph = test_split[i]
+        rows[i] = int(graph.row) if "row" in graph else i
+        smiles[i] = graph.smiles if "smiles" in graph else ""
+    table: dict[str, Any] = {"row": [rows[i] for i in graph_ids.tolist()]}
+    if any(smiles.values()):
+        table["smiles"] = [smiles[i] for i in graph_ids.tolist()]
+    if node_level:
+        table["node"] = (ids - graph_ids * NODE_ID_STRIDE).numpy()
+    if task == "multiclass":
+        name = model.target_names[0]
+        prob = torch.softmax(pred, dim=-1)
+        table[name] = target[:, 0].long().numpy()
+        table[f"{name}_pred"] = prob.argmax(-1).numpy()
+        for k in range(prob.shape[1]):
+            table[f"{name}_prob_{k}"] = prob[:, k].numpy()
+        return pd.DataFrame(table)
+    if task == "classification":
+        pred = torch.sigmoid(pred)
+    for t, name in enumerate(model.target_names):
+        table[name] = target[:, t].numpy()
+        table[f"{name}_pred"] = pred[:, t].numpy()
+    return pd.DataFrame(table)
+
+
 def write_run_outputs(
     trainer: Trainer, model: LightningModule, datamodule: LightningDataModule, run_dir: str
 ) -> list[str]:
     """Write the test predictions, the split membership and the figures into ``run_dir``.
 
-    ``test_predictions.csv`` has the columns ``row`` (the molecule's source row: the 0-based data
-    row of the user's file, or the index in the dataset), ``smiles`` (where known), then for each
-    target ``T``: ``T`` (label, empty = missing) and ``T_pred`` (prediction in the labels' units,
-    a probability for classification).
+    ``test_predictions.csv``: see :func:`test_prediction_table`; ``splits.csv``: the data
+    module's ``split_membership()``; ``figures/``: :func:`graph_urpe.viz.plot_run` (when
+    matplotlib is installed).
 
     Args:
         trainer (Trainer): after ``test``.
-        model (LightningModule): a :class:`~graph_urpe.tasks.graph.GraphPropertyModule` whose
-            ``test_outputs`` holds ``(ids, pred, target)``.
+        model (LightningModule): a :class:`~graph_urpe.tasks.graph.GraphPropertyModule` after
+            ``test``.
         datamodule (LightningDataModule): the graph data module.
         run_dir (str): the run folder.
 
@@ -125,26 +182,10 @@ def write_run_outputs(
         list[str]: the files written.
     """
     written = []
-    outputs = getattr(model, "test_outputs", None)
-    test_split = getattr(datamodule, "splits", {}).get("test")
-    task = model.hparams.get("task")
-    if task not in ("regression", "classification"):  # multi-class: no per-task table yet
-        outputs, task = None, None
-    if outputs is not None and test_split is not None:
-        ids, pred, target = (t.cpu() for t in outputs)
-        if model.hparams.task == "classification":
-            pred = torch.sigmoid(pred)
-        rows, smiles = [], []
-        for i in ids.tolist():
-            graph = test_split[i]
-            rows.append(int(graph.row) if "row" in graph else i)
-            smiles.append(graph.smiles if "smiles" in graph else "")
-        table = {"row": rows, "smiles": smiles}
-        for t, name in enumerate(model.target_names):
-            table[name] = target[:, t].numpy()
-            table[f"{name}_pred"] = pred[:, t].numpy()
+    table = test_prediction_table(model, getattr(datamodule, "splits", {}).get("test"))
+    if table is not None:
         path = osp.join(run_dir, "test_predictions.csv")
-        atomic_write_csv(pd.DataFrame(table), path)
+        atomic_write_csv(table, path)
         written.append(path)
     membership = getattr(datamodule, "split_membership", None)
     frame = membership() if callable(membership) else None
@@ -157,7 +198,7 @@ def write_run_outputs(
     except ImportError:  # matplotlib is an optional extra
         return written
     try:
-        written += [str(p) for p in plot_run(run_dir, task=task)]
+        written += [str(p) for p in plot_run(run_dir, task=model.hparams.get("task"))]
     except ValueError as err:  # nothing to draw yet (e.g. a run shorter than log_every_n_steps)
         print(f"figures skipped: {err}")
     return written

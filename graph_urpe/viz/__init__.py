@@ -28,6 +28,7 @@ from graph_urpe.viz.relations import (
     sequence_relation_labels,
 )
 from graph_urpe.viz.results import (
+    confusion_figure,
     infer_task,
     parity_figure,
     plot_parity,
@@ -41,6 +42,7 @@ __all__ = [
     "RelationTables",
     "attention_figure",
     "attention_maps",
+    "confusion_figure",
     "graph_relation_labels",
     "infer_task",
     "learning_curves_figure",

@@ -2,11 +2,11 @@
 
 ::
 
-    graph-urpe plot RUN_DIR [--out DIR] [--task regression|classification]
+    graph-urpe plot RUN_DIR [--out DIR] [--task regression|classification|multiclass]
     graph-urpe plot CKPT [--out DIR] [--smiles SMILES] [--layer L] [--head H]
 
 * a **run folder**: :func:`~graph_urpe.viz.run.plot_run` (``learning_curves.png`` and
-  ``parity.png`` or ``roc_pr.png``), by default into ``RUN_DIR/figures``;
+  ``parity.png``, ``roc_pr.png`` or ``confusion.png``), by default into ``RUN_DIR/figures``;
 * a **checkpoint** (``.ckpt``): ``relation_tables.png``, the learned ``B`` and ``C`` per head read
   straight from the checkpoint's ``state_dict`` (no model is rebuilt); with ``--smiles`` also
   ``attention_layer<L>_head<H>.png``, the attention map of one layer and head before and after
@@ -49,8 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="output folder (default: figures/ of the run folder)")
     parser.add_argument("--task", choices=TASK_TYPES, default=None,
                         help="run folders: the test plots to draw (default: inferred from "
-                        "test_predictions.csv: classification if all targets are 0/1 and all "
-                        "predictions in [0, 1])")
+                        "test_predictions.csv: multiclass if it has T_prob_0 columns, else "
+                        "classification if all targets are 0/1 and all predictions in [0, 1])")
     parser.add_argument("--smiles", default=None,
                         help="checkpoints: draw this molecule's attention map (quote it)")
     parser.add_argument("--layer", type=int, default=-1,

@@ -1,13 +1,16 @@
 """Test-set figures from a run's ``test_predictions.csv``: parity plots (regression), ROC and
-precision-recall curves (binary classification).
+precision-recall curves (binary classification), a confusion matrix (multi-class).
 
 Expected file: a header ``row, smiles`` followed, for each task ``T``, by the columns ``T`` (the
 target; empty = missing, read as NaN) and ``T_pred`` (the prediction, in the target's units for
 regression, the probability of class 1 in ``[0, 1]`` for classification). One row per test
-molecule. A task is every column ``T`` that has a partner ``T_pred``; other columns are ignored.
+molecule (node-level runs: one per test node). A task is every column ``T`` that has a partner
+``T_pred``; other columns are ignored. A multi-class run has one task whose ``T`` and ``T_pred``
+are class indices, followed by ``T_prob_0, T_prob_1, ...`` (class probabilities).
 
-Task type rule (:func:`infer_task`): ``"classification"`` when, for every task, all non-missing
-targets are 0 or 1 and all non-missing predictions lie in ``[0, 1]``; ``"regression"`` otherwise.
+Task type rule (:func:`infer_task`): ``"multiclass"`` when a task has a ``T_prob_0`` column;
+else ``"classification"`` when, for every task, all non-missing targets are 0 or 1 and all
+non-missing predictions lie in ``[0, 1]``; ``"regression"`` otherwise.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from graph_urpe.viz._mpl import pyplot, save
 
 __all__ = [
     "TASK_TYPES",
+    "confusion_figure",
     "infer_task",
     "parity_figure",
     "plot_parity",
@@ -31,7 +35,7 @@ __all__ = [
     "roc_pr_figure",
 ]
 
-TASK_TYPES = ("regression", "classification")
+TASK_TYPES = ("regression", "classification", "multiclass")
 PRED_SUFFIX = "_pred"
 
 
@@ -77,8 +81,12 @@ def prediction_tasks(frame: pd.DataFrame, source: str = "the table") -> list[str
 
 
 def infer_task(frame: pd.DataFrame) -> str:
-    """``"classification"`` or ``"regression"`` by the rule in the module docstring."""
-    for task in prediction_tasks(frame):
+    """``"multiclass"``, ``"classification"`` or ``"regression"`` by the rule in the module
+    docstring."""
+    tasks = prediction_tasks(frame)
+    if any(f"{task}_prob_0" in frame.columns for task in tasks):
+        return "multiclass"
+    for task in tasks:
         y = frame[task].to_numpy(dtype=float)
         p = frame[f"{task}{PRED_SUFFIX}"].to_numpy(dtype=float)
         y, p = y[~np.isnan(y)], p[~np.isnan(p)]
@@ -240,3 +248,49 @@ def plot_roc_pr(predictions_csv: str | Path, out_path: str | Path, max_tasks: in
         Path: ``out_path``.
     """
     return save(roc_pr_figure(read_predictions_csv(predictions_csv), max_tasks), out_path)
+
+
+def confusion_figure(frame: pd.DataFrame):
+    """Confusion matrix of a multi-class task: row ``i`` = true class ``i``, column ``j`` =
+    predicted class ``j``; cells coloured by the row-normalised share, annotated with counts.
+
+    Classes are ``0 .. K-1`` with ``K`` the number of ``T_prob_<k>`` columns (else the largest
+    class seen plus one). Rows with a missing target are left out. The title gives the accuracy
+    (share of the diagonal) and the accuracy of always predicting the most frequent true class.
+
+    Args:
+        frame (pandas.DataFrame): a multi-class predictions table (module docstring).
+
+    Returns:
+        matplotlib.figure.Figure: one panel; ``axes[0].images[0]`` holds the ``[K, K]`` shares.
+
+    Raises:
+        ValueError: if the table has no task pair or no labelled row.
+        ImportError: if matplotlib is missing.
+    """
+    task = prediction_tasks(frame)[0]
+    y, p = _pairs(frame, task)
+    if not len(y):
+        raise ValueError(f"task {task!r} has no row with both a target and a prediction.")
+    y, p = y.astype(int), p.astype(int)
+    k = sum(1 for c in frame.columns if c.startswith(f"{task}_prob_")) or int(max(y.max(), p.max())) + 1
+    counts = np.zeros((k, k), dtype=int)
+    np.add.at(counts, (y, p), 1)
+    shares = counts / np.maximum(counts.sum(axis=1, keepdims=True), 1)
+    plt = pyplot()
+    size = min(2.0 + 0.45 * k, 12.0)
+    fig, ax = plt.subplots(figsize=(size + 1.2, size))
+    image = ax.imshow(shares, cmap="Blues", vmin=0.0, vmax=1.0)
+    if k <= 20:
+        for i in range(k):
+            for j in range(k):
+                if counts[i, j]:
+                    ax.text(j, i, str(counts[i, j]), ha="center", va="center", fontsize=7,
+                            color="white" if shares[i, j] > 0.5 else "black")
+    accuracy = float(np.trace(counts)) / counts.sum()
+    majority = counts.sum(axis=1).max() / counts.sum()
+    ax.set(xlabel="predicted class", ylabel="true class",
+           title=f"{task}: accuracy {accuracy:.3f} (majority class {majority:.3f}, n={len(y)})")
+    fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label="share of the true class")
+    fig.tight_layout()
+    return fig

@@ -9,6 +9,7 @@ from graph_urpe.viz._mpl import save
 from graph_urpe.viz.curves import learning_curves_figure, read_metrics_csv
 from graph_urpe.viz.results import (
     TASK_TYPES,
+    confusion_figure,
     infer_task,
     parity_figure,
     read_predictions_csv,
@@ -40,17 +41,17 @@ def plot_run(
     """Draw every figure that a run folder's files allow.
 
     * ``metrics.csv`` (:mod:`graph_urpe.viz.curves`) -> ``learning_curves.png``;
-    * ``test_predictions.csv`` (:mod:`graph_urpe.viz.results`) -> ``parity.png`` (regression)
-      or ``roc_pr.png`` (classification).
+    * ``test_predictions.csv`` (:mod:`graph_urpe.viz.results`) -> ``parity.png`` (regression),
+      ``roc_pr.png`` (classification) or ``confusion.png`` (multi-class).
 
     Each file is looked up by :func:`find_run_file`. A classification run in which no task has
     both classes in the test set gets no ``roc_pr.png`` (with a warning).
 
     Args:
         run_dir (str or Path): the run folder.
-        task (str, optional): ``"regression"`` or ``"classification"``; :obj:`None` infers it from
-            the predictions (:func:`~graph_urpe.viz.results.infer_task`: classification when all
-            targets are 0/1 and all predictions lie in ``[0, 1]``). (default: :obj:`None`)
+        task (str, optional): ``"regression"``, ``"classification"`` or ``"multiclass"``;
+            :obj:`None` infers it from the predictions
+            (:func:`~graph_urpe.viz.results.infer_task`). (default: :obj:`None`)
         out_dir (str or Path, optional): where to write. (default: ``run_dir / "figures"``)
 
     Returns:
@@ -84,6 +85,8 @@ def plot_run(
         kind = infer_task(frame) if task is None else task
         if kind == "regression":
             written.append(save(parity_figure(frame), out_dir / "parity.png"))
+        elif kind == "multiclass":
+            written.append(save(confusion_figure(frame), out_dir / "confusion.png"))
         else:
             try:
                 fig = roc_pr_figure(frame)
