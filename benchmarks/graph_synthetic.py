@@ -27,12 +27,15 @@ Usage::
 
     python benchmarks/graph_synthetic.py --quick   # node tasks, token and degree off, seed 0
     python benchmarks/graph_synthetic.py           # full grid: 5 tasks x 3 x 2 x 2 x 3 seeds
+    python benchmarks/graph_synthetic.py --jobs 2  # the same, two runs at a time (one thread each)
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import itertools
+import multiprocessing
 import json
 import statistics
 import sys
@@ -117,7 +120,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--epochs", type=int, default=40, help="training epochs (default: 40)")
     p.add_argument("--seeds", type=int, default=3, help="seeds 0..S-1 (default: 3)")
     p.add_argument("--tasks", nargs="+", default=list(SYNTHETIC_TASKS), choices=SYNTHETIC_TASKS)
-    p.add_argument("--threads", type=int, default=1, help="torch threads (default: 1)")
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch threads per run (default: 1)")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="runs at a time, each in its own process (default: 1)")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     if args.quick:
@@ -125,11 +131,17 @@ def main(argv: list[str] | None = None) -> None:
     else:
         tasks, seeds = args.tasks, range(args.seeds)
         flags = list(itertools.product([False, True], [False, True]))
+    grid = [(task, attention, token, degree, seed, args.graphs, args.epochs)
+            for task, (token, degree), seed, attention
+            in itertools.product(tasks, flags, seeds, ATTENTIONS)]
     records = []
-    for task, (token, degree), seed, attention in itertools.product(tasks, flags, seeds, ATTENTIONS):
-        rec = run(task, attention, token, degree, seed, args.graphs, args.epochs)
-        print(json.dumps(rec), flush=True)
-        records.append(rec)
+    with concurrent.futures.ProcessPoolExecutor(
+        max_workers=args.jobs, mp_context=multiprocessing.get_context("spawn"),
+        initializer=torch.set_num_threads, initargs=(args.threads,),
+    ) as pool:
+        for rec in pool.map(run, *zip(*grid)):  # results in grid order
+            print(json.dumps(rec), flush=True)
+            records.append(rec)
     print()
     print(table(records))
 

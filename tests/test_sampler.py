@@ -269,3 +269,28 @@ def test_default_cell_budget_and_too_large_graph_message():
     assert [len(b) for b in sampler] == [23, 23, 4]
     with pytest.raises(ValueError, match=r"graph 1 with 1449 nodes \(2099601 attention cells"):
         SizeBucketBatchSampler([30, 1449, 1448], max_cells=DEFAULT_MAX_CELLS)
+
+
+def test_random_batches_without_bucketing():
+    # bucketing=False: a fresh permutation per epoch cut into batches of max_batch_size (the last
+    # one shorter), every graph once, the same under the same seed and epoch.
+    sizes = np.random.default_rng(3).integers(5, 40, size=250)
+    sampler = SizeBucketBatchSampler(sizes, max_batch_size=32, max_cells=2**21, bucketing=False)
+    assert len(sampler) == 8 and "bucketing=False" in repr(sampler)
+    epochs = []
+    for epoch in range(2):
+        sampler.set_epoch(epoch)
+        batches = list(sampler)
+        assert [len(b) for b in batches] == [32] * 7 + [26]
+        assert sorted(i for b in batches for i in b) == list(range(250))
+        expected = np.random.default_rng(epoch).permutation(250)  # seed 0 + epoch
+        assert [i for b in batches for i in b] == expected.tolist()
+        epochs.append(batches)
+    assert epochs[0] != epochs[1]
+    ordered = SizeBucketBatchSampler(sizes, max_batch_size=100, shuffle=False, bucketing=False)
+    assert list(ordered) == [list(range(0, 100)), list(range(100, 200)), list(range(200, 250))]
+    with pytest.raises(ValueError, match="give max_batch_size"):
+        SizeBucketBatchSampler(sizes, max_cells=2**21, bucketing=False)
+    with pytest.raises(ValueError, match="room for 32 graphs of the largest size"):
+        SizeBucketBatchSampler(sizes, max_batch_size=32, max_cells=32 * 39 * 39 - 1,
+                               bucketing=False)

@@ -62,6 +62,11 @@ class SizeBucketBatchSampler(Sampler[list[int]]):
     0.093 for random batches): size-homogeneous batches are what makes it larger, whatever
     the boundaries.
 
+    With ``bucketing=False`` the sizes are ignored for grouping: every epoch the graphs are
+    permuted at random (``shuffle=False``: index order) and cut into batches of
+    :obj:`max_batch_size`, the plain random batches of ``DataLoader(shuffle=True)``, kept for
+    comparisons; the padded budgets must then admit a full batch of the largest graphs.
+
     Distributed (DDP): every rank builds the same epoch (same seed and epoch) and takes every
     ``num_replicas``-th batch starting at ``rank``, so ranks get distinct batches; the list is
     first padded by repeating batches from its start (or, with :obj:`drop_last`, cut) so every rank
@@ -91,13 +96,17 @@ class SizeBucketBatchSampler(Sampler[list[int]]):
             exact size order (only ties reshuffled). (default: :obj:`0.05`)
         batch_slack (float, optional): extra fraction of batches per epoch that leaves room for
             the jittered cuts. (default: :obj:`0.05`)
+        bucketing (bool, optional): group graphs by size (above); :obj:`False` gives random
+            batches of :obj:`max_batch_size` (see above). (default: :obj:`True`)
 
     At least one of :obj:`max_nodes`, :obj:`max_cells`, :obj:`max_batch_size` must be given.
 
     Raises:
         ValueError: if no budget is given, a budget or size is invalid, ``rank`` is not in
             ``[0, num_replicas)``, or a single graph exceeds a budget (its index and size are
-            named: raise the budget or filter the dataset; graphs are never dropped silently).
+            named: raise the budget or filter the dataset; graphs are never dropped silently);
+            with ``bucketing=False``, if :obj:`max_batch_size` is missing or a batch of that many
+            of the largest graphs exceeds a padded budget.
 
     Example:
         >>> sampler = SizeBucketBatchSampler(graph_sizes(ds), max_nodes=4096)  # doctest: +SKIP
@@ -118,6 +127,7 @@ class SizeBucketBatchSampler(Sampler[list[int]]):
         max_batch_size: int | None = None,
         size_jitter: float = 0.05,
         batch_slack: float = 0.05,
+        bucketing: bool = True,
     ) -> None:
         sizes = np.asarray(sizes.cpu() if isinstance(sizes, torch.Tensor) else sizes)
         if sizes.size == 0:  # an empty dataset: no batches
@@ -152,13 +162,34 @@ class SizeBucketBatchSampler(Sampler[list[int]]):
         self.num_replicas, self.rank = int(num_replicas), int(rank)
         self.size_jitter, self.batch_slack = float(size_jitter), float(batch_slack)
         self.epoch = 0
+        self.bucketing = bool(bucketing)
         self._check_fits()
+        self._cache: tuple[int, list[np.ndarray]] | None = None
+        if not self.bucketing:
+            self._check_random_batches_fit()
+            self._num_batches = -(-len(self.sizes) // max_batch_size)
+            return
         self._min_batches = len(self._cut(np.sort(self.sizes, kind="stable"))) - 1
         padded_budget = max_nodes is not None or max_cells is not None
         jittered = self.shuffle and self.size_jitter > 0 and padded_budget
         extra = int(np.ceil(self.batch_slack * self._min_batches)) if jittered else 0
         self._num_batches = min(self._min_batches + extra, len(self.sizes))
-        self._cache: tuple[int, list[np.ndarray]] | None = None
+
+    def _check_random_batches_fit(self) -> None:
+        if self.max_batch_size is None:
+            raise ValueError("bucketing=False cuts random batches of max_batch_size graphs: give "
+                             "max_batch_size (batch_size on the data module).")
+        largest = int(self.sizes.max()) if len(self.sizes) else 0
+        full = self.max_batch_size
+        if (self.max_nodes is not None and full * largest > self.max_nodes) or (
+            self.max_cells is not None and full * largest * largest > self.max_cells
+        ):
+            raise ValueError(
+                f"bucketing=False needs room for {full} graphs of the largest size ({largest} "
+                f"nodes) in one batch, beyond max_nodes={self.max_nodes} / "
+                f"max_cells={self.max_cells}: lower the batch size, raise the budget, or keep "
+                "bucketing on."
+            )
 
     def _check_fits(self) -> None:
         too_big = np.zeros(len(self.sizes), dtype=bool)
@@ -236,6 +267,10 @@ class SizeBucketBatchSampler(Sampler[list[int]]):
         if self._cache is not None and self._cache[0] == self.epoch:
             return [b.copy() for b in self._cache[1]]
         rng = np.random.default_rng(self.seed + self.epoch)
+        if not self.bucketing:
+            order = rng.permutation(len(self.sizes)) if self.shuffle else np.arange(len(self.sizes))
+            return [order[i : i + self.max_batch_size]
+                    for i in range(0, len(order), self.max_batch_size)]
         if not self.shuffle:
             order = np.argsort(self.sizes, kind="stable")
             bounds = self._cut(self.sizes[order])
@@ -284,6 +319,7 @@ class SizeBucketBatchSampler(Sampler[list[int]]):
             f"max_cells={self.max_cells}, max_batch_size={self.max_batch_size}, "
             f"num_batches={self.num_batches}, shuffle={self.shuffle}, seed={self.seed}, "
             f"size_jitter={self.size_jitter}, batch_slack={self.batch_slack}, "
+            f"bucketing={self.bucketing}, "
             f"num_replicas={self.num_replicas}, rank={self.rank}, drop_last={self.drop_last})"
         )
 

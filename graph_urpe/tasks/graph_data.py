@@ -79,6 +79,10 @@ class BatchedGraphDataModule(LightningDataModule):
             (default: :data:`~graph_urpe.data.sampler.DEFAULT_MAX_CELLS`)
         num_workers (int, optional): DataLoader worker processes. (default: :obj:`0`)
         seed (int, optional): seed of the batch shuffling. (default: :obj:`0`)
+        bucketing (bool, optional): training batches of graphs of similar size (re-drawn every
+            epoch), or, with :obj:`False`, random batches of :obj:`batch_size` (more padding;
+            for comparisons, see ``benchmarks/README.md``). Validation and test batches are
+            always bucketed (their metrics do not depend on the batching). (default: :obj:`True`)
 
     Raises:
         ValueError: for non-positive budgets, or none at all.
@@ -91,6 +95,7 @@ class BatchedGraphDataModule(LightningDataModule):
         max_cells_per_batch: int | None = DEFAULT_MAX_CELLS,
         num_workers: int = 0,
         seed: int = 0,
+        bucketing: bool = True,
     ) -> None:
         super().__init__()
         for name, value in (
@@ -110,6 +115,7 @@ class BatchedGraphDataModule(LightningDataModule):
         self.max_cells_per_batch = max_cells_per_batch
         self.num_workers = num_workers
         self.seed = seed
+        self.bucketing = bucketing
         self.splits: dict[str, Any] = {}
 
     # Static facts of the dataset, read from the configuration and dataset metadata without
@@ -169,7 +175,8 @@ class BatchedGraphDataModule(LightningDataModule):
             )
         return trainer.world_size, trainer.global_rank
 
-    def _loader(self, dataset, shuffle: bool, sizes=None, indexed: bool = True) -> DataLoader:
+    def _loader(self, dataset, shuffle: bool, sizes=None, indexed: bool = True,
+                bucketing: bool = True) -> DataLoader:
         world, rank = self._rank()
         sizes = graph_sizes(dataset) if sizes is None else sizes
         sampler = SizeBucketBatchSampler(
@@ -181,6 +188,7 @@ class BatchedGraphDataModule(LightningDataModule):
             seed=self.seed,
             num_replicas=world,
             rank=rank,
+            bucketing=bucketing,
         )
         return DataLoader(
             IndexedDataset(dataset) if indexed else dataset,
@@ -190,7 +198,7 @@ class BatchedGraphDataModule(LightningDataModule):
         )
 
     def train_dataloader(self) -> DataLoader:
-        return self._loader(self.splits["train"], shuffle=True)
+        return self._loader(self.splits["train"], shuffle=True, bucketing=self.bucketing)
 
     def val_dataloader(self) -> DataLoader:
         return self._loader(self.splits["val"], shuffle=False)
@@ -210,7 +218,7 @@ class GraphDataModule(BatchedGraphDataModule):
     Args:
         root (str, optional): data folder (each dataset in its own subfolder, see
             :func:`~graph_urpe.data.registry.load_dataset`). (default: ``"data"``)
-        batch_size, max_nodes_per_batch, max_cells_per_batch, num_workers, seed: see
+        batch_size, max_nodes_per_batch, max_cells_per_batch, num_workers, seed, bucketing: see
             :class:`BatchedGraphDataModule`.
         max_graph_nodes (int, optional): refuse larger graphs: in the training data they are
             reported by the dataset (never silently dropped; with ``strict`` an error), in
@@ -250,8 +258,10 @@ class GraphDataModule(BatchedGraphDataModule):
         predict_csv: str | None = None,
         smiles_column: str = "smiles",
         predict_output: str = "predictions.csv",
+        bucketing: bool = True,
     ) -> None:
-        super().__init__(batch_size, max_nodes_per_batch, max_cells_per_batch, num_workers, seed)
+        super().__init__(batch_size, max_nodes_per_batch, max_cells_per_batch, num_workers, seed,
+                         bucketing)
         if max_graph_nodes is not None and max_graph_nodes < 1:
             raise ValueError(
                 f"max_graph_nodes must be a positive integer or None, got {max_graph_nodes}."
