@@ -36,6 +36,7 @@ Usage::
     python benchmarks/throughput.py                 # full: 3 timed epochs of 79 batches
     python benchmarks/throughput.py --quick         # 20 batches, 1 timed epoch
     python benchmarks/throughput.py --device cuda --batch-size 256
+    python benchmarks/throughput.py --quick --batchings bucket --compile --no-memory
 """
 
 from __future__ import annotations
@@ -69,14 +70,12 @@ def _dataset(root: str):
 
 def _batches(dataset, batching: str, batch_size: int, seed: int, epoch: int) -> list[list[int]]:
     """One epoch's batches (lists of dataset indices) for the given batching."""
-    if batching == "bucket":
-        sampler = SizeBucketBatchSampler(
-            graph_sizes(dataset), max_batch_size=batch_size, shuffle=True, seed=seed
-        )
-        sampler.set_epoch(epoch)
-        return list(sampler)
-    perm = torch.randperm(len(dataset), generator=torch.Generator().manual_seed(seed + epoch))
-    return [perm[i:i + batch_size].tolist() for i in range(0, len(dataset), batch_size)]
+    sampler = SizeBucketBatchSampler(
+        graph_sizes(dataset), max_batch_size=batch_size, shuffle=True, seed=seed,
+        bucketing=batching == "bucket",
+    )
+    sampler.set_epoch(epoch)
+    return list(sampler)
 
 
 def padding_fraction(sizes: np.ndarray, batches: list[list[int]]) -> float:
@@ -94,6 +93,11 @@ def _models(cfg: dict, device: torch.device) -> dict:
         model = Graphormer.slim(attention=attention).to(device).train()
         opt = torch.optim.AdamW(model.parameters(), lr=2e-4, weight_decay=0.01)
         models[attention] = (model, opt)
+        if cfg.get("compile"):
+            torch.manual_seed(cfg["seed"])
+            twin = Graphormer.slim(attention=attention).to(device).train()
+            opt = torch.optim.AdamW(twin.parameters(), lr=2e-4, weight_decay=0.01)
+            models[f"{attention}+compile"] = (torch.compile(twin), opt)
     return models
 
 
@@ -147,8 +151,13 @@ def time_worker(cfg: dict) -> dict:
                 steps[a] += clock() - t0
         return collate_s, steps
 
-    run_epoch(_batches(dataset, cfg["batching"], cfg["batch_size"], cfg["seed"], 0)
-              [: cfg["warmup"]])
+    warm = _batches(dataset, cfg["batching"], cfg["batch_size"], cfg["seed"], 0)[: cfg["warmup"]]
+    first_step_s = {}
+    for a in names:  # the first step alone: for compiled models it includes the compilation
+        t0 = clock()
+        _step(*models[a], _collate(dataset, warm[0], device))
+        first_step_s[a] = clock() - t0
+    run_epoch(warm[1:])
     epochs = []
     for e in range(cfg["epochs"]):
         batches = _batches(dataset, cfg["batching"], cfg["batch_size"], cfg["seed"], e + 1)
@@ -175,6 +184,7 @@ def time_worker(cfg: dict) -> dict:
             "padding_fraction": median([ep["padding_fraction"] for ep in epochs]),
             "mean_n_max": median([ep["mean_n_max"] for ep in epochs]),
             "batches_per_epoch": epochs[0]["batches"],
+            "first_step_s": first_step_s[a],
             "params": sum(p.numel() for p in models[a][0].parameters()),
         })
     return out
@@ -227,6 +237,17 @@ def report(records: list[dict]) -> str:
                      ratio(get(a, "bucket", "peak_mib"), get(a, "random", "peak_mib"))])
     out += ["### bucket / random", "", markdown_table(
         ["attention", "step time", "graphs/s", "peak memory"], rows), ""]
+    compiled = [r for r in records if r["attention"].endswith("+compile")]
+    if compiled:
+        rows = []
+        for r in compiled:
+            a, b = r["attention"].removesuffix("+compile"), r["batching"]
+            rows.append([a, b, ratio(r["step_ms"], get(a, b, "step_ms")),
+                         ratio(r["step_ms_epochs"][0], get(a, b, "step_ms_epochs")[0]),
+                         f"{r['first_step_s']:.1f}"])
+        out += ["### torch.compile / eager", "", markdown_table(
+            ["attention", "batching", "step time (median epoch)", "step time (first epoch)",
+             "first step s"], rows), ""]
     out += ["### Targets (issue 6)", ""]
     for b in BATCHINGS:
         u, r = get("urpe", b, "step_ms"), get("rpe", b, "step_ms")
@@ -258,6 +279,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--clock", choices=["cpu", "wall"], default=None,
                    help="step time clock (default: cpu on CPU, wall elsewhere)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--compile", action="store_true",
+                   help="also time torch.compile'd twins of both models (same batches, "
+                   "interleaved; compile time counted in the first step and in every "
+                   "recompile for a new padded size)")
+    p.add_argument("--no-memory", action="store_true", help="skip the peak-memory workers")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.worker:
@@ -271,7 +297,7 @@ def main(argv: list[str] | None = None) -> None:
             "steps": args.steps, "warmup": args.warmup, "device": args.device,
             "threads": args.threads if args.threads is not None else (1 if on_cpu else None),
             "clock": args.clock or ("cpu" if on_cpu else "wall"), "seed": args.seed,
-            "attentions": list(ATTENTIONS)}
+            "attentions": list(ATTENTIONS), "compile": args.compile}
     _dataset(args.root)  # process (once) before any worker starts
     emit({"bench": "throughput", "event": "start",
           "machine": machine_info(torch.device(args.device)), **base})
@@ -280,8 +306,11 @@ def main(argv: list[str] | None = None) -> None:
         timed = run_worker(__file__, {**base, "mode": "time", "batching": batching},
                            memory_env=False)
         for rec in timed["records"]:
-            mem = run_worker(__file__, {**base, "mode": "memory", "batching": batching,
-                                        "attention": rec["attention"]}, memory_env=on_cpu)
+            mem = {"peak_mib": float("nan"), "memory_method": None}
+            if not (args.no_memory or rec["attention"].endswith("+compile")):
+                mem = run_worker(__file__, {**base, "mode": "memory", "batching": batching,
+                                            "attention": rec["attention"], "compile": False},
+                                 memory_env=on_cpu)
             rec = {"bench": "throughput", **rec, **mem}
             emit(rec)
             records.append(rec)
