@@ -31,6 +31,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from _common import PeakMemory
 
 LR, WEIGHT_DECAY = 2e-4, 0.01
+#: The matrix-product kernels (their self time is the time spent in BLAS).
+MATMUL_OPS = ("aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm", "aten::addbmm")
 
 
 def _nbytes(obj) -> int:
@@ -151,27 +153,34 @@ class Worker:
         attention kernels) per model over the given batches, and their graphs."""
         out, graphs = {}, sum(len(self.batches[batching][i]) for i in indices)
         for name, (model, opt) in self.models.items():
-            counter = FlopCounterMode(display=False)
+            out[name] = 0
             for i in indices:
                 batch = self._batch(batching, i)
                 opt.zero_grad(set_to_none=True)
+                counter = FlopCounterMode(display=False)  # entering it resets its counts
                 with counter:
                     self.adapter.loss(model, batch).backward()
+                out[name] += counter.get_total_flops()
             opt.zero_grad(set_to_none=True)
-            out[name] = counter.get_total_flops()
         return {"flops": out, "graphs": graphs}
 
     def profile(self, name: str, batching: str, i: int, top: int = 12) -> dict:
-        """``torch.profiler`` of one training step: the ``top`` ops by self CPU time."""
+        """``torch.profiler`` of one training step (after one unprofiled step on the same batch):
+        the ``top`` ops by self CPU time, and the time and FLOPs (the profiler's count) of the
+        matrix products (:data:`MATMUL_OPS`)."""
         batch = self._batch(batching, i)
         self._step(name, batch)
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
+                                    with_flops=True) as prof:
             self._step(name, batch)
         events = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
         total = sum(e.self_cpu_time_total for e in events)
-        return {"total_ms": total / 1e3, "ops": [
-            {"op": e.key, "self_ms": e.self_cpu_time_total / 1e3,
-             "share": e.self_cpu_time_total / total, "calls": e.count} for e in events[:top]]}
+        mm = [e for e in events if e.key in MATMUL_OPS]
+        return {"total_ms": total / 1e3, "matmul_ms": sum(e.self_cpu_time_total for e in mm) / 1e3,
+                "matmul_flops": sum(e.flops for e in mm), "ops": [
+                    {"op": e.key, "self_ms": e.self_cpu_time_total / 1e3,
+                     "share": e.self_cpu_time_total / total, "calls": e.count}
+                    for e in events[:top]]}
 
     def matmul(self, n: int = 2048, repeats: int = 10) -> dict:
         """Single-thread float32 ``torch.matmul`` of two ``[n, n]`` matrices: the best GFLOP/s

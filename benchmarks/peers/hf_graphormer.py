@@ -64,6 +64,7 @@ sys.path.insert(0, os.path.dirname(HERE))  # benchmarks/ (for _common)
 
 from _common import cpu_memory_env, emit, machine_info, markdown_table, median, ratio
 from _protocol import pack, to_hf_item
+from _worker import MATMUL_OPS
 
 from graph_urpe.data.sampler import SizeBucketBatchSampler, graph_sizes
 from graph_urpe.data.zinc import ZincLikeDataset
@@ -237,7 +238,7 @@ def measure(args, python_hf: str, data: str) -> dict:
     ours = WorkerProcess(sys.executable, "_ours_worker.py")
     hf = WorkerProcess(python_hf, "_hf_worker.py")
     workers = [ours, hf]
-    res: dict = {}
+    res: dict = {"args": vars(args)}
     try:
         res["load"] = {w.name: w("load", path=data, threads=args.threads, seed=args.seed)
                        for w in workers}
@@ -276,7 +277,11 @@ def measure(args, python_hf: str, data: str) -> dict:
                         for b in args.batchings}
         res["matmul"] = ours("matmul")
         res["matmul_hf_venv"] = hf("matmul")
-        res["profile"] = ours("profile", name="urpe", batching=args.batchings[-1], i=args.warmup)
+        res["profile"] = {
+            "graph-urpe urpe": ours("profile", name="urpe", batching=args.batchings[-1],
+                                    i=args.warmup),
+            "transformers": hf("profile", name="hf", batching=args.batchings[-1], i=args.warmup),
+        }
     finally:
         for w in workers:
             w.close()
@@ -397,12 +402,18 @@ def report(records: list[dict], res: dict) -> str:
              f"{mm['threads']} thread, best of 10 in each worker: {mm['gflops']:.1f} in "
              f"graph-urpe's environment, {res['matmul_hf_venv']['gflops']:.1f} in the "
              "transformers one)."), ""]
-    prof = res["profile"]
-    out += [(f"### torch.profiler: one graph-urpe URPE training step ({prof['total_ms']:.0f} "
-             "ms self CPU in total), top ops"), "", markdown_table(
-                ["op", "self ms", "share", "calls"],
-                [[o["op"], f"{o['self_ms']:.1f}", f"{o['share']:.3f}", o["calls"]]
-                 for o in prof["ops"]]), ""]
+    batching = list(res["train"])[-1]
+    for label, prof in res["profile"].items():
+        mm_gflops = prof["matmul_flops"] / prof["matmul_ms"] / 1e6
+        out += [(f"### torch.profiler: one {label} training step ({batching} batch "
+                 f"{res['args']['warmup']}; {prof['total_ms']:.0f} ms self CPU), top ops"), "",
+                markdown_table(["op", "self ms", "share", "calls"],
+                               [[o["op"], f"{o['self_ms']:.1f}", f"{o['share']:.3f}", o["calls"]]
+                                for o in prof["ops"]]), "",
+                (f"Matrix products ({', '.join(MATMUL_OPS)}): {prof['matmul_ms']:.0f} ms = "
+                 f"{prof['matmul_ms'] / prof['total_ms']:.2f} of the step, at {mm_gflops:.1f} "
+                 f"GFLOP/s = {mm_gflops / _ceiling(res):.2f} of the ceiling (profiler FLOPs "
+                 f"{prof['matmul_flops'] / 1e9:.2f} G)."), ""]
     out += ["### Targets (issue 13)", ""]
     for ours in ("rpe", "urpe"):
         for b in res["train"]:
