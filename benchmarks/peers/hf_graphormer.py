@@ -26,13 +26,15 @@ graphs, given to both), on CPU with one torch thread:
    share of it one training step reaches: FLOPs of forward + backward counted by
    :class:`torch.utils.flop_counter.FlopCounterMode` (matmuls and bmm; element-wise work is not
    counted, and URPE only adds element-wise work) per graph, times the step's graphs/s. Plus the
-   ``torch.profiler`` top ops of one graph-urpe (URPE, bucketed) step.
+   ``torch.profiler`` top ops of one training step of each implementation (graph-urpe: URPE), with
+   the share of the step spent in matrix products and the GFLOP/s those reach.
 
 Method: ``transformers`` is not a dependency of graph-urpe. It lives in its own virtual
 environment (``--venv``, created on first use, see :func:`ensure_venv`: the torch of this
 environment installed first, then ``transformers==4.57.6``, the last release with Graphormer (in
 ``models/deprecated``; 5.0 removed it), without dependencies, then the packages it imports, and
-``Cython<3``, which compiles its ``algos_graphormer.pyx``; Cython 3 rejects that file). The driver
+``Cython<3``, which compiles its ``algos_graphormer.pyx`` on first import, into
+``~/.pyxbld``; Cython 3 rejects that file). The driver
 writes the molecules (raw integer features, :func:`_protocol.to_hf_item`) and the batches to a
 temporary ``.npz`` and starts two long-lived workers, one per environment; they answer one
 command at a time, alternating which goes first, so machine load hits both alike. Every time is
