@@ -4,18 +4,24 @@ Runs ``graph-urpe fit`` (fit, then test of the best validation checkpoint) for e
 variant and seed with the same configuration and budget (``configs/zinc/zinc-like-{rpe,urpe}.yaml``,
 the settings of ``graph-urpe fit`` without arguments, overridable with ``--max-epochs``), prints
 one JSON line per run, a markdown table with the mean and standard deviation over seeds and the
-parameter counts, and the per-seed paired difference URPE - RPE. Each run is a separate process; runs are sequential.
+parameter counts, and the per-seed paired difference URPE - RPE. Each run is a separate process
+that writes its JSON record to ``result.json`` in its run folder; ``--jobs N`` runs N at a time
+(each with ``--threads`` torch threads), and a run whose folder already holds ``result.json`` is
+not run again (delete the folder to rerun it).
 
 Usage::
 
     python benchmarks/zinc_like.py                       # 3 seeds x {rpe, urpe}, the default budget
+    python benchmarks/zinc_like.py --jobs 2 --threads 1  # two runs at a time, one thread each
     python benchmarks/zinc_like.py --max-epochs 6        # a shorter budget
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import json
+import os
 import re
 import statistics
 import subprocess
@@ -26,8 +32,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run(variant: str, seed: int, max_epochs: int | None, out_dir: Path) -> dict:
+def run(variant: str, seed: int, max_epochs: int | None, out_dir: Path,
+        threads: int | None = None) -> dict:
     run_dir = out_dir / f"{variant}-seed{seed}"
+    done = run_dir / "result.json"
+    if done.is_file():
+        return json.loads(done.read_text())
+    env = dict(os.environ)
+    if threads is not None:
+        env["OMP_NUM_THREADS"] = str(threads)
     cmd = [
         sys.executable, "-c", "from graph_urpe.cli import main; main()", "fit",
         "--config", str(ROOT / "configs" / "zinc" / f"zinc-like-{variant}.yaml"),
@@ -38,7 +51,7 @@ def run(variant: str, seed: int, max_epochs: int | None, out_dir: Path) -> dict:
     if max_epochs is not None:
         cmd += ["--trainer.max_epochs", str(max_epochs)]
     start = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False, env=env)
     wall = time.perf_counter() - start
     if proc.returncode != 0:
         sys.stderr.write(proc.stdout[-3000:] + proc.stderr[-3000:])
@@ -47,10 +60,15 @@ def run(variant: str, seed: int, max_epochs: int | None, out_dir: Path) -> dict:
     params = re.search(r"([0-9.]+ K|[0-9.]+ M)\s+Trainable params", proc.stdout + proc.stderr)
     if mae is None:
         raise SystemExit(f"no 'Test MAE' line in the output of {' '.join(cmd)}")
-    return {
+    ended = re.search(r"Training (.*)", proc.stdout)
+    record = {
         "variant": variant, "seed": seed, "max_epochs": max_epochs, "test_mae": float(mae.group(1)),
         "trainable_params": params.group(1) if params else None, "wall_s": round(wall, 1),
+        "threads": threads, "ended": ended.group(1) if ended else None,
+        "loadavg_1min_at_end": round(os.getloadavg()[0], 2),
     }
+    done.write_text(json.dumps(record))
+    return record
 
 
 def main() -> None:
@@ -60,11 +78,17 @@ def main() -> None:
     parser.add_argument("--max-epochs", type=int, default=None,
                         help="override the configs' max_epochs (default: keep them)")
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "bench-zinc-like")
+    parser.add_argument("--jobs", type=int, default=1, help="runs at a time (default: 1)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch threads per run (default: torch's own choice)")
     args = parser.parse_args()
+    grid = [(variant, seed) for seed in args.seeds for variant in args.variants]
     results = []
-    for seed in args.seeds:
-        for variant in args.variants:
-            res = run(variant, seed, args.max_epochs, args.out)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        futures = [pool.submit(run, v, s, args.max_epochs, args.out, args.threads)
+                   for v, s in grid]
+        for future in futures:  # in grid order
+            res = future.result()
             print(json.dumps(res), flush=True)
             results.append(res)
     print("\n| attention | parameters | seeds | test MAE (mean ± std) | runs |")
