@@ -214,6 +214,14 @@ def test_non_finite_loss_stops_training(tmp_path):
         trainer(tmp_path, max_epochs=1).fit(model, dm)
 
 
+def test_compile_is_refused_on_cpu_before_any_work(tmp_path):
+    # benchmarks/README.md section 7: compiled slower than eager on CPU, so not offered there.
+    model = module(compile=True)
+    with pytest.raises(ValueError, match="compile=True is not offered on CPU"):
+        trainer(tmp_path, max_epochs=1).fit(model, datamodule(tmp_path))
+    assert model.global_step == 0
+
+
 def test_classification_with_missing_labels(tmp_path):
     seed_everything(0)
     dm = datamodule(tmp_path, task="classification")

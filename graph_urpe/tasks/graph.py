@@ -170,13 +170,16 @@ class GraphPropertyModule(LightningModule):
             embeddings and the ``B`` / ``C`` tables). (default: :class:`torch.optim.AdamW`)
         lr_scheduler (LRSchedulerCallable, optional): ``optimizer -> LRScheduler``, stepped every
             update. (default: :class:`~graph_urpe.tasks.optim.PolynomialDecayLR`)
-        compile (bool, optional): run the network through :func:`torch.compile`.
+        compile (bool, optional): run the network through :func:`torch.compile`. Offered on
+            accelerators only: on a CPU run :meth:`setup` refuses it, since it made the training
+            step slower than eager there (``benchmarks/README.md``, section 7).
             (default: :obj:`False`)
 
     Raises:
         ValueError: for unknown ``task`` / ``loss`` / ``metric`` values, a loss or metric that
             does not fit the task, a network ``level`` other than ``"graph"`` / ``"node"``, or a
-            ``num_classes`` that is not the network's output count (or is given for another task).
+            ``num_classes`` that is not the network's output count (or is given for another task);
+            (in :meth:`setup`) for ``compile=True`` on a CPU run.
         NonFiniteLossError: (during training) when a loss is NaN or infinite.
     """
 
@@ -299,8 +302,16 @@ class GraphPropertyModule(LightningModule):
 
     # ----------------------------------------------------------------------- setup
     def setup(self, stage: str) -> None:
-        """At ``fit``: take the target statistics of the data module's training split
-        (``train_target_stats()``; regression with ``standardize`` only)."""
+        """Refuse ``compile=True`` on a CPU run (see the class docstring); at ``fit``: take the
+        target statistics of the data module's training split (``train_target_stats()``;
+        regression with ``standardize`` only)."""
+        if self.hparams.get("compile") and self.trainer.strategy.root_device.type == "cpu":
+            raise ValueError(
+                "compile=True is not offered on CPU: torch.compile was slower than eager there, "
+                "and its compilation alone costs more than a short run (benchmarks/README.md, "
+                "section 7). Remove "
+                "--model.init_args.compile (or `compile: true` from the config), or train on a GPU."
+            )
         if stage != "fit" or self.hparams.task != "regression" or not self.hparams.standardize:
             return
         dm = getattr(self.trainer, "datamodule", None)
