@@ -14,6 +14,7 @@ Usage::
     python benchmarks/zinc_like.py                       # 3 seeds x {rpe, urpe}, the default budget
     python benchmarks/zinc_like.py --jobs 2 --threads 1  # two runs at a time, one thread each
     python benchmarks/zinc_like.py --max-epochs 6        # a shorter budget
+    python benchmarks/zinc_like.py --variants urpe urpe-random --max-epochs 5   # batching
 """
 
 from __future__ import annotations
@@ -31,22 +32,35 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
+#: variant -> (config under configs/zinc/, extra command-line arguments)
+VARIANTS = {
+    "rpe": ("zinc-like-rpe.yaml", []),
+    "urpe": ("zinc-like-urpe.yaml", []),
+    # the default job with random training batches instead of size buckets (issue 12)
+    "urpe-random": ("zinc-like-urpe.yaml", ["--data.init_args.bucketing", "false"]),
+}
+
 
 def run(variant: str, seed: int, max_epochs: int | None, out_dir: Path,
         threads: int | None = None) -> dict:
     run_dir = out_dir / f"{variant}-seed{seed}"
     done = run_dir / "result.json"
     if done.is_file():
-        return json.loads(done.read_text())
+        record = json.loads(done.read_text())
+        if record.get("max_epochs") != max_epochs:
+            raise SystemExit(f"{done} holds a run with max_epochs={record.get('max_epochs')}, not "
+                             f"{max_epochs}: use another --out or delete that folder.")
+        return record
     env = dict(os.environ)
     if threads is not None:
         env["OMP_NUM_THREADS"] = str(threads)
     cmd = [
         sys.executable, "-c", "from graph_urpe.cli import main; main()", "fit",
-        "--config", str(ROOT / "configs" / "zinc" / f"zinc-like-{variant}.yaml"),
+        "--config", str(ROOT / "configs" / "zinc" / VARIANTS[variant][0]),
         "--seed_everything", str(seed),
         "--trainer.enable_progress_bar", "false",
         "--trainer.default_root_dir", str(run_dir),
+        *VARIANTS[variant][1],
     ]
     if max_epochs is not None:
         cmd += ["--trainer.max_epochs", str(max_epochs)]
@@ -74,7 +88,8 @@ def run(variant: str, seed: int, max_epochs: int | None, out_dir: Path,
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--variants", nargs="+", default=["rpe", "urpe"])
+    parser.add_argument("--variants", nargs="+", default=["rpe", "urpe"], choices=VARIANTS,
+                        help="paired differences are taken against the first (default: rpe urpe)")
     parser.add_argument("--max-epochs", type=int, default=None,
                         help="override the configs' max_epochs (default: keep them)")
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "bench-zinc-like")
@@ -102,11 +117,12 @@ def main() -> None:
               f"| {runs} |")
 
 
-    if {"rpe", "urpe"} <= set(args.variants):
-        by = {(r["variant"], r["seed"]): r["test_mae"] for r in results}
-        diffs = [by[("urpe", s)] - by[("rpe", s)] for s in args.seeds]
+    by = {(r["variant"], r["seed"]): r["test_mae"] for r in results}
+    first = args.variants[0]
+    for variant in args.variants[1:]:
+        diffs = [by[(variant, s)] - by[(first, s)] for s in args.seeds]
         std = statistics.stdev(diffs) if len(diffs) > 1 else float("nan")
-        print("\nPaired difference URPE - RPE per seed: "
+        print(f"\nPaired difference {variant} - {first} per seed: "
               + ", ".join(f"seed {s}: {d:+.3f}" for s, d in zip(args.seeds, diffs))
               + f"; mean {statistics.mean(diffs):+.3f} ± {std:.3f}")
 
