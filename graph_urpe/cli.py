@@ -159,17 +159,18 @@ class GraphURPECLI(LightningCLI):
             klass, subcommand, **kwargs
         )
         self._parsing = None
-        if subcommand == "fit":
-            parser.add_argument(
-                "--test_after_fit", type=bool, default=True,
-                help="After training, test the best checkpoint, write test_predictions.csv and "
-                "the figures into the run folder, and print a summary.",
-            )
-            parser.add_argument(
-                "--early_stopping_patience", type=int | None, default=None,
-                help="Stop when the monitored validation metric has not improved for this many "
-                "validations (Lightning's EarlyStopping).",
-            )
+        # Options of fit; every subcommand accepts them, so a run's config.yaml can be passed to
+        # validate / test / predict as it is (they ignore them).
+        parser.add_argument(
+            "--test_after_fit", type=bool, default=True,
+            help="fit: after training, test the best checkpoint, write test_predictions.csv and "
+            "the figures into the run folder, and print a summary.",
+        )
+        parser.add_argument(
+            "--early_stopping_patience", type=int | None, default=None,
+            help="fit: stop when the monitored validation metric has not improved for this many "
+            "validations (Lightning's EarlyStopping).",
+        )
         return parser
 
     # ------------------------------------------------------------------ trainer
@@ -426,8 +427,33 @@ def _checkpoint_config(argv: list[str]) -> list[str]:
         return argv
     config = {"model": {"class_path": class_path,
                         "init_args": json.loads(json.dumps(hparams, default=list))}}
+    data = _run_data_config(argv, path)
+    if data is not None:
+        config["data"] = data
     # jsonargparse's --config takes a file or the configuration itself (JSON is YAML).
     return [argv[0], "--config", json.dumps(config), *argv[1:]]
+
+
+def _run_data_config(argv: list[str], ckpt_path: str) -> dict | None:
+    """``validate`` / ``test`` of a checkpoint with no data options: the data section of the
+    run's ``config.yaml`` (``RUN/config.yaml`` beside ``RUN/checkpoints/``), so the model is
+    evaluated on the data it was trained on, not on the default job's. :obj:`None` otherwise."""
+    if argv[0] not in ("validate", "test") or any(
+        a.startswith(("--data", "--config")) for a in argv[1:]
+    ):
+        return None
+    run_config = osp.join(osp.dirname(osp.dirname(osp.abspath(ckpt_path))), "config.yaml")
+    if not osp.isfile(run_config):
+        return None
+    import yaml
+
+    with open(run_config) as handle:
+        data = (yaml.safe_load(handle) or {}).get("data")
+    if isinstance(data, dict):
+        print(f"{argv[0]}: data as in {run_config} (the run's own data; pass --data options or "
+              "--config to evaluate on other data)")
+        return data
+    return None
 
 
 def _main(argv: list[str], args: list[str] | None) -> None:

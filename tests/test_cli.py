@@ -104,6 +104,15 @@ def test_fit_writes_one_run_folder_tests_best_then_resumes_and_predicts(
     assert sorted(p.name for p in runs.iterdir()) == ["version_0"]
     capsys.readouterr()
 
+    # `test --ckpt_path X` alone evaluates on the run's own data (its config.yaml), not on the
+    # package default's; the run's config.yaml is accepted as it is, too.
+    for extra in ([], ["--config", str(run / "config.yaml")]):
+        main(["test", "--ckpt_path", best, *extra])
+        out = capsys.readouterr().out
+        assert ("data as in" in out) == (not extra)
+        assert re.search(r"test/num_graphs\W+3(\.0)?\b", out), out[-2000:]
+    assert not (tmp_path / "data" / "zinc_like").exists()
+
     # Predict in a fresh process with the package base configuration: the architecture and
     # featurisation come from the checkpoint; one row per input, in order; nothing else written.
     pred = tmp_path / "out" / "pred.csv"

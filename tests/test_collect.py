@@ -123,3 +123,23 @@ def test_missing_folder_and_empty_pattern(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     assert main([str(tmp_path / "empty")]) == 2
     assert "has no metrics.csv" in capsys.readouterr().err
+
+
+def test_a_refused_fit_in_the_parent_folder_is_skipped_by_name(tmp_path, capsys):
+    # A fit refused at setup leaves version_1 with config.yaml only: collecting the parent
+    # folder skips it (named on stderr); named explicitly it is still refused.
+    make_run(tmp_path / "version_0", 0, 0.5, 0.5)
+    make_run(tmp_path / "version_2", 2, 0.7, 0.5)
+    refused = tmp_path / "version_1"
+    refused.mkdir()
+    (refused / "config.yaml").write_text("seed_everything: 1\n")
+    assert main([str(tmp_path)]) == 0
+    captured = capsys.readouterr()
+    assert f"skipped {refused}: no metrics.csv" in captured.err
+    assert expand_run_dirs([str(tmp_path)]) == [str(tmp_path / "version_0"),
+                                                 str(tmp_path / "version_2")]
+    # mean of MAE 0.5 and 0.7 over the two runs that trained
+    assert captured.out.splitlines()[-1].startswith("mean ± std (n=2)")
+    assert captured.out.splitlines()[-1].split()[4:7] == ["0.6000", "±", "0.1414"]
+    assert main([str(refused)]) == 2
+    assert "has no metrics.csv" in capsys.readouterr().err

@@ -275,6 +275,17 @@ def test_plot_run_writes_what_applies(tmp_path):
     open_png(written)
 
 
+def test_plot_run_refuses_a_folder_of_several_runs(tmp_path):
+    for v in (0, 1):
+        run = tmp_path / "runs" / "demo" / f"version_{v}"
+        run.mkdir(parents=True)
+        regression_table().to_csv(run / "test_predictions.csv", index=False)
+    with pytest.raises(ValueError, match="holds 2 runs' test_predictions.csv"):
+        plot_run(tmp_path / "runs")
+    assert not (tmp_path / "runs" / "figures").exists()
+    assert [p.name for p in plot_run(tmp_path / "runs" / "demo" / "version_1")] == ["parity.png"]
+
+
 def test_plot_run_errors(tmp_path):
     with pytest.raises(FileNotFoundError, match="does not exist"):
         plot_run(tmp_path / "nope")

@@ -65,7 +65,8 @@ def expand_run_dirs(paths: Sequence[str]) -> list[str]:
 
     Args:
         paths (Sequence[str]): run folders; a folder without ``metrics.csv`` that holds
-            ``version_<N>`` folders stands for those; a pattern with ``*``, ``?`` or ``[`` that
+            ``version_<N>`` folders stands for those that have a ``metrics.csv`` (the others are
+            named on stderr and skipped); a pattern with ``*``, ``?`` or ``[`` that
             is not an existing path is expanded with :func:`glob.glob`.
 
     Returns:
@@ -88,7 +89,14 @@ def expand_run_dirs(paths: Sequence[str]) -> list[str]:
         elif not osp.isfile(osp.join(path, "metrics.csv")) and (
             versions := glob.glob(osp.join(path, "version_*"))
         ):
-            found += sorted((v for v in versions if osp.isdir(v)), key=_version_key)
+            runs = sorted((v for v in versions if osp.isdir(v)), key=_version_key)
+            # A fit refused before training (bad option, error at setup) leaves a version folder
+            # without metrics.csv: not a run to collect.
+            for v in runs:
+                if not osp.isfile(osp.join(v, "metrics.csv")):
+                    print(f"skipped {v}: no metrics.csv (a fit that stopped before training)",
+                          file=sys.stderr)
+            found += [v for v in runs if osp.isfile(osp.join(v, "metrics.csv"))]
         else:
             found.append(path)
     return list(dict.fromkeys(found))

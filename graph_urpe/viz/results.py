@@ -254,8 +254,8 @@ def confusion_figure(frame: pd.DataFrame):
     """Confusion matrix of a multi-class task: row ``i`` = true class ``i``, column ``j`` =
     predicted class ``j``; cells coloured by the row-normalised share, annotated with counts.
 
-    Classes are ``0 .. K-1`` with ``K`` the number of ``T_prob_<k>`` columns (else the largest
-    class seen plus one). Rows with a missing target are left out. The title gives the accuracy
+    Classes are ``0 .. K-1`` with ``K - 1`` the largest class seen among the labels and
+    predictions (larger classes that never occur are left out). Rows with a missing target are left out. The title gives the accuracy
     (share of the diagonal) and the accuracy of always predicting the most frequent true class.
 
     Args:
@@ -273,7 +273,8 @@ def confusion_figure(frame: pd.DataFrame):
     if not len(y):
         raise ValueError(f"task {task!r} has no row with both a target and a prediction.")
     y, p = y.astype(int), p.astype(int)
-    k = sum(1 for c in frame.columns if c.startswith(f"{task}_prob_")) or int(max(y.max(), p.max())) + 1
+    # Classes 0 .. the largest seen (a label or a prediction); unseen larger classes are left out.
+    k = int(max(y.max(), p.max())) + 1
     counts = np.zeros((k, k), dtype=int)
     np.add.at(counts, (y, p), 1)
     shares = counts / np.maximum(counts.sum(axis=1, keepdims=True), 1)
@@ -281,6 +282,9 @@ def confusion_figure(frame: pd.DataFrame):
     size = min(2.0 + 0.45 * k, 12.0)
     fig, ax = plt.subplots(figsize=(size + 1.2, size))
     image = ax.imshow(shares, cmap="Blues", vmin=0.0, vmax=1.0)
+    ticks = np.arange(0, k, max(1, k // 20))  # integer class ticks, at most about 20
+    ax.set_xticks(ticks)
+    ax.set_yticks(ticks)
     if k <= 20:
         for i in range(k):
             for j in range(k):

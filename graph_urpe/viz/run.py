@@ -23,14 +23,23 @@ PREDICTIONS_FILE = "test_predictions.csv"
 
 
 def find_run_file(run_dir: str | Path, name: str) -> Path | None:
-    """``run_dir / name`` if it exists, else the most recently modified file of that name below
-    ``run_dir`` (e.g. a logger's ``version_N/metrics.csv``), else :obj:`None`."""
+    """``run_dir / name`` if it exists, else the one file of that name below ``run_dir`` (e.g. a
+    logger's ``version_N/metrics.csv``), else :obj:`None`.
+
+    Raises:
+        ValueError: if several files of that name lie below ``run_dir`` (a folder of several
+            runs: the figures would mix them); the message names them.
+    """
     run_dir = Path(run_dir)
     direct = run_dir / name
     if direct.is_file():
         return direct
-    found = sorted(run_dir.rglob(name), key=lambda p: p.stat().st_mtime)
-    return found[-1] if found else None
+    found = sorted(run_dir.rglob(name))
+    if len(found) > 1:
+        shown = ", ".join(str(p.parent) for p in found[:4]) + (" ..." if len(found) > 4 else "")
+        raise ValueError(f"{run_dir} holds {len(found)} runs' {name} ({shown}): pass one run "
+                         "folder, e.g. runs/NAME/version_0.")
+    return found[0] if found else None
 
 
 def plot_run(
@@ -59,7 +68,8 @@ def plot_run(
 
     Raises:
         FileNotFoundError: if ``run_dir`` is not a folder or holds neither file.
-        ValueError: for an unknown ``task`` or malformed files.
+        ValueError: for an unknown ``task``, malformed files, or a folder of several runs
+            (:func:`find_run_file`).
         ImportError: if matplotlib is missing.
     """
     run_dir = Path(run_dir)
