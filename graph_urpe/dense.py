@@ -153,16 +153,24 @@ def to_dense_spd(
         :func:`torch_geometric.utils.to_dense_batch`; same device as ``spd``.
 
     Raises:
-        ValueError: if ``spd`` is :obj:`None`, or (``validate=True``) its length is not
-            ``sum_b n_b^2``.
+        ValueError: if ``spd`` is :obj:`None` or not integer, if it has fewer than
+            ``sum_b n_b^2`` entries, or (``validate=True``, a host read) more.
     """
     spd = _require("spd", spd, "graph_urpe.transforms.AddShortestPathDistance()")
+    if spd.is_floating_point() or spd.is_complex() or spd.dtype == torch.bool:
+        raise ValueError(f"spd must hold integer shortest-path distances (the `spd` of "
+                         f"AddShortestPathDistance), got dtype {spd.dtype}.")
     counts = node_counts(spd, batch, ptr, num_graphs)
     if validate:
         _check_length("spd", spd, counts)
     pair_mask, padding_mask = dense_layout(counts, max_num_nodes)
     out = torch.full(pair_mask.shape, UNREACHABLE, dtype=torch.long, device=spd.device)
-    return out.masked_scatter_(pair_mask, spd.long()), padding_mask
+    try:
+        out.masked_scatter_(pair_mask, spd.long())
+    except RuntimeError:  # fewer entries than the pairs need
+        _check_length("spd", spd, counts)
+        raise
+    return out, padding_mask
 
 
 def to_dense_path_edges(

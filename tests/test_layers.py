@@ -99,3 +99,16 @@ def test_bad_arguments():
         URPEGraphConv(8, 2, attention="abs")
     conv = URPEGraphConv(8, 2)
     assert repr(conv) == "URPEGraphConv(8, heads=2, attention='urpe', graph_token=False)"
+
+
+def test_bad_spd_is_refused_with_the_fix():
+    # A path of 3 nodes: spd needs 3 * 3 = 9 integer entries.
+    data = _graph(nx.path_graph(3), 8, 0)
+    batch = Batch.from_data_list([data])
+    conv = URPEGraphConv(8, 2)
+    with pytest.raises(ValueError, match="spd is missing"):
+        conv(batch.x, batch.batch, None)
+    with pytest.raises(ValueError, match="integer shortest-path distances"):
+        conv(batch.x, batch.batch, batch.spd.float())
+    with pytest.raises(ValueError, match=r"has 8 entries but the graphs' node counts need sum\(n\^2\) = 9"):
+        conv(batch.x, batch.batch, batch.spd[:8])

@@ -165,7 +165,8 @@ class URPEGraphConv(nn.Module):
           ``(P, P ⊙ C)`` maps ``[B, H, N', N']`` (padded)
 
     Raises:
-        ValueError: for an unknown ``attention``, a negative ``max_distance``, or ``spd`` missing.
+        ValueError: for an unknown ``attention``, a negative ``max_distance``, or an ``spd`` that
+            is missing, not integer, or shorter than the batch's ``sum_b n_b^2`` pairs.
 
     Example:
         >>> import torch
@@ -254,6 +255,9 @@ class URPEGraphConv(nn.Module):
         return_attention: bool = False,
     ):
         """Update node features (and the graph token); see the class docstring."""
+        if not isinstance(spd, Tensor):
+            raise ValueError("spd is missing: pass the batch's `spd` (build the dataset with "
+                             "pre_transform=graph_urpe.transforms.AddShortestPathDistance()).")
         counts = node_counts(spd, batch, ptr, num_graphs)
         spd_dense, padding_mask = to_dense_spd(
             spd, batch, ptr, num_graphs=num_graphs, max_num_nodes=max_num_nodes

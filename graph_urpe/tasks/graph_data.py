@@ -400,9 +400,12 @@ class GraphDataModule(BatchedGraphDataModule):
         hparams = model.hparams if model is not None else {}
         featurization = hparams.get("featurization")
         if featurization is None:
+            source = hparams.get("dataset_source")
             raise ValueError(
-                "the model does not say how its molecules were featurised; predict with a "
-                "checkpoint trained by GraphPropertyModule (--ckpt_path)."
+                "this model was not trained on molecules"
+                + (f" (its data: {source})" if source else "")
+                + ", so it cannot predict SMILES: predict with a checkpoint trained on a "
+                "molecular dataset (ZINC, OGB, PCQM4Mv2 or a SMILES CSV)."
             )
         graphs, errors = molecules_to_graphs(
             frame[self.smiles_column].tolist(),
