@@ -66,6 +66,7 @@ def test_fit_writes_one_run_folder_tests_best_then_resumes_and_predicts(
     out = capsys.readouterr().out
     run = runs / "version_0"
     assert "Training finished the planned schedule: 2 of 2 epochs." in out
+    assert "Warning: the test split holds only 3 graph(s)" in out  # 16 molecules: 3 tested
     for name in ("config.yaml", "metrics.csv", "hparams.yaml", "checkpoints/best.ckpt",
                  "checkpoints/last.ckpt", "test_predictions.csv", "splits.csv",
                  "figures/learning_curves.png", "figures/parity.png"):

@@ -24,6 +24,9 @@ from lightning.pytorch.callbacks import Callback, EarlyStopping, Timer
 
 from graph_urpe.files import atomic_save, atomic_write_csv
 
+SMALL_TEST_SPLIT = 20
+"""Below this many test graphs the end-of-fit summary warns that the test metrics say little."""
+
 __all__ = [
     "AtomicCheckpointIO",
     "RNGStateCheckpoint",
@@ -223,6 +226,13 @@ def print_fit_summary(trainer: Trainer, metrics: dict[str, float] | None, run_di
         for key in sorted(shown, key=lambda k: order.index(k) if k in order else len(order)):
             label = labels.get(key, key.upper())
             lines.append(f"Test {label}: {_format(shown[key])}")
+        tested = metrics.get("test/num_graphs")
+        if tested is not None and tested < SMALL_TEST_SPLIT:
+            lines.append(
+                f"Warning: the test split holds only {int(tested)} graph(s): these metrics say "
+                "little (R2 is undefined below 2). Use more data, or a split with a larger test "
+                "part (e.g. --data.init_args.split random on a small file)."
+            )
     dm = trainer.datamodule
     loaded = getattr(dm, "loaded", None)
     invalid = getattr(loaded, "invalid_rows", None) or []
