@@ -135,7 +135,7 @@ def test_encoder_gives_the_same_maps_mode_restored_and_errors():
 
 
 def test_plot_attention_panels(tmp_path):
-    pytest.importorskip("matplotlib")
+    pytest.importorskip("matplotlib")  # optional plotting extra; .[dev] installs it
     from PIL import Image
 
     from graph_urpe.viz.attention import attention_figure, plot_attention

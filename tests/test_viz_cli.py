@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 import torch
 
-pytest.importorskip("matplotlib")
+pytest.importorskip("matplotlib")  # the optional plotting extra; .[dev] installs it, so CI runs these
 from PIL import Image
 
 from graph_urpe.tasks.graph import GraphPropertyModule

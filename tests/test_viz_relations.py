@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-pytest.importorskip("matplotlib")
+pytest.importorskip("matplotlib")  # the optional plotting extra; .[dev] installs it, so CI runs these
 from PIL import Image
 
 from graph_urpe.nn import Graphormer, SequenceTransformer, TransformerLM

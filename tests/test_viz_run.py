@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-pytest.importorskip("matplotlib")
+pytest.importorskip("matplotlib")  # the optional plotting extra; .[dev] installs it, so CI runs these
 from PIL import Image
 
 from graph_urpe.viz import (
