@@ -41,6 +41,7 @@ __all__ = [
     "markdown_table",
     "median",
     "ratio",
+    "run_command",
     "run_worker",
     "synchronize",
     "time_calls",
@@ -140,6 +141,26 @@ def cpu_memory_env() -> dict[str, str]:
     env["MALLOC_MMAP_THRESHOLD_"] = str(MMAP_THRESHOLD)
     env["MALLOC_TRIM_THRESHOLD_"] = str(MMAP_THRESHOLD)
     return env
+
+
+def run_command(cmd: Sequence[str], cwd: str, env: dict | None = None
+                ) -> tuple[subprocess.CompletedProcess, float]:
+    """Run ``cmd`` (e.g. ``graph-urpe fit``) in ``cwd``, output captured; exit on failure.
+
+    Returns:
+        ``(completed process, wall seconds)``.
+
+    Raises:
+        SystemExit: if the command exits non-zero (its last output is written to stderr first).
+    """
+    start = time.perf_counter()
+    proc = subprocess.run(list(cmd), cwd=cwd, env=env, capture_output=True, text=True,
+                          check=False)
+    wall = time.perf_counter() - start
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stdout[-3000:] + proc.stderr[-3000:])
+        raise SystemExit(f"`{' '.join(cmd)}` failed with exit code {proc.returncode}")
+    return proc, wall
 
 
 def run_worker(script: str, config: dict, *, memory_env: bool, timeout: float = 3600) -> dict:

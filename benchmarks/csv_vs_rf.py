@@ -35,7 +35,6 @@ import argparse
 import io
 import os
 import re
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -43,7 +42,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import yaml
-from _common import emit, machine_info, markdown_table, ratio
+from _common import emit, machine_info, markdown_table, ratio, run_command
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE = ROOT / "configs" / "csv" / "template.yaml"
@@ -92,12 +91,7 @@ def fit(name: str, csv: Path, target: str, out_dir: Path, seed: int, max_epochs:
         cmd += ["--trainer.max_steps", str(max_steps)]
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     load_before = os.getloadavg()[0]
-    start = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
-    wall = time.perf_counter() - start
-    if proc.returncode != 0:
-        sys.stderr.write(proc.stdout[-3000:] + proc.stderr[-3000:])
-        raise SystemExit(f"`{' '.join(cmd)}` failed with exit code {proc.returncode}")
+    proc, wall = run_command(cmd, cwd=ROOT, env=env)
     folder = re.search(r"^Run folder: (\S+)", proc.stdout, re.MULTILINE)
     ended = re.search(r"^Training (.+)$", proc.stdout, re.MULTILINE)
     if folder is None:

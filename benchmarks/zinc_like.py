@@ -25,10 +25,10 @@ import json
 import os
 import re
 import statistics
-import subprocess
 import sys
-import time
 from pathlib import Path
+
+from _common import run_command
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -64,12 +64,7 @@ def run(variant: str, seed: int, max_epochs: int | None, out_dir: Path,
     ]
     if max_epochs is not None:
         cmd += ["--trainer.max_epochs", str(max_epochs)]
-    start = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False, env=env)
-    wall = time.perf_counter() - start
-    if proc.returncode != 0:
-        sys.stderr.write(proc.stdout[-3000:] + proc.stderr[-3000:])
-        raise SystemExit(f"run {variant} seed {seed} failed with exit code {proc.returncode}")
+    proc, wall = run_command(cmd, cwd=ROOT, env=env)
     mae = re.search(r"Test MAE: ([0-9.]+)", proc.stdout)
     params = re.search(r"([0-9.]+ K|[0-9.]+ M)\s+Trainable params", proc.stdout + proc.stderr)
     if mae is None:
