@@ -35,8 +35,8 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import itertools
-import multiprocessing
 import json
+import multiprocessing
 import statistics
 import sys
 import time

@@ -192,7 +192,8 @@ def to_dense_path_edges(
     :class:`~graph_urpe.transforms.AddShortestPathDistance` (``spd_pred``): since the graph is
     undirected, the node after ``u`` on a shortest path from ``u`` to ``j`` is ``pred[j, u]``.
     The walk runs for ``min(max_hops, N - 1)`` steps, each two 1-D gathers over all ``[B, N, N]``
-    pairs (no Python loop over graphs, no host read).
+    pairs (no Python loop over graphs, no host read; on CPU in eager mode it stops early, after a
+    host read every 4 hops, once every path has ended).
 
     Args:
         spd_pred (Tensor): the collated ``spd_pred`` ``[sum_b n_b^2]``.
@@ -204,7 +205,8 @@ def to_dense_path_edges(
             counts as absent (-1). (default: :obj:`False`)
 
     Returns:
-        long ``[B, N, N, max_hops]``: entry ``[b, i, j, k]`` is the column of ``edge_index``
+        long ``[B, N, N, max_hops]`` (a view of hop-major ``[max_hops, B, N, N]`` storage:
+        ``.movedim(-1, 0)`` is contiguous): entry ``[b, i, j, k]`` is the column of ``edge_index``
         (equivalently the row of ``edge_attr``) of the ``k``-th edge on the path from node ``i`` to
         node ``j`` of graph ``b`` (``k = 0`` is the edge leaving ``i``); ``-1`` where the path has
         fewer than ``k + 1`` edges, ``i == j``, ``j`` is unreachable, or the cell is padding. Edge
@@ -275,11 +277,19 @@ def to_dense_path_edges(
     next_state = torch.cat([torch.where(has_step, next_state, cells).reshape(-1), dead + 1 + cells])
 
     # Walk all pairs (i, j) one hop at a time from i towards j: the walk of pair (b, i, j) starts
-    # in state (b, i, j), i.e. at flat index = its own cell. Two 1-D gathers per hop.
+    # in state (b, i, j), i.e. at flat index = its own cell. Two 1-D gathers per hop
+    # (index_select: about 4x faster on CPU than advanced indexing). On CPU in eager mode, where
+    # a host read costs nothing, the walk stops once every path has ended (the batch's largest
+    # SPD, typically 13-17 hops on ZINC molecules instead of 20).
+    early_exit = device.type == "cpu" and not torch.compiler.is_compiling()
     hops = [edge_table[:cells]]
     state = next_state[:cells]
-    for _ in range(1, walk):
-        hops.append(edge_table[state])
-        state = next_state[state]
-    hops += [dead.expand(cells)] * (max_hops - walk)
-    return torch.stack(hops, dim=-1).view(num_graphs, max_n, max_n, max_hops)
+    for k in range(1, walk):
+        if early_exit and k % 4 == 0 and bool((state == cells).all()):
+            break
+        hops.append(edge_table.index_select(0, state))
+        state = next_state.index_select(0, state)
+    hops += [dead.expand(cells)] * (max_hops - len(hops))
+    # Hop-major storage ([max_hops, cells], one contiguous row per hop), returned as a
+    # [B, N, N, max_hops] view: MultiHopEdgeEncoder reads it hop by hop.
+    return torch.stack(hops).view(max_hops, num_graphs, max_n, max_n).permute(1, 2, 3, 0)

@@ -1,5 +1,7 @@
 """Padded SPD and path-edge tensors of a batch against per-graph networkx and to_dense_batch."""
 
+import unittest.mock
+
 import networkx as nx
 import pytest
 import torch
@@ -193,3 +195,15 @@ def test_batch_vector_ptr_and_fixed_size_agree():
     pc = to_dense_path_edges(batch.spd_pred, batch.edge_index, ptr=batch.ptr, max_hops=3,
                              max_num_nodes=7)
     assert torch.equal(pc[:, :5, :5], pa) and (pc[:, 5:] == -1).all()
+
+
+def test_to_dense_path_edges_early_exit_matches_the_full_walk():
+    # On CPU in eager mode the walk stops once every path has ended (here after 12 of 20 hops);
+    # the walk that never stops early (as when compiling) gives the same edges.
+    graphs = [nx.path_graph(12), nx.cycle_graph(7), nx.star_graph(4)]
+    batch = Batch.from_data_list([_data(g) for g in graphs])
+    early = to_dense_path_edges(batch.spd_pred, batch.edge_index, ptr=batch.ptr, max_hops=20)
+    with unittest.mock.patch.object(torch.compiler, "is_compiling", return_value=True):
+        full = to_dense_path_edges(batch.spd_pred, batch.edge_index, ptr=batch.ptr, max_hops=20)
+    assert torch.equal(early, full)
+    assert (early[..., 11:] == -1).all() and (early[0, 0, 11, :11] >= 0).all()

@@ -62,6 +62,32 @@ def test_gradients_match_float64_reference(backend, chunk, bc_shape, causal):
         torch.testing.assert_close(a.grad.double(), r.grad, rtol=1e-4, atol=1e-5, msg=name)
 
 
+@pytest.mark.parametrize("d, dv", [(10, 10), (10, 6), (16, 10), (20, 24)])
+@pytest.mark.parametrize("chunk", [None, 3])
+def test_fused_head_dims_padded_on_cpu_match_reference(d, dv, chunk):
+    # Head dims below CPU_MIN_HEAD_DIM are zero-padded inside the fused block on CPU; q, k, v
+    # arrive as the permuted (non-contiguous) head-split views MultiheadURPEAttention passes.
+    g = torch.Generator().manual_seed(5)
+    qk = torch.randn(B, N, 2, H, d, generator=g).permute(2, 0, 3, 1, 4)
+    v = torch.randn(B, N, H, dv, generator=g).transpose(1, 2)
+    bias, mult = torch.randn(2, 1, H, N, N, generator=g)
+    pad = torch.zeros(B, N, dtype=torch.bool)
+    pad[1, -2:] = True
+    ins = [t.clone().requires_grad_(True) for t in (qk[0], qk[1], v, bias, mult)]
+    ref_ins = [t.detach().double().requires_grad_(True) for t in ins]
+    out = urpe_attention(*ins[:3], attn_bias=ins[3], multiplier=ins[4], key_padding_mask=pad,
+                         chunk_size=chunk, backend="fused")
+    ref = reference(*ref_ins, pad, False)
+    assert out.shape == (B, H, N, dv)
+    torch.testing.assert_close(out.double(), ref, rtol=1e-5, atol=1e-5)
+    w = torch.randn(out.shape, generator=g)
+    (out * w).sum().backward()
+    (ref * w.double()).sum().backward()
+    for name, a, r in zip("qkvBC", ins, ref_ins):
+        assert a.grad.shape == a.shape, name
+        torch.testing.assert_close(a.grad.double(), r.grad, rtol=1e-4, atol=1e-5, msg=name)
+
+
 @pytest.mark.parametrize("chunk", [None, 2])
 @pytest.mark.parametrize("bc_shape", [(H, N, N), (B, H, N, N), (1, H, N, N)])
 def test_fused_gradcheck(chunk, bc_shape):

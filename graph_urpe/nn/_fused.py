@@ -24,6 +24,15 @@ so URPE costs RPE plus three element-wise passes (``P ⊙ C``, ``dW ⊙ P``, ``d
 extra allocation in backward. ``W = P ⊙ C`` is saved rather than recomputed (one pass for one
 full-size buffer). First-order gradients only (``once_differentiable``); the eager reference is
 twice differentiable.
+
+Head-dim padding (CPU): the per-head products whose output has ``D`` columns (``W V``, ``W^T dO``,
+``dS K``, ``dS^T Q``) run 2-4x slower in MKL's batched GEMM for ``D < 16`` than for ``D = 16``
+(e.g. ``[1024, 27, 27] x [1024, 27, 10]``: 1.8 ms vs 0.66 ms for ``D = 16``, one thread;
+``benchmarks/README.md`` section 11). On CPU, ``Q``, ``K``, ``V`` and ``dO`` with a head dim below
+:data:`CPU_MIN_HEAD_DIM` are copied once into zero-padded buffers of that width (the copy that
+makes the permuted head-split views contiguous for the matmuls anyway); the zero columns add
+nothing to ``Q K^T`` and ``dO V^T`` and give zero columns in ``W V``, ``dQ``, ``dK``, ``dV``,
+which are sliced off. The values are the unpadded ones up to float round-off.
 """
 
 from __future__ import annotations
@@ -36,7 +45,29 @@ from torch.autograd.function import once_differentiable
 
 from graph_urpe.nn._masks import additive_mask, empty_rows, hidden_mask
 
-__all__ = ["fused_attention"]
+__all__ = ["CPU_MIN_HEAD_DIM", "fused_attention"]
+
+#: On CPU, head dims below this are zero-padded to it inside the fused block (see the module doc).
+CPU_MIN_HEAD_DIM: int = 16
+
+
+def _padded(t: Tensor, width: int) -> Tensor:
+    """``t`` with its last dimension zero-padded to ``width`` (a contiguous copy), or ``t``.
+
+    Only the padding columns are zero-filled (``F.pad`` fills the whole buffer first)."""
+    d = t.shape[-1]
+    if d >= width:
+        return t
+    out = t.new_empty(*t.shape[:-1], width)
+    out[..., :d].copy_(t)
+    out[..., d:].zero_()
+    return out
+
+
+def _pad_width(t: Tensor) -> int:
+    """The head dim the fused block computes with: :data:`CPU_MIN_HEAD_DIM` on CPU, else as is."""
+    d = t.shape[-1]
+    return max(d, CPU_MIN_HEAD_DIM) if t.device.type == "cpu" else d
 
 
 def _mul_sum_to(a: Tensor, b: Tensor, shape: torch.Size) -> Tensor:
@@ -68,7 +99,13 @@ class _FusedAttention(torch.autograd.Function):
     def forward(ctx, q, k, v, bias, multiplier, fill, empty, dropout_p, training, need_probs):
         scale = 1.0 / math.sqrt(q.shape[-1])
         acc = torch.promote_types(q.dtype, torch.float32)  # softmax dtype (>= float32)
-        qs = q * scale
+        d, dv = q.shape[-1], v.shape[-1]
+        width, width_v = _pad_width(q), _pad_width(v)
+        if width > d:  # padded copies (module doc); scaled in place
+            qs, k = _padded(q, width).mul_(scale), _padded(k, width)
+        else:
+            qs = q * scale
+        v = _padded(v, width_v)
         scores = torch.matmul(qs, k.transpose(-2, -1))  # [B, H, Nq, Nk], fresh
         mm_qk = scores.dtype  # the matmuls' dtype (autocast's, if enabled), replayed in backward
         scores = scores.to(acc)
@@ -86,10 +123,13 @@ class _FusedAttention(torch.autograd.Function):
         if dropout_p > 0.0 and training:
             weights, keep = torch.native_dropout(weights, dropout_p, True)
         out = torch.matmul(weights.to(v.dtype), v)
+        if width_v > dv:
+            out = out[..., :dv]
         ctx.mm = (mm_qk, out.dtype)
         if empty is not None:
             out = out.masked_fill_(empty, 0.0)
         ctx.scale, ctx.dropout_p, ctx.acc = scale, dropout_p, acc
+        ctx.dims = (d, dv)
         ctx.shapes = (
             None if bias is None else bias.shape, None if multiplier is None else multiplier.shape
         )
@@ -117,9 +157,10 @@ class _FusedAttention(torch.autograd.Function):
         if empty is not None:
             grad_out = grad_out.masked_fill(empty, 0.0)
         mm_qk, mm_wv = ctx.mm  # explicit casts: no autocast context in backward
-        grad_out = grad_out.to(mm_wv)
+        d, dv = ctx.dims
+        grad_out = _padded(grad_out.to(mm_wv), v.shape[-1])
         if need_v:
-            grads[2] = torch.matmul(weights.to(mm_wv).transpose(-2, -1), grad_out)
+            grads[2] = torch.matmul(weights.to(mm_wv).transpose(-2, -1), grad_out)[..., :dv]
         if not (need_q or need_k or need_b or need_c):
             return tuple(_cast(grads, ctx.dtypes))
         grad_w = torch.matmul(grad_out, v.to(mm_wv).transpose(-2, -1)).to(ctx.acc)
@@ -140,9 +181,9 @@ class _FusedAttention(torch.autograd.Function):
                 grads[3] = grad_s.sum_to_size(ctx.shapes[0])
             grad_s = grad_s.to(mm_qk)
             if need_q:
-                grads[0] = torch.matmul(grad_s, k.to(mm_qk)).mul_(ctx.scale)
+                grads[0] = torch.matmul(grad_s, k.to(mm_qk))[..., :d].mul_(ctx.scale)
             if need_k:
-                grads[1] = torch.matmul(grad_s.transpose(-2, -1), qs.to(mm_qk))
+                grads[1] = torch.matmul(grad_s.transpose(-2, -1), qs.to(mm_qk))[..., :d]
         return tuple(_cast(grads, ctx.dtypes))
 
 

@@ -248,18 +248,22 @@ class MultiHopEdgeEncoder(nn.Module):
         num_edges, h = edge_emb.shape
         # Row k * E + e of `table` is edge e seen as hop k: e(edge) @ W_k.
         table = torch.einsum("eh,khg->keg", edge_emb, self.hop_weight)
-        flat = path.reshape(-1, k)
-        valid = flat >= 0
-        count = valid.sum(-1, keepdim=True).clamp(min=1).to(table.dtype)
+        # Hop-major [K, cells] (free for to_dense_path_edges' output, a copy otherwise).
+        by_hop = path.movedim(-1, 0).reshape(k, -1)
+        cells = by_hop.shape[1]
+        valid = by_hop >= 0
+        count = valid.sum(0).clamp(min=1).to(table.dtype).unsqueeze(-1)  # [cells, 1]
         if path.device.type == "cpu" and not torch.compiler.is_compiling():
-            # Only the real (pair, hop) entries: about 1/5 of the dense grid on molecules.
-            cell, hop = valid.nonzero(as_tuple=True)
-            values = table.reshape(-1, h).index_select(0, hop * num_edges + flat[cell, hop])
-            out = values.new_zeros(flat.shape[0], h).index_add_(0, cell, values)
+            # Only the real (hop, pair) entries: about 1/5 of the dense grid on molecules.
+            entry = valid.view(-1).nonzero().squeeze(-1)  # hop * cells + cell
+            hop, cell = entry.div(cells, rounding_mode="floor"), entry.remainder(cells)
+            edge = by_hop.view(-1).index_select(0, entry)
+            values = table.reshape(-1, h).index_select(0, hop * num_edges + edge)
+            out = values.new_zeros(cells, h).index_add_(0, cell, values)
         else:
             table = F.pad(table, (0, 0, 0, 1))  # row E of each hop: no edge, zeros
-            index = torch.where(valid, flat, num_edges)
-            out = sum(table[hop].index_select(0, index[:, hop]) for hop in range(k))
+            index = torch.where(valid, by_hop, num_edges)
+            out = sum(table[hop].index_select(0, index[hop]) for hop in range(k))
         return (out / count).view(b, n, n, h).permute(0, 3, 1, 2)
 
     def __repr__(self) -> str:
