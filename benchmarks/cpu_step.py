@@ -1,0 +1,165 @@
+"""Where a CPU training step of the default job goes, and what each CPU measure of issue 13 saves.
+
+Three measurements in one run, on the default job's model (URPE-Graphormer-slim: 12 layers, width
+80, 8 heads of dim 10, FFN 80, multi-hop edge encoding over 20 hops, no dropout, OGB features) and
+its data (the embedded ZINC-like training split, size-bucketed batches of at most 128 molecules):
+
+1. **Head-dim GEMM sweep**: CPU time of the per-head product ``W V`` (``[B*H, N, N] x [B*H, N,
+   d]``, ``B*H = 1024``, ``N = 27``) for head dims ``d`` from 4 to 64: the reason the fused block
+   pads head dims below :data:`graph_urpe.nn._fused.CPU_MIN_HEAD_DIM` (MKL's batched GEMM with an
+   output width below 16 runs at a fraction of its speed at 16).
+2. **Interleaved A/B of whole training steps** (forward, L1 loss, backward, AdamW), CPU time of the
+   process, one model per variant with the same initial weights, every batch fed to every variant
+   in rotating order, so machine load hits all alike: ``default`` (as the default job: head dims
+   padded, fused AdamW), ``no-pad`` (``CPU_MIN_HEAD_DIM = 0``, the block on the unpadded views),
+   ``foreach-adamw`` (AdamW's default multi-tensor implementation).
+3. **Fixed cost per step**: the same rotation over 1-layer models with and without the multi-hop
+   edge encoding next to the 12-layer model, giving the cost per layer (``(T12 - T1) / 11``), the
+   per-step cost outside the layers (``T1 - per layer``) and the edge encoding's share of it
+   (path walk, gathers and their backward).
+
+Prints one JSON line per measurement and markdown tables. With ``--threads 1`` (the default) the
+CPU times are robust to other processes' load; ``--threads 2`` shows the 2-core case (then wall
+time is the relevant clock and is reported too).
+
+Usage::
+
+    python benchmarks/cpu_step.py                # 20 timed batches after 3 warm-up ones
+    python benchmarks/cpu_step.py --steps 40 --threads 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+from _common import emit, machine_info, markdown_table, ratio
+
+import graph_urpe.nn._fused as fused_block
+from graph_urpe.data.featurize import feature_dims
+from graph_urpe.nn import Graphormer
+from graph_urpe.tasks.graph_data import ZincLikeDataModule
+
+HEAD_DIMS = (4, 6, 8, 10, 12, 14, 16, 20, 24, 32, 48, 64)
+DEFAULT_PAD = getattr(fused_block, "CPU_MIN_HEAD_DIM", 0)  # 0: a version without padding
+
+
+def gemm_sweep(repeats: int) -> list[dict]:
+    """CPU ms and GFLOP/s of ``bmm([1024, 27, 27], [1024, 27, d])`` for each head dim ``d``."""
+    g = torch.Generator().manual_seed(0)
+    rows = []
+    for d in HEAD_DIMS:
+        w = torch.randn(1024, 27, 27, generator=g)
+        v = torch.randn(1024, 27, d, generator=g)
+        for _ in range(3):
+            torch.bmm(w, v)
+        start = time.process_time()
+        for _ in range(repeats):
+            torch.bmm(w, v)
+        ms = (time.process_time() - start) / repeats * 1e3
+        rows.append({"bench": "gemm", "head_dim": d, "cpu_ms": ms,
+                     "gflops": 2 * 1024 * 27 * 27 * d / ms / 1e6})
+    return rows
+
+
+def _model(atom, bond, num_layers: int, **kwargs) -> Graphormer:
+    torch.manual_seed(0)
+    return Graphormer(1, atom_categories=atom, bond_categories=bond, num_layers=num_layers,
+                      embed_dim=80, num_heads=8, ffn_dim=80, attention="urpe", max_distance=36,
+                      max_degree=63, max_hops=20, dropout=0.0, attention_dropout=0.0, **kwargs)
+
+
+def rotate(variants: dict, batches: list, warmup: int) -> dict[str, dict]:
+    """Feed every batch to every variant (rotating order); CPU and wall seconds per variant.
+
+    ``variants``: name -> ``(model, optimizer, pad)``, ``pad`` the value of
+    ``CPU_MIN_HEAD_DIM`` while that variant runs.
+    """
+    names = list(variants)
+    totals = {n: {"cpu_s": 0.0, "wall_s": 0.0} for n in names}
+    for i, batch in enumerate(batches):
+        order = names[i % len(names):] + names[:i % len(names)]
+        for name in order:
+            model, opt, pad = variants[name]
+            fused_block.CPU_MIN_HEAD_DIM = pad
+            wall, cpu = time.perf_counter(), time.process_time()
+            out = model(batch)
+            loss = F.l1_loss(out.squeeze(-1), batch.y.view(-1).float())
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            if i >= warmup:
+                totals[name]["cpu_s"] += time.process_time() - cpu
+                totals[name]["wall_s"] += time.perf_counter() - wall
+    fused_block.CPU_MIN_HEAD_DIM = DEFAULT_PAD
+    return totals
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--root", default="data", help="data root of the default job "
+                        "(default: data, the ZINC-like data under data/zinc_like)")
+    parser.add_argument("--steps", type=int, default=20, help="timed batches (default: 20)")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed batches (default: 3)")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (default: 1)")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    emit({"bench": "machine", **machine_info(torch.device("cpu")),
+          "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY")})
+
+    gemm = gemm_sweep(repeats=30)
+    for row in gemm:
+        emit(row)
+    print("\n" + markdown_table(
+        ["head dim d", "CPU ms", "GFLOP/s", "time / time at d = 16"],
+        [[r["head_dim"], f"{r['cpu_ms']:.2f}", f"{r['gflops']:.1f}",
+          ratio(r["cpu_ms"], next(x["cpu_ms"] for x in gemm if x["head_dim"] == 16))]
+         for r in gemm]))
+
+    dm = ZincLikeDataModule(root=args.root, batch_size=128)
+    dm.prepare_data()
+    dm.setup("fit")
+    batches = [b for _, b in zip(range(args.warmup + args.steps), dm.train_dataloader())]
+    atom, bond = feature_dims("ogb")
+
+    def variant(num_layers=12, pad=DEFAULT_PAD, fused_adamw=True, **kwargs):
+        model = _model(atom, bond, num_layers, **kwargs)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01,
+                                fused=fused_adamw)
+        return model, opt, pad
+
+    steps = rotate({"default": variant(), "no-pad": variant(pad=0),
+                    "foreach-adamw": variant(fused_adamw=False)}, batches, args.warmup)
+    base = steps["default"]
+    rows = []
+    for name, t in steps.items():
+        rec = {"bench": "step", "variant": name, "threads": args.threads,
+               "cpu_ms": t["cpu_s"] / args.steps * 1e3, "wall_ms": t["wall_s"] / args.steps * 1e3}
+        emit(rec)
+        rows.append([name, f"{rec['cpu_ms']:.0f}", f"{rec['wall_ms']:.0f}",
+                     ratio(t["cpu_s"], base["cpu_s"]), ratio(t["wall_s"], base["wall_s"])])
+    print("\n" + markdown_table(
+        ["variant", "CPU ms / step", "wall ms / step", "CPU / default", "wall / default"], rows))
+
+    parts = rotate({"12 layers": variant(), "1 layer": variant(1),
+                    "1 layer, no edge encoding": variant(1, edge_encoding="none")},
+                   batches, args.warmup)
+    ms = {k: v["cpu_s"] / args.steps * 1e3 for k, v in parts.items()}
+    per_layer = (ms["12 layers"] - ms["1 layer"]) / 11
+    fixed = ms["1 layer"] - per_layer
+    edge = ms["1 layer"] - ms["1 layer, no edge encoding"]
+    emit({"bench": "parts", "threads": args.threads, **{f"{k} cpu_ms": v for k, v in ms.items()},
+          "per_layer_ms": per_layer, "fixed_ms": fixed, "edge_encoding_ms": edge})
+    print("\n" + markdown_table(
+        ["12-layer step", "per layer", "outside the layers", "of which edge encoding",
+         "edge encoding / step"],
+        [[f"{ms['12 layers']:.0f} ms", f"{per_layer:.1f} ms", f"{fixed:.1f} ms", f"{edge:.1f} ms",
+          ratio(edge, ms["12 layers"])]]))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
