@@ -223,6 +223,11 @@ def print_fit_summary(trainer: Trainer, metrics: dict[str, float] | None, run_di
         labels = {"loss": "loss", "r2": "R2", "rocauc": "ROC-AUC", "ap": "AP",
                   "accuracy": "accuracy", "f1_macro": "macro-F1",
                   "baseline_accuracy": "accuracy of the majority class (baseline)"}
+        module = trainer.lightning_module
+        hparams = getattr(module, "hparams", {})
+        if hparams.get("task") == "regression" and hparams.get("standardize"):
+            # The training objective, in the standardised units it is optimised in.
+            labels["loss"] = f"loss ({module.loss_name.upper()} of standardised targets)"
         for key in sorted(shown, key=lambda k: order.index(k) if k in order else len(order)):
             label = labels.get(key, key.upper())
             lines.append(f"Test {label}: {_format(shown[key])}")
