@@ -130,7 +130,7 @@ def test_fit_writes_one_run_folder_tests_best_then_resumes_and_predicts(
     table = pd.read_csv(pred, keep_default_na=False)
     assert table["smiles"].tolist() == ["CCO", "C1CC", "[Na+].[Cl-]", "c1ccccc1"]
     assert [bool(e) for e in table["error"]] == [False, True, True, False]
-    assert table["pred_target"][0] != "" and table["pred_target"][1] == ""
+    assert table["target_pred"][0] != "" and table["target_pred"][1] == ""
 
     # Every row failing: still one row per input with its error, and a non-zero exit.
     pred.unlink()

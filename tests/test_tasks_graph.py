@@ -293,7 +293,7 @@ def test_predict_keeps_row_order_and_reports_failures(tmp_path):
     assert failed == [1, 2, 3, 5]
     assert "invalid SMILES" in errors[1] and "28 ZINC atom types" in errors[2]
     assert "12" in errors[3] and "10" in errors[3]  # the size and the limit
-    assert all(table["pred_target"][i] == "" for i in failed)
+    assert all(table["target_pred"][i] == "" for i in failed)
     # Predictions equal the model applied to each molecule on its own, in the labels' units.
     loaded.eval()
     for i in (0, 4, 6):
@@ -301,7 +301,7 @@ def test_predict_keeps_row_order_and_reports_failures(tmp_path):
         g.sample_id = torch.tensor([0])
         with torch.no_grad():
             expect = loaded.predict_values(g).item()
-        assert float(table["pred_target"][i]) == pytest.approx(expect, abs=1e-5)
+        assert float(table["target_pred"][i]) == pytest.approx(expect, abs=1e-5)
 
 
 # --------------------------------------------------- every data module, on offline-built folders

@@ -19,7 +19,7 @@ def prediction_table(
     errors: dict[int, str],
     target_names: list[str],
 ) -> pd.DataFrame:
-    """The output table: the input columns, ``pred_<target>`` columns and ``error``.
+    """The output table: the input columns, ``<target>_pred`` columns (named as in ``test_predictions.csv``) and ``error``.
 
     Args:
         frame (pandas.DataFrame): the input table (``N`` rows, in input order).
@@ -39,7 +39,7 @@ def prediction_table(
     if len(rows):
         values[rows] = predictions
     for t, name in enumerate(target_names):
-        out[f"pred_{name}"] = values[:, t]
+        out[f"{name}_pred"] = values[:, t]
     reason = [errors.get(i, "") for i in range(len(frame))]
     missing = sorted(set(range(len(frame))) - set(np.asarray(rows).tolist()) - set(errors))
     if missing:
