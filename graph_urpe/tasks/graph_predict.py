@@ -56,10 +56,9 @@ class SmilesPredictionWriter(BasePredictionWriter):
         path = dm.predict_output
         atomic_write_csv(self.table, path)
         total = len(self.table)
-        print(
-            f"\nWrote predictions for {total} input rows to {path}: {total - len(errors)} predicted, "
-            f"{len(errors)} failed (reason in the 'error' column)."
-        )
+        failed = f"{len(errors)} failed (reason in the 'error' column)" if errors else "0 failed"
+        print(f"\nWrote predictions for {total} input rows to {path}: "
+              f"{total - len(errors)} predicted, {failed}.")
         for row, reason in sorted(errors.items())[:10]:
             print(f"  row {row}: {reason}")
         if len(errors) > 10:
