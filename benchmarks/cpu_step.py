@@ -1,6 +1,6 @@
 """Where a CPU training step of the default job goes, and what each CPU measure of issue 13 saves.
 
-Three measurements in one run, on the default job's model (URPE-Graphormer-slim: 12 layers, width
+Measurements in one run, on the default job's model (URPE-Graphormer-slim: 12 layers, width
 80, 8 heads of dim 10, FFN 80, multi-hop edge encoding over 20 hops, no dropout, OGB features) and
 its data (the embedded ZINC-like training split, size-bucketed batches of at most 128 molecules):
 
@@ -17,6 +17,11 @@ its data (the embedded ZINC-like training split, size-bucketed batches of at mos
    edge encoding next to the 12-layer model, giving the cost per layer (``(T12 - T1) / 11``), the
    per-step cost outside the layers (``T1 - per layer``) and the edge encoding's share of it
    (path walk, gathers and their backward).
+4. **The path walk** (:func:`graph_urpe.dense.to_dense_path_edges`, max_hops 20) on the timed
+   batches: CPU ms per batch, the batch's largest SPD (where the walk stops early), and one
+   73k-entry gather of the walk by advanced indexing vs ``index_select``.
+5. **Two-thread scaling of this machine**: float32 ``2048 x 2048`` ``torch.matmul`` GFLOP/s on one
+   and two threads (best of 5, wall clock): the most two threads can give a step.
 
 Prints one JSON line per measurement and markdown tables. With ``--threads 1`` (the default) the
 CPU times are robust to other processes' load; ``--threads 2`` shows the 2-core case (then wall
@@ -41,6 +46,7 @@ from _common import emit, machine_info, markdown_table, ratio
 
 import graph_urpe.nn._fused as fused_block
 from graph_urpe.data.featurize import feature_dims
+from graph_urpe.dense import to_dense_path_edges
 from graph_urpe.nn import Graphormer
 from graph_urpe.tasks.graph_data import ZincLikeDataModule
 
@@ -64,6 +70,52 @@ def gemm_sweep(repeats: int) -> list[dict]:
         rows.append({"bench": "gemm", "head_dim": d, "cpu_ms": ms,
                      "gflops": 2 * 1024 * 27 * 27 * d / ms / 1e6})
     return rows
+
+
+def gather_compare(repeats: int = 200) -> dict:
+    """CPU ms of one 73,729-entry int64 gather: advanced indexing vs ``index_select``."""
+    g = torch.Generator().manual_seed(0)
+    table = torch.randint(0, 73_000, (73_729,), generator=g)
+    state = torch.randint(0, 73_729, (73_728,), generator=g)
+    out = {"bench": "gather"}
+    for name, fn in (("advanced_indexing_ms", lambda: table[state]),
+                     ("index_select_ms", lambda: table.index_select(0, state))):
+        for _ in range(5):
+            fn()
+        start = time.process_time()
+        for _ in range(repeats):
+            fn()
+        out[name] = (time.process_time() - start) / repeats * 1e3
+    return out
+
+
+def walk_cost(batches: list) -> dict:
+    """CPU ms per batch of the path walk, and the batches' largest SPDs."""
+    for batch in batches[:2]:
+        to_dense_path_edges(batch.spd_pred, batch.edge_index, batch.batch, batch.ptr, max_hops=20)
+    start = time.process_time()
+    for batch in batches:
+        to_dense_path_edges(batch.spd_pred, batch.edge_index, batch.batch, batch.ptr, max_hops=20)
+    return {"bench": "walk", "cpu_ms_per_batch": (time.process_time() - start) / len(batches) * 1e3,
+            "max_spd": [int(b.spd.max()) for b in batches]}
+
+
+def thread_scaling(threads: int) -> dict:
+    """GFLOP/s of a float32 2048 x 2048 matmul on 1 and 2 threads (best of 5, wall clock)."""
+    a, b = torch.randn(2048, 2048), torch.randn(2048, 2048)
+    out = {"bench": "matmul_threads"}
+    for t in (1, 2):
+        torch.set_num_threads(t)
+        for _ in range(2):
+            a @ b
+        best = float("inf")
+        for _ in range(5):
+            start = time.perf_counter()
+            a @ b
+            best = min(best, time.perf_counter() - start)
+        out[f"gflops_{t}_threads"] = 2 * 2048**3 / best / 1e9
+    torch.set_num_threads(threads)
+    return out
 
 
 def _model(atom, bond, num_layers: int, **kwargs) -> Graphormer:
@@ -159,6 +211,19 @@ def main(argv: list[str] | None = None) -> None:
          "edge encoding / step"],
         [[f"{ms['12 layers']:.0f} ms", f"{per_layer:.1f} ms", f"{fixed:.1f} ms", f"{edge:.1f} ms",
           ratio(edge, ms["12 layers"])]]))
+
+    walk, gather = walk_cost(batches[args.warmup:]), gather_compare()
+    emit(walk)
+    emit(gather)
+    print(f"\npath walk: {walk['cpu_ms_per_batch']:.1f} ms CPU per batch; largest SPD per batch "
+          f"{walk['max_spd']} (of max_hops 20); one 73k-entry gather: advanced indexing "
+          f"{gather['advanced_indexing_ms']:.2f} ms, index_select {gather['index_select_ms']:.2f} "
+          f"ms ({ratio(gather['advanced_indexing_ms'], gather['index_select_ms'])}x)")
+    scaling = thread_scaling(args.threads)
+    emit(scaling)
+    print(f"2048 x 2048 matmul: {scaling['gflops_1_threads']:.1f} GFLOP/s on 1 thread, "
+          f"{scaling['gflops_2_threads']:.1f} on 2 "
+          f"({ratio(scaling['gflops_2_threads'], scaling['gflops_1_threads'])}x)")
 
 
 if __name__ == "__main__":

@@ -280,7 +280,7 @@ def to_dense_path_edges(
     # in state (b, i, j), i.e. at flat index = its own cell. Two 1-D gathers per hop
     # (index_select: about 4x faster on CPU than advanced indexing). On CPU in eager mode, where
     # a host read costs nothing, the walk stops once every path has ended (the batch's largest
-    # SPD, typically 13-17 hops on ZINC molecules instead of 20).
+    # SPD, 12-17 hops on ZINC batches instead of 20; benchmarks/README.md section 11).
     early_exit = device.type == "cpu" and not torch.compiler.is_compiling()
     hops = [edge_table[:cells]]
     state = next_state[:cells]

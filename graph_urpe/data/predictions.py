@@ -19,7 +19,8 @@ def prediction_table(
     errors: dict[int, str],
     target_names: list[str],
 ) -> pd.DataFrame:
-    """The output table: the input columns, ``<target>_pred`` columns (named as in ``test_predictions.csv``) and ``error``.
+    """The output table: the input columns, ``<target>_pred`` columns (named as in
+    ``test_predictions.csv``) and ``error``.
 
     Args:
         frame (pandas.DataFrame): the input table (``N`` rows, in input order).

@@ -27,7 +27,7 @@ twice differentiable.
 
 Head-dim padding (CPU): the per-head products whose output has ``D`` columns (``W V``, ``W^T dO``,
 ``dS K``, ``dS^T Q``) are far slower in MKL's batched GEMM for most ``D < 16`` than for ``D = 16``
-(``[1024, 27, 27] x [1024, 27, 10]``: 2.8-5.4x the time of ``D = 16``, one thread;
+(``[1024, 27, 27] x [1024, 27, 10]``: 3.0-5.4x the time of ``D = 16``, one thread;
 ``benchmarks/README.md`` section 11). On CPU, ``Q``, ``K``, ``V`` and ``dO`` with a head dim below
 :data:`CPU_MIN_HEAD_DIM` are copied once into zero-padded buffers of that width (the copy that
 makes the permuted head-split views contiguous for the matmuls anyway); the zero columns add
