@@ -255,8 +255,9 @@ def confusion_figure(frame: pd.DataFrame):
     predicted class ``j``; cells coloured by the row-normalised share, annotated with counts.
 
     Classes are ``0 .. K-1`` with ``K - 1`` the largest class seen among the labels and
-    predictions (larger classes that never occur are left out). Rows with a missing target are left out. The title gives the accuracy
-    (share of the diagonal) and the accuracy of always predicting the most frequent true class.
+    predictions (larger classes that never occur are left out). Rows with a missing target are
+    left out. The title gives the accuracy (share of the diagonal) and the accuracy of always
+    predicting the most frequent true class.
 
     Args:
         frame (pandas.DataFrame): a multi-class predictions table (module docstring).
