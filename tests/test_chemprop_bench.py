@@ -1,0 +1,105 @@
+"""The pure parts of the Chemprop peer benchmark (``benchmarks/peers/chemprop.py``), without Chemprop.
+
+The one split written for both tools is checked on a hand example and read back independently
+(graph-urpe's own :func:`~graph_urpe.data.csv.splits.column_split` for the column, the JSON for
+Chemprop's file); the metrics against values worked by hand and scikit-learn; the table's cells,
+ratios and verdicts against numbers worked by hand.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+
+import pytest
+
+from graph_urpe.data.csv.splits import column_split
+
+SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks",
+                      "peers", "chemprop.py")
+_spec = importlib.util.spec_from_file_location("chemprop_bench", SCRIPT)
+bench = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bench)  # under its own name: "chemprop" would be the real package's
+
+
+def test_split_files_write_one_membership_for_both_tools():
+    split = {"train": [3, 0], "valid": [4], "test": [2, 1]}
+    column, splits_json = bench.split_files(split, 5)
+    assert column == ["train", "test", "test", "train", "valid"]
+    assert splits_json == [{"train": [0, 3], "val": [4], "test": [1, 2]}]
+    # what graph-urpe reads from the column equals what Chemprop reads from the JSON file
+    ours = column_split(column)
+    theirs = json.loads(json.dumps(splits_json))[0]
+    assert ours["train"].tolist() == theirs["train"]
+    assert ours["valid"].tolist() == theirs["val"]
+    assert ours["test"].tolist() == theirs["test"]
+
+
+@pytest.mark.parametrize("split, match", [
+    ({"train": [0, 1], "valid": [1], "test": [2]}, "in two splits"),
+    ({"train": [0], "valid": [1], "test": [3]}, "outside"),
+    ({"train": [0], "valid": [], "test": [2]}, "unassigned"),
+])
+def test_split_files_refuse_what_is_not_a_partition(split, match):
+    with pytest.raises(ValueError, match=match):
+        bench.split_files(split, 3)
+
+
+def test_score_matches_hand_worked_values_and_sklearn():
+    from sklearn.metrics import mean_absolute_error, roc_auc_score
+
+    # |1-2| + |2-2| + |4-1| = 4 over 3 molecules
+    assert bench.score("mae", [1, 2, 4], [2, 2, 1]) == pytest.approx(4 / 3)
+    assert bench.score("mae", [1, 2, 4], [2, 2, 1]) == pytest.approx(
+        mean_absolute_error([1, 2, 4], [2, 2, 1]))
+    # positives 0.35 and 0.8 against negatives 0.1 and 0.4: 3 of the 4 pairs ordered right
+    labels, scores = [0, 0, 1, 1], [0.1, 0.4, 0.35, 0.8]
+    assert bench.score("rocauc", labels, scores) == pytest.approx(0.75)
+    assert bench.score("rocauc", labels, scores) == pytest.approx(roc_auc_score(labels, scores))
+    with pytest.raises(ValueError, match="3 labels but 2 predictions"):
+        bench.score("mae", [1, 2, 3], [1, 2])
+    with pytest.raises(ValueError, match="metric must be"):
+        bench.score("rmse", [1], [1])
+
+
+def _record(name, tool, variant, seed, metric, value, cpu, baseline=None):
+    return {"set": name, "tool": tool, "variant": variant, "seed": seed, "metric": metric,
+            "value": value, "cpu_s": cpu, "mean_baseline": baseline}
+
+
+def test_format_table_cells_ratios_and_verdicts_by_hand():
+    results = [
+        _record("freesolv", "ours", "default", 0, "mae", 0.8, 50, 4.0),
+        _record("freesolv", "chemprop", "default", 0, "mae", 1.0, 100, 4.0),
+        _record("freesolv", "ours", "default", 1, "mae", 1.0, 70, 4.0),
+        _record("freesolv", "chemprop", "default", 1, "mae", 1.2, 100, 4.0),
+        _record("bace", "chemprop", "default", 0, "rocauc", 0.80, 200),
+        _record("bace", "ours", "scratch", 0, "rocauc", 0.79, 150),
+        _record("bace", "ours", "default", 0, "rocauc", 0.81, 300),
+    ]
+    lines = bench.format_table(results).splitlines()
+    assert lines[0].startswith("| set | metric | tool |")
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in lines[2:]]
+    # FreeSolv: Chemprop first; ours 0.9 +- 0.1414 (sample std of 0.8, 1.0); MAE ratio 0.9 / 1.1
+    # = 0.82 <= 0.90 and CPU 60 / 100 = 0.60: met. / train mean: (0.2 + 0.25) / 2 = 0.225.
+    assert rows[0] == ["freesolv", "MAE", "Chemprop 2.3.1", "1.100 ± 0.141", "0,1", "100", "-",
+                       "-", "0.28", "-"]
+    assert rows[1] == ["freesolv", "MAE", "graph-urpe template (default)", "0.900 ± 0.141",
+                       "0,1", "60", "0.82", "0.60", "0.23", "met"]
+    # BACE: one seed (no std); default +0.010 < +0.02 and CPU 1.50 > 1: both missed; scratch has
+    # no target of its own
+    assert rows[2][2:] == ["Chemprop 2.3.1", "0.800", "0", "200", "-", "-", "-", "-"]
+    assert rows[3][2:] == ["graph-urpe template (default)", "0.810", "0", "300", "+0.010",
+                           "1.50", "-", "missed: ROC-AUC +0.010 (>= +0.02), CPU ratio 1.50 (<= 1)"]
+    assert rows[4][2:8] == ["graph-urpe template (scratch)", "0.790", "0", "150", "-0.010", "0.75"]
+    assert rows[4][9] == "-"
+
+
+def test_fifth_is_a_fifth_of_the_template_budget():
+    template = {"trainer": {"max_epochs": 200, "max_steps": 1600}}
+    assert bench.ours_args("fifth", template) == ["--trainer.max_epochs", "40",
+                                                  "--trainer.max_steps", "320"]
+    assert bench.ours_args("default", template) == []
+    with pytest.raises(ValueError, match="variant must be"):
+        bench.ours_args("tiny", template)
