@@ -42,8 +42,10 @@ from lightning.pytorch import LightningModule
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from lightning.pytorch.core.mixins.hparams_mixin import _given_hyperparameters
+from lightning.pytorch.utilities import rank_zero_info
 from torch import Tensor, nn
 
+from graph_urpe.tasks import finetune
 from graph_urpe.tasks.metrics import (
     LOSSES,
     EpochPredictions,
@@ -174,11 +176,20 @@ class GraphPropertyModule(LightningModule):
             accelerators only: on a CPU run :meth:`setup` refuses it, since it made the training
             step slower than eager there (``benchmarks/README.md``, section 7).
             (default: :obj:`False`)
+        pretrained (str, optional): start the network's encoder from this graph-urpe checkpoint
+            or shipped encoder name (:mod:`graph_urpe.pretrained`), loaded at ``fit`` (not when
+            resuming) by :func:`~graph_urpe.tasks.finetune.load_pretrained_encoder`; the head stays
+            new. (default: :obj:`None`: from scratch)
+        encoder_lr_factor (float, optional): the encoder's learning rate as a fraction of the
+            optimizer's (the head's), in ``(0, 1]``. (default: :obj:`1.0`)
+        freeze_encoder (float, optional): fraction of the run's updates, in ``[0, 1)``, during
+            which the encoder is frozen (only the head trains). (default: :obj:`0.0`)
 
     Raises:
         ValueError: for unknown ``task`` / ``loss`` / ``metric`` values, a loss or metric that
             does not fit the task, a network ``level`` other than ``"graph"`` / ``"node"``, or a
-            ``num_classes`` that is not the network's output count (or is given for another task);
+            ``num_classes`` that is not the network's output count (or is given for another task),
+            fine-tuning options out of range or given for a network without ``encoder``;
             (in :meth:`setup`) for ``compile=True`` on a CPU run.
         NonFiniteLossError: (during training) when a loss is NaN or infinite.
     """
@@ -199,6 +210,9 @@ class GraphPropertyModule(LightningModule):
         optimizer: OptimizerCallable = torch.optim.AdamW,
         lr_scheduler: LRSchedulerCallable | None = PolynomialDecayLR,
         compile: bool = False,
+        pretrained: str | None = None,
+        encoder_lr_factor: float = 1.0,
+        freeze_encoder: float = 0.0,
     ) -> None:
         super().__init__()
         # Under LightningCLI the configurations of the network, optimizer and scheduler (class
@@ -248,6 +262,8 @@ class GraphPropertyModule(LightningModule):
                 f"num_classes is for task='multiclass'; this task is {task!r}: leave it unset."
             )
         self.num_classes = self.num_outputs if task == "multiclass" else None
+        finetune.check_finetune_options(model, pretrained, encoder_lr_factor, freeze_encoder)
+        self._encoder_frozen = False
         # Label columns: one class label (multiclass), else one per output.
         self.num_tasks = 1 if task == "multiclass" else self.num_outputs
         self.optimizer = optimizer
@@ -302,9 +318,9 @@ class GraphPropertyModule(LightningModule):
 
     # ----------------------------------------------------------------------- setup
     def setup(self, stage: str) -> None:
-        """Refuse ``compile=True`` on a CPU run (see the class docstring); at ``fit``: take the
-        target statistics of the data module's training split (``train_target_stats()``;
-        regression with ``standardize`` only)."""
+        """Refuse ``compile=True`` on a CPU run (see the class docstring); at ``fit``: load the
+        ``pretrained`` encoder (unless resuming) and take the target statistics of the data
+        module's training split (``train_target_stats()``; regression with ``standardize``)."""
         if self.hparams.get("compile") and self.trainer.strategy.root_device.type == "cpu":
             raise ValueError(
                 "compile=True is not offered on CPU: torch.compile was slower than eager there, "
@@ -312,6 +328,11 @@ class GraphPropertyModule(LightningModule):
                 "section 7). Remove "
                 "--model.init_args.compile (or `compile: true` from the config), or train on a GPU."
             )
+        pretrained = self.hparams.get("pretrained")
+        if stage == "fit" and pretrained and self.trainer.ckpt_path is None:
+            pre = finetune.load_pretrained_encoder(self.model, pretrained,
+                                                   self.hparams.get("featurization"))
+            rank_zero_info(f"Fine-tuning from the pretrained encoder {pre.source}")
         if stage != "fit" or self.hparams.task != "regression" or not self.hparams.standardize:
             return
         dm = getattr(self.trainer, "datamodule", None)
@@ -446,10 +467,21 @@ class GraphPropertyModule(LightningModule):
         writer = make() if callable(make) else None
         return [writer] if writer is not None else []
 
+    def on_train_batch_start(self, batch, batch_idx: int) -> None:
+        """Freeze the encoder during the first ``freeze_encoder`` of the run's updates."""
+        fraction = self.hparams.get("freeze_encoder") or 0.0
+        frozen = self.global_step < round(fraction * self.trainer.estimated_stepping_batches)
+        if frozen != self._encoder_frozen:
+            finetune.set_encoder_frozen(self.model, frozen)
+            self._encoder_frozen = frozen
+
     def configure_optimizers(self) -> dict[str, Any]:
-        """The injected optimizer over :func:`~graph_urpe.tasks.optim.parameter_groups`, and the
-        scheduler stepped every update, sized from the run."""
-        return configure_optimizers(self, self.optimizer, self.lr_scheduler)
+        """The injected optimizer over :func:`~graph_urpe.tasks.optim.parameter_groups` (the
+        encoder's at ``encoder_lr_factor`` times the rate), and the scheduler stepped every
+        update, sized from the run."""
+        factor = self.hparams.get("encoder_lr_factor", 1.0)
+        groups = None if factor == 1.0 else finetune.encoder_parameter_groups(self.model, factor)
+        return configure_optimizers(self, self.optimizer, self.lr_scheduler, groups)
 
 
 def _num_outputs(model: nn.Module) -> int:

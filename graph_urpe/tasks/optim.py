@@ -90,6 +90,7 @@ def configure_optimizers(
     module: Any,
     optimizer: Callable[[Iterable], Optimizer],
     lr_scheduler: Callable[..., LRScheduler] | None,
+    groups: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any] | Optimizer:
     """``configure_optimizers`` for an injected optimizer and scheduler.
 
@@ -103,11 +104,16 @@ def configure_optimizers(
         module (LightningModule): attached to a Trainer.
         optimizer (callable): ``params -> Optimizer``.
         lr_scheduler (callable, optional): ``optimizer -> LRScheduler``.
+        groups (list[dict], optional): parameter groups instead of :func:`parameter_groups`; a
+            group's ``lr_scale`` multiplies the optimizer's ``lr`` for it (before the scheduler
+            reads it, so the schedule scales it too). (default: :obj:`None`)
 
     Returns:
         dict or Optimizer: Lightning's ``{"optimizer", "lr_scheduler"}`` (or the optimizer alone).
     """
-    opt = optimizer(parameter_groups(module))
+    opt = optimizer(parameter_groups(module) if groups is None else groups)
+    for group in opt.param_groups:
+        group["lr"] = group["lr"] * group.pop("lr_scale", 1.0)
     if lr_scheduler is None:
         return opt
     kwargs = {}

@@ -1,0 +1,46 @@
+"""Pretrained encoders shipped with the package (package data, read with
+``torch.load(weights_only=True)``: plain tensors, numbers and strings).
+
+``moses-descriptors`` (:data:`DEFAULT`, file ``moses_descriptors_4x64.pt``): a URPE-Graphormer
+encoder of the CSV template's size (4 layers x 64, 8 heads, FFN 64, OGB atom and bond features)
+pretrained to predict 42 standardised RDKit 2D descriptors (:mod:`graph_urpe.data.descriptors`) of
+MOSES ZINC molecules. The CSV template (``configs/csv/template.yaml``) fine-tunes from it. How it
+was made (data, command, updates, CPU time, SHA-256, licence): ``datasets/README.md``; rebuild it
+with ``configs/pretrain/descriptors.yaml`` and :mod:`graph_urpe.pretrained.export`.
+"""
+
+from __future__ import annotations
+
+import os
+
+__all__ = ["DEFAULT", "SHIPPED", "available", "resolve"]
+
+SHIPPED: dict[str, str] = {"moses-descriptors": "moses_descriptors_4x64.pt"}
+"""Shipped encoder names and their files in this folder."""
+
+DEFAULT = "moses-descriptors"
+"""The encoder the CSV template fine-tunes from."""
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def available() -> list[str]:
+    """Names of the shipped encoders whose file is present."""
+    return [name for name, file in SHIPPED.items() if os.path.isfile(os.path.join(_HERE, file))]
+
+
+def resolve(source: str) -> str | None:
+    r"""The file of :obj:`source`: an existing path as given, else the file of a shipped name.
+
+    Args:
+        source (str): a file path or a name of :data:`SHIPPED`.
+
+    Returns:
+        str or None: the path, or :obj:`None` when neither exists.
+    """
+    if os.path.isfile(source):
+        return source
+    if source in SHIPPED:
+        path = os.path.join(_HERE, SHIPPED[source])
+        return path if os.path.isfile(path) else None
+    return None
