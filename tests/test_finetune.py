@@ -230,3 +230,51 @@ def test_shipped_encoder_fits_the_csv_template_network():
     for key, value in pre.state.items():
         assert torch.equal(net.encoder.state_dict()[key], value)
     assert pre.metadata["labels"][0].startswith("d_")
+
+
+def test_graphormer_recipe_pcqm4mv2_then_molhiv_end_to_end(tmp_path, monkeypatch, one_thread):
+    """configs/pcqm4mv2 pretraining on a tiny stand-in, then configs/ogbg-molhiv fine-tuning from
+    its best checkpoint, the config's default path (architecture shrunk alike in both; encoder frozen so it must equal the
+    pretrained one)."""
+    import os
+
+    import numpy as np
+
+    from graph_urpe.data.builders.ogb import write_ogb_graphprop_folder
+    from graph_urpe.data.builders.pcqm4mv2 import write_pcqm4mv2_folder
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    data = tmp_path / "data"
+    pcq = ["C", "N", "O", "CC", "CO", "CN", "C#C", "C=O", "CCO", "CC#N", "C1CC1", "NC=O",
+           "OCCO", "CC(C)C", "c1ccccc1", "c1ccncc1", "FC(F)F", "CC(=O)O", "N#N", "O=C=O",
+           "CCN", "CCCO", "OC1CC1", "C1CO1"]
+    write_pcqm4mv2_folder(str(data / "pcqm4mv2_qm9"), pcq, np.linspace(4.0, 12.0, len(pcq)),
+                          num_workers=0)
+    hiv = SMILES + ["c1ccccc1C", "c1ccccc1O", "C1CCCCC1O", "c1ccncc1O", "c1ccoc1C", "CCCO",
+                    "C1CCNCC1", "C1CCOC1"]
+    labels = np.array([[float(i % 3 == 0)] for i in range(len(hiv))])
+    write_ogb_graphprop_folder(str(data), "ogbg-molhiv", hiv, labels, label_names=["HIV_active"],
+                               num_workers=0)
+    monkeypatch.chdir(tmp_path)
+    tiny = ["--model.init_args.model.init_args.num_layers", "2",
+            "--model.init_args.model.init_args.embed_dim", "16",
+            "--model.init_args.model.init_args.num_heads", "2",
+            "--model.init_args.model.init_args.ffn_dim", "16",
+            "--trainer.precision", "32", "--trainer.accelerator", "cpu",
+            "--trainer.enable_progress_bar", "false", "--data.init_args.root", str(data),
+            "--data.init_args.download", "false", "--data.init_args.num_workers", "0",
+            "--data.init_args.batch_size", "8"]
+    main(["fit", "--config", os.path.join(root, "configs", "pcqm4mv2", "graphormer-base-urpe.yaml"),
+          "--data.init_args.standin", "true", "--trainer.max_steps", "4",
+          "--trainer.val_check_interval", "2", *tiny])
+    ckpt = tmp_path / "runs" / "pcqm4mv2-base-urpe" / "version_0" / "checkpoints" / "best.ckpt"
+    assert ckpt.is_file()
+    main(["fit", "--config",
+          os.path.join(root, "configs", "ogbg-molhiv", "graphormer-base-urpe-finetune.yaml"),
+          "--trainer.max_epochs", "1", "--model.init_args.freeze_encoder", "0.99", *tiny])
+    run = tmp_path / "runs" / "molhiv-base-urpe-finetune" / "version_0"
+    tuned = encoder_state_of(run / "checkpoints" / "last.ckpt")
+    for key, value in encoder_state_of(ckpt).items():
+        assert torch.equal(tuned[key], value), key
+    head = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"]
+    assert head["model.head.linear.weight"].shape == (1, 16)
