@@ -54,7 +54,11 @@ from graph_urpe.tasks.metrics import (
     multiclass_loss,
     multiclass_metrics,
 )
-from graph_urpe.tasks.optim import PolynomialDecayLR, configure_optimizers
+from graph_urpe.tasks.optim import (
+    PolynomialDecayLR,
+    configure_gradient_clipping,
+    configure_optimizers,
+)
 
 __all__ = [
     "NODE_ID_STRIDE",
@@ -482,6 +486,9 @@ class GraphPropertyModule(LightningModule):
         factor = self.hparams.get("encoder_lr_factor", 1.0)
         groups = None if factor == 1.0 else finetune.encoder_parameter_groups(self.model, factor)
         return configure_optimizers(self, self.optimizer, self.lr_scheduler, groups)
+
+    #: Gradient clipping that also works for fused optimizers under mixed precision.
+    configure_gradient_clipping = configure_gradient_clipping
 
 
 def _num_outputs(model: nn.Module) -> int:

@@ -16,6 +16,15 @@ The optimizer and scheduler are dependency-injected (Lightning's documented patt
 
 and in Python ``optimizer=functools.partial(torch.optim.AdamW, lr=1e-3)``. Each argument is
 written once, in the class that uses it.
+
+Gradient clipping under mixed precision (:func:`configure_gradient_clipping`, every module's
+hook): a fused optimizer (``torch.optim.AdamW(fused=True)``, the default job's) unscales
+``16-mixed``'s loss-scaled gradients inside its ``step``, so Lightning (2.6) refuses to clip for it
+under any ``*-mixed`` precision. Here ``bf16-mixed`` (no loss scaling: the gradients are the true
+ones) clips them as they are, and ``16-mixed`` unscales them first through the ``GradScaler``
+(``scaler.unscale_``), as for an unfused optimizer; the scaler then hands the fused step
+``grad_scale=None`` (nothing left to unscale) and the inf/NaN flag it found, so a step with
+overflowed gradients is still skipped.
 """
 
 from __future__ import annotations
@@ -26,12 +35,14 @@ import math
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from lightning.pytorch.plugins.precision import MixedPrecision
 from torch import nn
 from torch.optim import Optimizer
 from torch.optim.lr_scheduler import LRScheduler
 
 __all__ = [
     "PolynomialDecayLR",
+    "configure_gradient_clipping",
     "configure_optimizers",
     "parameter_groups",
     "polynomial_decay_factor",
@@ -129,6 +140,45 @@ def configure_optimizers(
             kwargs["total_steps"] = int(total)
     scheduler = lr_scheduler(opt, **kwargs)
     return {"optimizer": opt, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+
+def configure_gradient_clipping(
+    module: Any,
+    optimizer: Optimizer,
+    gradient_clip_val: float | None = None,
+    gradient_clip_algorithm: str | None = None,
+) -> None:
+    """Lightning's ``configure_gradient_clipping`` hook, also for fused optimizers under mixed
+    precision (see the module doc).
+
+    Lightning calls it with the Trainer's ``gradient_clip_val`` and ``gradient_clip_algorithm``
+    after the backward pass and before the optimizer step. With an optimizer that unscales inside
+    its step (``_step_supports_amp_scaling``, torch's flag that ``GradScaler.step`` reads: the
+    fused Adam / AdamW / SGD) under ``bf16-mixed`` or ``16-mixed``, the gradients are unscaled
+    first (``16-mixed`` only) and clipped by norm or value; in every other case Lightning's own
+    :meth:`~lightning.pytorch.core.LightningModule.clip_gradients` does the work.
+
+    Args:
+        module (LightningModule): attached to a Trainer.
+        optimizer (Optimizer): the optimizer about to step.
+        gradient_clip_val (float, optional): clipping threshold; ``None`` or ``0`` clips
+            nothing. (default: :obj:`None`)
+        gradient_clip_algorithm (str, optional): ``"norm"`` (total 2-norm, Lightning's default)
+            or ``"value"``. (default: :obj:`None`, ``"norm"``)
+    """
+    plugin = module.trainer.precision_plugin
+    fused = getattr(optimizer, "_step_supports_amp_scaling", False)
+    if not (fused and isinstance(plugin, MixedPrecision)):
+        module.clip_gradients(optimizer, gradient_clip_val, gradient_clip_algorithm)
+        return
+    if not gradient_clip_val:
+        return
+    if plugin.scaler is not None:  # 16-mixed: clip the true gradients, not the scaled ones
+        plugin.scaler.unscale_(optimizer)
+    if gradient_clip_algorithm == "value":
+        plugin.clip_grad_by_value(optimizer, gradient_clip_val)
+    else:
+        plugin.clip_grad_by_norm(optimizer, gradient_clip_val)
 
 
 def polynomial_decay_factor(

@@ -53,7 +53,11 @@ from torchmetrics import MeanMetric
 from torchmetrics.classification import MulticlassAccuracy
 
 from graph_urpe.data.text import IGNORE_INDEX
-from graph_urpe.tasks.optim import PolynomialDecayLR, configure_optimizers
+from graph_urpe.tasks.optim import (
+    PolynomialDecayLR,
+    configure_gradient_clipping,
+    configure_optimizers,
+)
 
 __all__ = ["LanguageModelModule", "SyntheticTaskModule"]
 
@@ -171,6 +175,9 @@ class SyntheticTaskModule(LightningModule):
         """The injected optimizer and schedule (see :func:`~graph_urpe.tasks.optim.configure_optimizers`)."""
         return configure_optimizers(self, self.optimizer, self.lr_scheduler)
 
+    #: Gradient clipping that also works for fused optimizers under mixed precision.
+    configure_gradient_clipping = configure_gradient_clipping
+
 
 class LanguageModelModule(LightningModule):
     r"""Causal word-level language modelling with an injected :class:`~graph_urpe.nn.TransformerLM`.
@@ -263,3 +270,6 @@ class LanguageModelModule(LightningModule):
     def configure_optimizers(self) -> dict[str, Any] | torch.optim.Optimizer:
         """The injected optimizer and schedule (see :func:`~graph_urpe.tasks.optim.configure_optimizers`)."""
         return configure_optimizers(self, self.optimizer, self.lr_scheduler)
+
+    #: Gradient clipping that also works for fused optimizers under mixed precision.
+    configure_gradient_clipping = configure_gradient_clipping
