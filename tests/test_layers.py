@@ -112,3 +112,30 @@ def test_bad_spd_is_refused_with_the_fix():
         conv(batch.x, batch.batch, batch.spd.float())
     with pytest.raises(ValueError, match=r"has 8 entries but the graphs' node counts need sum\(n\^2\) = 9"):
         conv(batch.x, batch.batch, batch.spd[:8])
+
+
+def test_pyg_style_call_is_refused_with_the_right_call():
+    """``conv(x, edge_index, batch)``, as for PyG's convolutions: one line naming the right call."""
+    batch = Batch.from_data_list([_graph(nx.path_graph(3), 8, 0), _graph(nx.cycle_graph(4), 8, 1)])
+    conv = URPEGraphConv(8, 2)
+    with pytest.raises(ValueError) as info:
+        conv(batch.x, batch.edge_index, batch.batch)
+    message = str(info.value)
+    assert "\n" not in message
+    assert "got an edge_index [2, 12] where it takes the batch vector" in message
+    assert "conv(data.x, data.batch, data.spd, ptr=data.ptr)" in message
+    with pytest.raises(ValueError, match=r"batch must be the graph index of each node, shape \[7\]"):
+        conv(batch.x, batch.batch[:5], batch.spd)
+    # The right call works.
+    assert conv(batch.x, batch.batch, batch.spd, ptr=batch.ptr).shape == (7, 8)
+
+
+def test_wrong_input_width_is_refused_with_the_fix():
+    batch = Batch.from_data_list([_graph(nx.path_graph(3), 12, 0)])
+    conv = URPEGraphConv(8, 2)
+    with pytest.raises(ValueError) as info:
+        conv(batch.x, batch.batch, batch.spd)
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.startswith("x must have shape [num_nodes, 8] for URPEGraphConv(8, ...), got (3, 12)")
+    assert "torch.nn.Linear(12, 8)" in message and "URPEGraphConv(12, ...)" in message

@@ -165,8 +165,10 @@ class URPEGraphConv(nn.Module):
           ``(P, P ⊙ C)`` maps ``[B, H, N', N']`` (padded)
 
     Raises:
-        ValueError: for an unknown ``attention``, a negative ``max_distance``, or an ``spd`` that
-            is missing, not integer, or shorter than the batch's ``sum_b n_b^2`` pairs.
+        ValueError: for an unknown ``attention``, a negative ``max_distance``, an ``spd`` that
+            is missing, not integer, or shorter than the batch's ``sum_b n_b^2`` pairs, an
+            ``edge_index`` passed where ``batch`` goes (PyG's ``conv(x, edge_index, batch)``),
+            or ``x`` not ``[num_nodes, channels]``.
 
     Example:
         >>> import torch
@@ -255,6 +257,7 @@ class URPEGraphConv(nn.Module):
         return_attention: bool = False,
     ):
         """Update node features (and the graph token); see the class docstring."""
+        self._check_call(x, batch)
         if not isinstance(spd, Tensor):
             raise ValueError("spd is missing: pass the batch's `spd` (build the dataset with "
                              "pre_transform=graph_urpe.transforms.AddShortestPathDistance()).")
@@ -287,6 +290,31 @@ class URPEGraphConv(nn.Module):
         if return_attention:
             out.append(weights)
         return out[0] if len(out) == 1 else tuple(out)
+
+    def _check_call(self, x: Tensor, batch: Tensor | None) -> None:
+        """Refuse PyG's ``(x, edge_index, batch)`` call and a node width other than ``channels``,
+        each with the call that works."""
+        right = ("conv(data.x, data.batch, data.spd, ptr=data.ptr), with the dataset built with "
+                 "pre_transform=graph_urpe.transforms.AddShortestPathDistance()")
+        if isinstance(batch, Tensor) and (batch.dim() != 1 or batch.shape[0] != x.shape[0]):
+            if batch.dim() == 2 and batch.shape[0] == 2:
+                raise ValueError(
+                    f"{type(self).__name__} got an edge_index [2, {batch.shape[1]}] where it takes "
+                    "the batch vector: it reads the graph from shortest-path distances, not "
+                    f"edges, so call it as {right}."
+                )
+            raise ValueError(
+                f"batch must be the graph index of each node, shape [{x.shape[0]}], got "
+                f"{tuple(batch.shape)}: call {right}."
+            )
+        if x.dim() != 2 or x.shape[-1] != self.channels:
+            raise ValueError(
+                f"x must have shape [num_nodes, {self.channels}] for "
+                f"{type(self).__name__}({self.channels}, ...), got {tuple(x.shape)}: project the "
+                f"node features to {self.channels} channels first (e.g. torch.nn.Linear("
+                f"{x.shape[-1]}, {self.channels})) or build {type(self).__name__}("
+                f"{x.shape[-1]}, ...)."
+            )
 
     def __repr__(self) -> str:
         return (
