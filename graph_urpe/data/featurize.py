@@ -28,6 +28,8 @@ Both featurisations store every bond in both directions, ``edge_index`` ``[2, 2 
 
 from __future__ import annotations
 
+from typing import Literal, get_args
+
 import numpy as np
 import torch
 from ogb.utils import smiles2graph
@@ -35,8 +37,11 @@ from ogb.utils.features import get_atom_feature_dims, get_bond_feature_dims
 from rdkit import Chem, rdBase
 from torch_geometric.data import Data
 
-FEATURIZATIONS = ("ogb", "zinc")
+from graph_urpe.choices import check_choice
+
+Featurization = Literal["ogb", "zinc"]
 """Names accepted by :func:`smiles_to_graph`."""
+FEATURIZATIONS = get_args(Featurization)
 
 ZINC_ATOM_TYPES: dict[str, int] = {
     "C": 0, "O": 1, "N": 2, "F": 3, "C H1": 4, "S": 5, "Cl": 6, "O -": 7, "N H1 +": 8, "Br": 9,
@@ -60,7 +65,7 @@ ZINC_BOND_CATEGORIES: int = max(ZINC_BOND_TYPES.values()) + 1
 in the adjacency form and never appears on an edge)."""
 
 
-def feature_dims(featurization: str) -> tuple[list[int], list[int]]:
+def feature_dims(featurization: Featurization) -> tuple[list[int], list[int]]:
     r"""Vocabulary sizes of the atom and bond feature columns of a featurisation, for the embedding
     tables of a model (e.g. ``Graphormer(num_tasks, *feature_dims("zinc"))``).
 
@@ -73,11 +78,10 @@ def feature_dims(featurization: str) -> tuple[list[int], list[int]]:
     Raises:
         ValueError: for an unknown :obj:`featurization`.
     """
+    check_choice("featurization", featurization, Featurization)
     if featurization == "zinc":
         return [ZINC_ATOM_CATEGORIES], [ZINC_BOND_CATEGORIES]
-    if featurization == "ogb":
-        return list(get_atom_feature_dims()), list(get_bond_feature_dims())
-    raise ValueError(f"featurization must be one of {FEATURIZATIONS}, got {featurization!r}")
+    return list(get_atom_feature_dims()), list(get_bond_feature_dims())
 
 
 class MoleculeError(ValueError):
@@ -213,7 +217,7 @@ def smiles_to_ogb_graph(smiles: str) -> Data:
     )
 
 
-def smiles_to_graph(smiles: str, featurization: str = "ogb") -> Data:
+def smiles_to_graph(smiles: str, featurization: Featurization = "ogb") -> Data:
     r"""Featurises a SMILES string with the named featurisation (see the module docstring).
 
     Args:
@@ -224,8 +228,7 @@ def smiles_to_graph(smiles: str, featurization: str = "ogb") -> Data:
         ValueError: for an unknown :obj:`featurization`.
         MoleculeError: if the molecule cannot be featurised.
     """
+    check_choice("featurization", featurization, Featurization)
     if featurization == "ogb":
         return smiles_to_ogb_graph(smiles)
-    if featurization == "zinc":
-        return smiles_to_zinc_graph(smiles)
-    raise ValueError(f"featurization must be one of {FEATURIZATIONS}, got {featurization!r}")
+    return smiles_to_zinc_graph(smiles)

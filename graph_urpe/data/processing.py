@@ -21,8 +21,9 @@ import torch
 from torch_geometric.data import Data
 from tqdm.auto import tqdm
 
+from graph_urpe.choices import check_choice
 from graph_urpe.data.csv.row_errors import RowError
-from graph_urpe.data.featurize import FEATURIZATIONS, MoleculeError, smiles_to_graph
+from graph_urpe.data.featurize import Featurization, MoleculeError, smiles_to_graph
 
 PROGRESS_MIN_ITEMS = 1000
 """With ``progress=None``, inputs of at least this many items show a progress bar (about a second
@@ -155,7 +156,7 @@ def _row_to_graph(item: tuple[int, Any, np.ndarray | None], featurization: str,
 def molecules_to_graphs(
     smiles: Sequence[str],
     labels: np.ndarray | None = None,
-    featurization: str = "ogb",
+    featurization: Featurization = "ogb",
     max_nodes: int | None = None,
     pre_transform: Callable[[Data], Data] | None = None,
     keep_smiles: bool = True,
@@ -200,8 +201,7 @@ def molecules_to_graphs(
         RuntimeError: if :obj:`pre_transform` raises (naming the row).
     """
     n = len(smiles)
-    if featurization not in FEATURIZATIONS:
-        raise ValueError(f"featurization must be one of {FEATURIZATIONS}, got {featurization!r}")
+    check_choice("featurization", featurization, Featurization)
     if labels is not None:
         labels = np.asarray(labels, dtype=np.float64)
         if labels.ndim == 1:

@@ -25,10 +25,14 @@ worker count, any order, resumable) and never collide with the fixed validation 
 
 from __future__ import annotations
 
+from typing import Literal, get_args
+
 import numpy as np
 import torch
 from torch import Tensor
 from torch.utils.data import Dataset
+
+from graph_urpe.choices import check_choice
 
 __all__ = [
     "TASKS",
@@ -40,14 +44,14 @@ __all__ = [
 ]
 
 #: Task names: ``"pi"`` (Position Identification) and ``"etp"`` (Even Token Prediction).
-TASKS = ("pi", "etp")
+SyntheticTask = Literal["pi", "etp"]
+TASKS = get_args(SyntheticTask)
 
 _STREAMS = {"train": 0, "val": 1, "test": 2}
 
 
 def _check_task(task: str) -> None:
-    if task not in TASKS:
-        raise ValueError(f"task must be one of {TASKS} ('pi' or 'etp'), got {task!r}.")
+    check_choice("task", task, SyntheticTask)
 
 
 def filler_token(vocab_size: int) -> int:
@@ -116,16 +120,15 @@ class SyntheticSequenceDataset(Dataset):
 
     def __init__(
         self,
-        task: str,
+        task: SyntheticTask,
         length: int,
         vocab_size: int,
         num_samples: int,
         seed: int = 0,
-        split: str = "train",
+        split: Literal["train", "val", "test"] = "train",
     ) -> None:
         _check_task(task)
-        if split not in _STREAMS:
-            raise ValueError(f"split must be one of {tuple(_STREAMS)}, got {split!r}.")
+        check_choice("split", split, Literal["train", "val", "test"])
         if length < 2 or vocab_size < 1 or num_samples < 1:
             raise ValueError(
                 "length must be >= 2, vocab_size >= 1 and num_samples >= 1, got "

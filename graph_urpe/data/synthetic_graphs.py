@@ -11,15 +11,20 @@ trains on them.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Literal
 
 import networkx as nx
 import numpy as np
 import torch
 from torch_geometric.data import Data, InMemoryDataset
 
+from graph_urpe.choices import check_choice
 from graph_urpe.transforms import AddShortestPathDistance
 
 __all__ = ["GRAPH_KINDS", "SYNTHETIC_TASKS", "SyntheticGraphDataset"]
+
+#: Structural tasks of :class:`SyntheticGraphDataset`.
+SyntheticGraphTask = Literal["degree", "distance2", "eccentricity", "diameter", "pairs_distance2"]
 
 SYNTHETIC_TASKS: dict[str, str] = {
     "degree": "node",
@@ -104,7 +109,7 @@ class SyntheticGraphDataset(InMemoryDataset):
 
     def __init__(
         self,
-        task: str,
+        task: SyntheticGraphTask,
         num_graphs: int = 500,
         min_nodes: int = 8,
         max_nodes: int = 20,
@@ -114,8 +119,7 @@ class SyntheticGraphDataset(InMemoryDataset):
         transform: Callable | None = None,
         pre_transform: Callable | None = None,
     ) -> None:
-        if task not in SYNTHETIC_TASKS:
-            raise ValueError(f"task must be one of {sorted(SYNTHETIC_TASKS)}, got {task!r}.")
+        check_choice("task", task, SyntheticGraphTask)
         if not 2 <= min_nodes <= max_nodes:
             raise ValueError(f"need 2 <= min_nodes <= max_nodes, got {min_nodes}, {max_nodes}.")
         bad = [k for k in kinds if k not in GRAPH_KINDS]

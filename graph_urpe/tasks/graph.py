@@ -35,7 +35,7 @@ from a network *instance* is loaded with ``load_from_checkpoint(path, model=net)
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from lightning.pytorch import LightningModule
@@ -45,9 +45,9 @@ from lightning.pytorch.core.mixins.hparams_mixin import _given_hyperparameters
 from lightning.pytorch.utilities import rank_zero_info
 from torch import Tensor, nn
 
+from graph_urpe.choices import check_choice
 from graph_urpe.tasks import finetune
 from graph_urpe.tasks.metrics import (
-    LOSSES,
     EpochPredictions,
     epoch_metrics,
     masked_loss,
@@ -67,8 +67,10 @@ __all__ = [
     "node_sample_ids",
 ]
 
-_TASKS = ("regression", "classification", "multiclass")
-_LOSSES = (*LOSSES, "cross_entropy")
+#: Task types of :class:`GraphPropertyModule`; losses and monitored metrics it accepts.
+Task = Literal["regression", "classification", "multiclass"]
+LossName = Literal["l1", "mse", "bce", "cross_entropy"]
+MetricName = Literal["mae", "rmse", "r2", "rocauc", "ap", "accuracy", "f1_macro"]
 _LEVELS = ("graph", "node")
 _HIGHER_IS_BETTER = {"rocauc": True, "ap": True, "r2": True, "mae": False, "rmse": False,
                      "accuracy": True, "f1_macro": True}
@@ -201,14 +203,14 @@ class GraphPropertyModule(LightningModule):
     def __init__(
         self,
         model: nn.Module,
-        task: str = "regression",
-        metric: str | None = None,
+        task: Task = "regression",
+        metric: MetricName | None = None,
         evaluator: str | None = None,
         target_names: list[str] | None = None,
         featurization: str | None = None,
         max_graph_nodes: int | None = None,
         dataset_source: str | None = None,
-        loss: str | None = None,
+        loss: LossName | None = None,
         num_classes: int | None = None,
         standardize: bool = True,
         optimizer: OptimizerCallable = torch.optim.AdamW,
@@ -224,12 +226,11 @@ class GraphPropertyModule(LightningModule):
         # never pickled into a checkpoint (it stays loadable with weights_only=True).
         injected = ["model", "optimizer", "lr_scheduler"]
         self.save_hyperparameters(ignore=None if _given_hyperparameters.get() else injected)
-        if task not in _TASKS:
-            raise ValueError(f"task must be one of {_TASKS}, got {task!r}.")
-        if loss is not None and loss not in _LOSSES:
-            raise ValueError(f"loss must be one of {_LOSSES}, got {loss!r}.")
-        if metric is not None and metric not in _HIGHER_IS_BETTER:
-            raise ValueError(f"metric must be one of {sorted(_HIGHER_IS_BETTER)}, got {metric!r}.")
+        check_choice("task", task, Task)
+        if loss is not None:
+            check_choice("loss", loss, LossName)
+        if metric is not None:
+            check_choice("metric", metric, MetricName)
         fitting = {"regression": ("l1", "mse"), "classification": ("bce",),
                    "multiclass": ("cross_entropy",)}
         if self.loss_name not in fitting[task]:

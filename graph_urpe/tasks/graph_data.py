@@ -35,7 +35,9 @@ from lightning.pytorch import LightningDataModule
 from torch_geometric.data import Data
 from torch_geometric.loader import DataLoader
 
-from graph_urpe.data.featurize import feature_dims
+from graph_urpe.choices import check_choice
+from graph_urpe.data.csv.labels import CSVTask
+from graph_urpe.data.featurize import Featurization, feature_dims
 from graph_urpe.data.indexed import IndexedDataset
 from graph_urpe.data.ogb import ogb_master
 from graph_urpe.data.processing import molecules_to_graphs
@@ -453,7 +455,7 @@ class ZincLikeDataModule(GraphDataModule):
         **kwargs: see :class:`GraphDataModule`.
     """
 
-    def __init__(self, featurization: str = "ogb", **kwargs: Any) -> None:
+    def __init__(self, featurization: Featurization = "ogb", **kwargs: Any) -> None:
         super().__init__(**kwargs)
         feature_dims(featurization)  # validates
         self.featurization = featurization
@@ -583,16 +585,15 @@ class CSVDataModule(GraphDataModule):
         self,
         path: str,
         target_columns: Sequence[str] = ("target",),
-        task: str = "regression",
+        task: CSVTask = "regression",
         split: str = "random",
         split_seed: int = 0,
-        featurization: str = "ogb",
+        featurization: Featurization = "ogb",
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         feature_dims(featurization)
-        if task not in ("regression", "classification"):
-            raise ValueError(f"task must be 'regression' or 'classification', got {task!r}.")
+        check_choice("task", task, CSVTask)
         self.path = path
         self.target_columns = [target_columns] if isinstance(target_columns, str) \
             else list(target_columns)

@@ -20,6 +20,8 @@ Metrics (:func:`epoch_metrics`), all from :mod:`torchmetrics.functional` on the 
 
 from __future__ import annotations
 
+from typing import Literal, get_args
+
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -33,6 +35,8 @@ from torchmetrics.functional.classification import (
     multiclass_f1_score,
 )
 
+from graph_urpe.choices import check_choice
+
 __all__ = [
     "LOSSES",
     "METRICS",
@@ -43,11 +47,12 @@ __all__ = [
     "multiclass_metrics",
 ]
 
-LOSSES = ("l1", "mse", "bce")
+Loss = Literal["l1", "mse", "bce"]
+LOSSES = get_args(Loss)
 METRICS = ("mae", "rmse", "r2", "rocauc", "ap")
 
 
-def masked_loss(pred: Tensor, target: Tensor, loss: str) -> Tensor:
+def masked_loss(pred: Tensor, target: Tensor, loss: Loss) -> Tensor:
     """Mean loss over the labelled (non-NaN) entries of ``target``.
 
     Args:
@@ -61,8 +66,7 @@ def masked_loss(pred: Tensor, target: Tensor, loss: str) -> Tensor:
     Raises:
         ValueError: for an unknown ``loss`` or mismatched shapes.
     """
-    if loss not in LOSSES:
-        raise ValueError(f"loss must be one of {LOSSES}, got {loss!r}.")
+    check_choice("loss", loss, Loss)
     if pred.shape != target.shape:
         raise ValueError(
             f"predictions {tuple(pred.shape)} and labels {tuple(target.shape)} differ in shape; "

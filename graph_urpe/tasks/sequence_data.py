@@ -22,7 +22,7 @@ from __future__ import annotations
 from lightning.pytorch import LightningDataModule
 from torch.utils.data import DataLoader, TensorDataset
 
-from graph_urpe.data.synthetic import SyntheticSequenceDataset, num_classes
+from graph_urpe.data.synthetic import SyntheticSequenceDataset, SyntheticTask, num_classes
 from graph_urpe.data.text import LMBlockDataset, TokenFileCorpus
 
 __all__ = ["SyntheticDataModule", "WikiTextDataModule", "sequence_links"]
@@ -83,7 +83,7 @@ class SyntheticDataModule(LightningDataModule):
 
     def __init__(
         self,
-        task: str = "pi",
+        task: SyntheticTask = "pi",
         length: int = 32,
         vocab_size: int = 100,
         batch_size: int = 64,

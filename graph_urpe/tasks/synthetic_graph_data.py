@@ -15,7 +15,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from graph_urpe.data.synthetic_graphs import GRAPH_KINDS, SYNTHETIC_TASKS, SyntheticGraphDataset
+from graph_urpe.choices import check_choice
+from graph_urpe.data.synthetic_graphs import (
+    GRAPH_KINDS,
+    SYNTHETIC_TASKS,
+    SyntheticGraphDataset,
+    SyntheticGraphTask,
+)
 from graph_urpe.tasks.graph_data import BatchedGraphDataModule
 
 __all__ = ["SyntheticGraphDataModule", "structural_num_classes"]
@@ -45,8 +51,7 @@ def structural_num_classes(task: str, max_nodes: int) -> int:
     Raises:
         ValueError: for an unknown task or ``max_nodes < 2``.
     """
-    if task not in SYNTHETIC_TASKS:
-        raise ValueError(f"task must be one of {sorted(SYNTHETIC_TASKS)}, got {task!r}.")
+    check_choice("task", task, SyntheticGraphTask)
     if max_nodes < 2:
         raise ValueError(f"max_nodes must be at least 2, got {max_nodes}.")
     if task == "distance2":
@@ -93,7 +98,7 @@ class SyntheticGraphDataModule(BatchedGraphDataModule):
 
     def __init__(
         self,
-        task: str = "degree",
+        task: SyntheticGraphTask = "degree",
         train_size: int = 1000,
         val_size: int = 200,
         test_size: int = 200,

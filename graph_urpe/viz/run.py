@@ -5,6 +5,7 @@ from __future__ import annotations
 import warnings
 from pathlib import Path
 
+from graph_urpe.choices import check_choice
 from graph_urpe.viz._mpl import save
 from graph_urpe.viz.curves import learning_curves_figure, read_metrics_csv
 from graph_urpe.viz.results import (
@@ -73,8 +74,8 @@ def plot_run(
         ImportError: if matplotlib is missing.
     """
     run_dir = Path(run_dir)
-    if task is not None and task not in TASK_TYPES:
-        raise ValueError(f"task must be one of {TASK_TYPES} or None, got {task!r}.")
+    if task is not None:
+        check_choice("task", task, TASK_TYPES)
     if not run_dir.is_dir():
         raise FileNotFoundError(f"run folder {run_dir} does not exist.")
     out_dir = run_dir / "figures" if out_dir is None else Path(out_dir)

@@ -12,8 +12,9 @@ import pandas as pd
 import torch
 from torch_geometric.data import Data, InMemoryDataset
 
+from graph_urpe.choices import check_choice
 from graph_urpe.data.cache import SafeCacheMixin
-from graph_urpe.data.csv.labels import TASKS, label_matrix
+from graph_urpe.data.csv.labels import CSVTask, label_matrix
 from graph_urpe.data.csv.row_errors import (
     InvalidRowsError,
     RowError,
@@ -21,7 +22,7 @@ from graph_urpe.data.csv.row_errors import (
     read_row_errors,
 )
 from graph_urpe.data.csv.splits import column_split, random_split, scaffold_split
-from graph_urpe.data.featurize import FEATURIZATIONS
+from graph_urpe.data.featurize import Featurization
 from graph_urpe.data.processing import molecules_to_graphs
 from graph_urpe.data.wheels import sha256_of
 
@@ -116,11 +117,11 @@ class SmilesCSVDataset(SafeCacheMixin, InMemoryDataset):
         csv_path: str,
         smiles_column: str = "smiles",
         target_columns: str | Sequence[str] = "target",
-        task: str = "regression",
+        task: CSVTask = "regression",
         split: str = "random",
         split_fractions: Sequence[float] = (0.8, 0.1, 0.1),
         seed: int = 0,
-        featurization: str = "ogb",
+        featurization: Featurization = "ogb",
         max_nodes: int | None = None,
         strict: bool = False,
         num_workers: int | None = None,
@@ -132,10 +133,8 @@ class SmilesCSVDataset(SafeCacheMixin, InMemoryDataset):
     ) -> None:
         if not osp.isfile(csv_path):
             raise FileNotFoundError(f"CSV file not found: {csv_path}")
-        if task not in TASKS:
-            raise ValueError(f"task must be one of {TASKS}, got {task!r}")
-        if featurization not in FEATURIZATIONS:
-            raise ValueError(f"featurization must be one of {FEATURIZATIONS}, got {featurization!r}")
+        check_choice("task", task, CSVTask)
+        check_choice("featurization", featurization, Featurization)
         if max_nodes is not None and int(max_nodes) < 1:
             raise ValueError(f"max_nodes must be a positive integer or None, got {max_nodes}")
         self.csv_path = osp.abspath(csv_path)

@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
+from typing import Literal, get_args
 
 import numpy as np
 import pandas as pd
 
-TASKS = ("regression", "classification")
+from graph_urpe.choices import check_choice
+
+CSVTask = Literal["regression", "classification"]
+TASKS = get_args(CSVTask)
 
 LARGE_LABEL = 1e6
 """Labels of larger magnitude are accepted with a warning (check the units, or rescale)."""
@@ -39,8 +43,7 @@ def label_matrix(frame: pd.DataFrame, columns: Sequence[str], task: str = "regre
     Warns:
         UserWarning: naming each column holding a label of magnitude above :data:`LARGE_LABEL`.
     """
-    if task not in TASKS:
-        raise ValueError(f"task must be one of {TASKS}, got {task!r}")
+    check_choice("task", task, CSVTask)
     columns = list(columns)
     if not columns:
         raise ValueError("give at least one label (target) column")
