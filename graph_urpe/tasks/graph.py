@@ -269,8 +269,9 @@ class GraphPropertyModule(LightningModule):
         self.num_classes = self.num_outputs if task == "multiclass" else None
         finetune.check_finetune_options(model, pretrained, encoder_lr_factor, freeze_encoder)
         self._encoder_frozen = False
-        # Label columns: one class label (multiclass), else one per output.
-        self.num_tasks = 1 if task == "multiclass" else self.num_outputs
+        # Label columns (the network's num_tasks are its outputs): one class label
+        # (multiclass), else one per output.
+        self.num_labels = 1 if task == "multiclass" else self.num_outputs
         self.optimizer = optimizer
         self.lr_scheduler = lr_scheduler
         # Kept out of the module registry: the compiled wrapper shares the model's parameters and
@@ -278,8 +279,8 @@ class GraphPropertyModule(LightningModule):
         self.__dict__["_forward"] = torch.compile(model) if compile else model
         # Target standardisation (regression): y_std = (y - mean) / std, set from the training
         # split at fit time; identity until then. Buffers, so checkpoints carry them.
-        self.register_buffer("target_mean", torch.zeros(self.num_tasks))
-        self.register_buffer("target_std", torch.ones(self.num_tasks))
+        self.register_buffer("target_mean", torch.zeros(self.num_labels))
+        self.register_buffer("target_std", torch.ones(self.num_labels))
         # Rows of (id, outputs, labels); multiclass rows hold the label in every column (the
         # collector keeps predictions and labels of one width).
         self.epoch_predictions = nn.ModuleDict(
@@ -319,7 +320,7 @@ class GraphPropertyModule(LightningModule):
         names = self.hparams.target_names
         if names:
             return list(names)
-        return ["y"] if self.num_tasks == 1 else [f"y{i}" for i in range(self.num_tasks)]
+        return ["y"] if self.num_labels == 1 else [f"y{i}" for i in range(self.num_labels)]
 
     # ----------------------------------------------------------------------- setup
     def setup(self, stage: str) -> None:
@@ -370,7 +371,7 @@ class GraphPropertyModule(LightningModule):
         return node_sample_ids(batch) if self.level == "node" else _sample_ids(batch)
 
     def _target(self, batch, rows: int) -> Tensor:
-        """``batch.y`` as ``[rows, num_tasks]`` float32."""
+        """``batch.y`` as ``[rows, num_labels]`` float32."""
         y = batch.y
         if y.shape[0] != rows:
             per = "node" if self.level == "node" else "graph"
@@ -379,7 +380,7 @@ class GraphPropertyModule(LightningModule):
                 f"batch.y has {y.shape[0]}: a {per}-level network needs labels per {per} "
                 f"(y [num_{per}s] or [num_{per}s, T]); set the network's level to fit the data."
             )
-        return y.reshape(rows, self.num_tasks).to(torch.float32)
+        return y.reshape(rows, self.num_labels).to(torch.float32)
 
     def _scaled(self, target: Tensor) -> Tensor:
         if self.hparams.task != "regression":
@@ -387,7 +388,7 @@ class GraphPropertyModule(LightningModule):
         return (target - self.target_mean) / self.target_std
 
     def _loss(self, pred: Tensor, target: Tensor) -> Tensor:
-        """Training-units loss of ``[R, num_outputs]`` outputs against ``[R, num_tasks]`` labels."""
+        """Training-units loss of ``[R, num_outputs]`` outputs against ``[R, num_labels]`` labels."""
         if self.loss_name == "cross_entropy":
             return multiclass_loss(pred, target)
         return masked_loss(pred, self._scaled(target), self.loss_name)

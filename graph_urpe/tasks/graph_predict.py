@@ -40,7 +40,7 @@ class SmilesPredictionWriter(BasePredictionWriter):
 
     def on_predict_epoch_end(self, trainer, pl_module) -> None:
         dm = self.datamodule
-        num_tasks = int(pl_module.num_tasks)
+        num_tasks = int(pl_module.num_labels)
         collector = EpochPredictions(num_tasks).to(pl_module.device)
         for ids, preds in zip(self._ids, self._preds):
             collector.update(ids, preds, torch.full_like(preds, float("nan")))
