@@ -88,8 +88,8 @@ def _fwd_kernel(Q, K, V, Bias, Mult, Pad, Out, Lse,
     """One program: query rows ``BLOCK_M * program_id(0) + [0, BLOCK_M)`` of batch and head
     ``program_id(1)``; writes their output rows and log-sum-exp (module docstring)."""
     start_m = tl.program_id(0) * BLOCK_M
-    b = tl.program_id(1) // H
-    h = tl.program_id(1) % H
+    b = (tl.program_id(1) // H).to(tl.int64)  # 64-bit base offsets: B*H*N*N may pass 2**31
+    h = (tl.program_id(1) % H).to(tl.int64)
     offs_m = start_m + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, BLOCK_D)
     offs_dv = tl.arange(0, BLOCK_DV)
@@ -147,8 +147,8 @@ def _bwd_kernel(Q, K, V, Bias, Mult, Pad, Lse, Delta, DO, DQ, DK, DV_, DB, DC,
     blocks and writes ``dB``, ``dC`` tiles. ``dQ, dK, dV`` share ``Q, K, V``'s strides (``so..``:
     ``dO``'s); ``delta``
     and ``Lse`` are ``[B, H, NQ]`` float32 with strides ``slb, slh, 1``."""
-    b = tl.program_id(1) // H
-    h = tl.program_id(1) % H
+    b = (tl.program_id(1) // H).to(tl.int64)  # 64-bit base offsets: B*H*N*N may pass 2**31
+    h = (tl.program_id(1) % H).to(tl.int64)
     offs_d = tl.arange(0, BLOCK_D)
     offs_dv = tl.arange(0, BLOCK_DV)
     Q += b * sqb + h * sqh
