@@ -243,7 +243,7 @@ def test_autocast_bf16_softmax_in_float32(backend):
         ({"key_padding_mask": torch.zeros(2, 5)}, r"bool tensor"),
         ({"chunk_size": 0}, r"chunk_size"),
         ({"dropout_p": -0.5}, r"dropout_p must lie in \[0, 1\]"),
-        ({"backend": "triton"}, r"backend must be one of"),
+        ({"backend": "xformers"}, r"backend must be one of"),
     ],
 )
 def test_bad_shapes_raise_value_error_naming_expected_shape(kwargs, match):

@@ -20,7 +20,7 @@ def reference(q, k, v, bias, mult, pad, causal):
     if pad is not None:
         hidden = hidden | pad[:, None, None, :]
     if causal:
-        hidden = hidden | torch.ones(N, N, dtype=torch.bool).triu(1)
+        hidden = hidden | torch.ones(s.shape[-2:], dtype=torch.bool).triu(1)
     s = s.masked_fill(hidden, float("-inf"))
     empty = hidden.all(-1, keepdim=True)
     p = torch.softmax(s.masked_fill(empty, 0.0), -1).masked_fill(empty, 0.0)

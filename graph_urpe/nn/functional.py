@@ -14,10 +14,12 @@ differentiable (also twice) by autograd. :func:`urpe_attention`, the public entr
 its inputs and dispatches to one of the paths, all giving the same values to float32 round-off:
 
 * ``backend="eager"``: :func:`eager_attention`;
-* ``backend="fused"`` (the default, ``"auto"``): one autograd node with a hand-written backward
+* ``backend="fused"`` (``"auto"`` on CPU): one autograd node with a hand-written backward
   and fewer full-size passes (``graph_urpe/nn/_fused.py``; first-order gradients only);
 * ``backend="flex"``: :func:`torch.nn.attention.flex_attention` (the ``[B, H, Nq, Nk]`` scores are
   never materialised on CUDA), ``graph_urpe/nn/_flex.py``;
+* ``backend="triton"`` (``"auto"`` on CUDA when the optional ``triton`` package is installed): one
+  flash-style Triton kernel for URPE, forward and backward, ``graph_urpe/nn/_triton.py``;
 * with ``chunk_size`` (or automatically above :data:`AUTO_CHUNK_ELEMENTS` score elements), the
   eager or fused block runs ``chunk_size`` query rows at a time and is recomputed in backward,
   bounding peak memory (``graph_urpe/nn/_chunked.py``).
@@ -25,6 +27,7 @@ its inputs and dispatches to one of the paths, all giving the same values to flo
 
 from __future__ import annotations
 
+import importlib.util
 import math
 
 import torch
@@ -43,7 +46,7 @@ __all__ = ["AUTO_CHUNK_ELEMENTS", "BACKENDS", "eager_attention", "urpe_attention
 AUTO_CHUNK_ELEMENTS: int = 2**28
 
 #: Values accepted by ``urpe_attention(..., backend=...)``.
-BACKENDS = ("auto", "eager", "fused", "flex")
+BACKENDS = ("auto", "eager", "fused", "flex", "triton")
 
 
 def eager_attention(
@@ -193,8 +196,11 @@ def urpe_attention(
             ``"fused"`` (one autograd node, fewer full-size passes, first-order gradients only),
             ``"flex"`` (two :func:`~torch.nn.attention.flex_attention` calls combined through
             their log-sum-exp, exact; no ``[B, H, Nq, Nk]`` scores on CUDA; no dropout, no
-            ``need_weights``, no ``chunk_size``; on CPU inference only) or ``"auto"``
-            (``"fused"``). ``"eager"`` and ``"fused"`` compile with
+            ``need_weights``, no ``chunk_size``; on CPU inference only), ``"triton"`` (one
+            flash-style Triton kernel, forward and backward, no ``[B, H, Nq, Nk]`` tensor kept;
+            CUDA, with the optional ``triton`` package; the same refusals as ``"flex"``) or
+            ``"auto"`` (``"triton"`` on CUDA when ``triton`` is installed, no refused option is
+            set and not inside ``torch.compile``; else ``"fused"``). ``"eager"`` and ``"fused"`` compile with
             ``torch.compile(fullgraph=True)`` on the dense path. (default: :obj:`"auto"`)
 
     Shapes:
@@ -207,9 +213,11 @@ def urpe_attention(
     Raises:
         ValueError: if a tensor does not have the shape above (the message names the tensor and
             the expected shape), ``chunk_size`` is not positive, ``dropout_p`` is outside
-            ``[0, 1]``, ``backend`` is not one of :data:`BACKENDS`, or ``backend="flex"`` is
-            combined with dropout in training, ``need_weights`` or ``chunk_size``.
-        RuntimeError: ``backend="flex"`` on CPU with inputs that require grad.
+            ``[0, 1]``, ``backend`` is not one of :data:`BACKENDS`, or ``backend="flex"`` /
+            ``"triton"`` is combined with dropout in training, ``need_weights`` or ``chunk_size``.
+        RuntimeError: ``backend="flex"`` on CPU with inputs that require grad;
+            ``backend="triton"`` without the ``triton`` package, or on CPU tensors (unless
+            ``TRITON_INTERPRET=1``, Triton's interpreter, for tests).
     """
     _validate(query, key, value, attn_bias, multiplier, key_padding_mask)
     b, h, nq, _ = query.shape
@@ -220,18 +228,31 @@ def urpe_attention(
         raise ValueError(f"chunk_size must be a positive int or None, got {chunk_size}.")
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}.")
-    if backend == "flex":
-        for bad, what in ((dropout_p > 0.0 and training, f"dropout_p={dropout_p} in training"),
-                          (need_weights, "need_weights=True"),
-                          (chunk_size is not None, f"chunk_size={chunk_size}")):
+    refusals = ((dropout_p > 0.0 and training, f"dropout_p={dropout_p} in training"),
+                (need_weights, "need_weights=True"),
+                (chunk_size is not None, f"chunk_size={chunk_size}"))
+    # Inside torch.compile "auto" keeps the fused block, which compiles with fullgraph=True.
+    if (backend == "auto" and query.is_cuda and not torch.compiler.is_compiling()
+            and not any(bad for bad, _ in refusals)):
+        backend = "triton" if importlib.util.find_spec("triton") is not None else "fused"
+    if backend in ("flex", "triton"):
+        for bad, what in refusals:
             if bad:
                 raise ValueError(
-                    f"backend='flex' does not support {what}: FlexAttention never forms the "
+                    f"backend={backend!r} does not support {what}: it never forms the "
                     "attention weights (so they cannot be dropped, returned or chunked); use "
                     "backend='fused' for this call."
                 )
-        return flex_attention_urpe(query, key, value, attn_bias, multiplier, key_padding_mask,
-                                   is_causal)
+        if backend == "flex":
+            return flex_attention_urpe(query, key, value, attn_bias, multiplier,
+                                       key_padding_mask, is_causal)
+        if importlib.util.find_spec("triton") is None:
+            raise RuntimeError("backend='triton' needs the optional triton package; install it "
+                               "with pip install 'graph-urpe[triton]', or use backend='fused'.")
+        from graph_urpe.nn._triton import triton_attention  # imports triton: only when used
+
+        return triton_attention(query, key, value, attn_bias, multiplier, key_padding_mask,
+                                is_causal)
     if chunk_size is None and b * h * nq * nk > AUTO_CHUNK_ELEMENTS:
         chunk_size = max(1, AUTO_CHUNK_ELEMENTS // (b * h * nk))
     # dropout_p = 1 zeroes every weight; the fused backward's 1 / (1 - p) would be inf.
