@@ -42,7 +42,12 @@ from graph_urpe.data.indexed import IndexedDataset
 from graph_urpe.data.ogb import ogb_master
 from graph_urpe.data.processing import molecules_to_graphs
 from graph_urpe.data.registry import DatasetSplits, load_dataset
-from graph_urpe.data.sampler import DEFAULT_MAX_CELLS, SizeBucketBatchSampler, graph_sizes
+from graph_urpe.data.sampler import (
+    DEFAULT_MAX_CELLS,
+    ResumableDataLoader,
+    SizeBucketBatchSampler,
+    graph_sizes,
+)
 from graph_urpe.files import check_writable
 from graph_urpe.tasks.graph_predict import SmilesPredictionWriter
 from graph_urpe.transforms import AddShortestPathDistance
@@ -178,7 +183,7 @@ class BatchedGraphDataModule(LightningDataModule):
         return trainer.world_size, trainer.global_rank
 
     def _loader(self, dataset, shuffle: bool, sizes=None, indexed: bool = True,
-                bucketing: bool = True) -> DataLoader:
+                bucketing: bool = True, resumable: bool = False) -> DataLoader:
         world, rank = self._rank()
         sizes = graph_sizes(dataset) if sizes is None else sizes
         sampler = SizeBucketBatchSampler(
@@ -192,7 +197,9 @@ class BatchedGraphDataModule(LightningDataModule):
             rank=rank,
             bucketing=bucketing,
         )
-        return DataLoader(
+        # training resumes mid-epoch where it stopped (Lightning's stateful-loader protocol)
+        loader = ResumableDataLoader if resumable else DataLoader
+        return loader(
             IndexedDataset(dataset) if indexed else dataset,
             batch_sampler=sampler,
             num_workers=self.num_workers,
@@ -200,7 +207,8 @@ class BatchedGraphDataModule(LightningDataModule):
         )
 
     def train_dataloader(self) -> DataLoader:
-        return self._loader(self.splits["train"], shuffle=True, bucketing=self.bucketing)
+        return self._loader(self.splits["train"], shuffle=True, bucketing=self.bucketing,
+                            resumable=True)
 
     def val_dataloader(self) -> DataLoader:
         return self._loader(self.splits["val"], shuffle=False)
