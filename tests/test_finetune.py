@@ -220,7 +220,7 @@ def test_shipped_encoder_fits_the_csv_template_network():
     import os
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    with open(os.path.join(root, "configs", "csv", "template.yaml")) as f:
+    with open(os.path.join(root, "graph_urpe", "configs", "csv", "template.yaml")) as f:
         template = yaml.safe_load(f)
     assert template["model"]["init_args"]["pretrained"] == DEFAULT
     arch = template["model"]["init_args"]["model"]["init_args"]
@@ -264,13 +264,13 @@ def test_graphormer_recipe_pcqm4mv2_then_molhiv_end_to_end(tmp_path, monkeypatch
             "--trainer.enable_progress_bar", "false", "--data.init_args.root", str(data),
             "--data.init_args.download", "false", "--data.init_args.num_workers", "0",
             "--data.init_args.batch_size", "8"]
-    main(["fit", "--config", os.path.join(root, "configs", "pcqm4mv2", "graphormer-base-urpe.yaml"),
+    main(["fit", "--config", os.path.join(root, "graph_urpe", "configs", "pcqm4mv2", "graphormer-base-urpe.yaml"),
           "--data.init_args.standin", "true", "--trainer.max_steps", "4",
           "--trainer.val_check_interval", "2", *tiny])
     ckpt = tmp_path / "runs" / "pcqm4mv2-base-urpe" / "version_0" / "checkpoints" / "best.ckpt"
     assert ckpt.is_file()
     main(["fit", "--config",
-          os.path.join(root, "configs", "ogbg-molhiv", "graphormer-base-urpe-finetune.yaml"),
+          os.path.join(root, "graph_urpe", "configs", "ogbg-molhiv", "graphormer-base-urpe-finetune.yaml"),
           "--trainer.max_epochs", "1", "--model.init_args.freeze_encoder", "0.99", *tiny])
     run = tmp_path / "runs" / "molhiv-base-urpe-finetune" / "version_0"
     tuned = encoder_state_of(run / "checkpoints" / "last.ckpt")

@@ -239,7 +239,7 @@ def test_csv_template_trains_in_bf16_mixed(tmp_path, monkeypatch, one_thread):
         csv, index=False)
     net = "--model.init_args.model.init_args"
     _assert_bf16_tracks_fp32([
-        "--config", str(ROOT / "configs" / "csv" / "template.yaml"),
+        "--config", str(ROOT / "graph_urpe" / "configs" / "csv" / "template.yaml"),
         f"--data.init_args.path={csv}", f"--data.init_args.root={tmp_path / 'data'}",
         "--data.init_args.split=random", "--trainer.max_steps=3",
         f"{net}.dropout=0.0", f"{net}.attention_dropout=0.0",
@@ -251,7 +251,7 @@ def test_sequence_model_trains_in_bf16_mixed_with_fused_adamw_and_clipping(
     """The synthetic permutation task's shipped URPE config (sizes shrunk), with fused AdamW and
     gradient clipping added, for 3 updates."""
     monkeypatch.chdir(tmp_path)
-    configs = ROOT / "configs" / "synthetic"
+    configs = ROOT / "graph_urpe" / "configs" / "synthetic"
     _assert_bf16_tracks_fp32([
         "--config", str(configs / "base.yaml"), "--config", str(configs / "pi-urpe.yaml"),
         "--trainer.max_steps=3", "--trainer.gradient_clip_val=1.0",

@@ -19,6 +19,7 @@ from torch_geometric.data import Batch, Data
 from torch_geometric.loader import DataLoader
 
 from graph_urpe.cli import main
+from graph_urpe.cli.configs import CONFIG_DIR
 from graph_urpe.data.indexed import IndexedDataset
 from graph_urpe.data.synthetic_graphs import SyntheticGraphDataset
 from graph_urpe.nn import Graphormer
@@ -205,7 +206,7 @@ def test_synthetic_data_module_facts_and_independent_splits():
 # ------------------------------------------------------------------------------ the CLI
 def test_cli_fits_the_node_level_config_and_writes_a_run_folder(tmp_path, capsys):
     root = tmp_path / "runs"
-    main(["fit", "--config", os.path.join(ROOT, "configs/graph-synthetic/degree-urpe.yaml"),
+    main(["fit", "--config", str(CONFIG_DIR / "graph-synthetic" / "degree-urpe.yaml"),
           "--trainer.max_epochs", "2", "--trainer.accelerator", "cpu",
           "--trainer.enable_progress_bar", "false", "--trainer.default_root_dir", str(root),
           "--data.init_args.train_size", "24", "--data.init_args.val_size", "8",
@@ -244,7 +245,7 @@ def test_cli_fits_the_node_level_config_and_writes_a_run_folder(tmp_path, capsys
 
 
 def test_shipped_synthetic_graph_configs_differ_only_in_attention_and_name():
-    files = {a: os.path.join(ROOT, f"configs/graph-synthetic/degree-{a}.yaml")
+    files = {a: CONFIG_DIR / "graph-synthetic" / f"degree-{a}.yaml"
              for a in ("rpe", "urpe")}
     cfg = {a: yaml.safe_load(Path(f).read_text()) for a, f in files.items()}
     assert cfg["rpe"]["model"]["init_args"]["model"]["init_args"]["attention"] == "rpe"

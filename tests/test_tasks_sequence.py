@@ -14,7 +14,8 @@ import yaml
 from lightning.pytorch import LightningDataModule, LightningModule
 from lightning.pytorch.cli import LightningCLI
 
-from graph_urpe.cli import GraphURPECLI
+from graph_urpe.cli.configs import CONFIG_DIR
+from graph_urpe.cli.lightning_cli import GraphURPECLI
 from graph_urpe.nn import SequenceTransformer
 from graph_urpe.tasks.sequence import SyntheticTaskModule
 from graph_urpe.tasks.sequence_data import SyntheticDataModule, sequence_links
@@ -179,7 +180,7 @@ def test_python_path_checkpoint_stores_data_only(tmp_path, one_thread):
 
 def _config_files() -> list[tuple[str, str]]:
     return [(family, path.name) for family in ("synthetic", "lm")
-            for path in sorted((ROOT / "configs" / family).glob("*.yaml"))
+            for path in sorted((CONFIG_DIR / family).glob("*.yaml"))
             if path.name != "base.yaml"]
 
 
@@ -187,7 +188,7 @@ def _config_files() -> list[tuple[str, str]]:
 def test_shipped_config_runs_one_step(family, name, tmp_path, monkeypatch, one_thread):
     """Every experiment file parses on its family base and trains one step (sizes shrunk)."""
     monkeypatch.chdir(tmp_path)  # the configs' run folders are relative
-    configs = ROOT / "configs" / family
+    configs = CONFIG_DIR / family
     net = "--model.init_args.model.init_args"
     args = [
         "fit", "--config", str(configs / "base.yaml"), "--config", str(configs / name),

@@ -132,3 +132,22 @@ def test_figure_checks_shapes():
         relation_tables_figure(torch.zeros(2, 2), torch.zeros(2, 3), ["0", "1"])
     with pytest.raises(ValueError, match=r"\[R, H\] or \[L, R, H\]"):
         relation_tables_figure(torch.zeros(2), None, ["0", "1"])
+
+
+@pytest.mark.parametrize("labels", [
+    graph_relation_labels(20), graph_relation_labels(36), graph_relation_labels(200),
+    sequence_relation_labels(50),
+])
+def test_tick_labels_do_not_overlap(labels):
+    """Drawn tick labels (vertical) have disjoint boxes, the open ends / unreach. / token
+    included, and every non-numeric relation keeps its label."""
+    table = torch.zeros(len(labels), 2)
+    fig = relation_tables_figure(table, table + 1, labels)
+    renderer = fig.canvas.get_renderer()
+    for ax in fig.axes[:2]:
+        shown = [t for t in ax.get_xticklabels() if t.get_text()]
+        boxes = [t.get_window_extent(renderer) for t in shown]
+        for (a, ta), (b, tb) in zip(zip(boxes, shown), zip(boxes[1:], shown[1:])):
+            assert a.x1 <= b.x0, (ta.get_text(), tb.get_text())
+        texts = {t.get_text() for t in shown}
+        assert {label for label in labels if not label.lstrip("-").isdigit()} <= texts

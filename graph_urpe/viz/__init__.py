@@ -9,8 +9,11 @@ drawn).
 * :mod:`~graph_urpe.viz.relations`: the learned ``B`` and ``C`` tables per head against SPD or
   ``j - i``, read from a state dict;
 * :mod:`~graph_urpe.viz.attention`: attention maps before / after ``C`` on one molecule, drawn
-  beside it;
-* :mod:`~graph_urpe.viz.cli`: ``graph-urpe plot`` (:func:`graph_urpe.viz.cli.main`).
+  beside it.
+
+``viz`` draws; it imports :mod:`graph_urpe.nn` and :mod:`graph_urpe.data`, never
+:mod:`graph_urpe.tasks` (the tasks import ``viz`` to draw a run's figures; the ``graph-urpe plot``
+command, which loads a trained module, is :mod:`graph_urpe.cli.plot`).
 """
 
 from graph_urpe.viz.attention import (

@@ -259,14 +259,24 @@ def _as_layers(name: str, table: Tensor | None) -> Tensor | None:
     return table
 
 
-def _tick_positions(labels: list[str], max_ticks: int = 24) -> list[int]:
-    """Every ``k``-th position (k chosen so at most about ``max_ticks`` remain), plus every
-    non-numeric label (``unreach.``, ``token``, open ends)."""
+def _positions_and_ticks(labels: list[str], max_ticks: int = 24) -> tuple[list[int], list[int]]:
+    """The x position of each relation and the relations that get a tick label.
+
+    Ticks: every ``k``-th relation (``k`` chosen so at most about ``max_ticks`` remain) and every
+    non-numeric one (``unreach.``, ``token``, open ends such as ``≥36``). Positions: the relation
+    index, except that a non-numeric relation sits ``k`` positions from its neighbours (not 1),
+    so that no two tick labels are closer than ``k`` positions and none overlap."""
     step = max(1, -(-len(labels) // max_ticks))
-    return [
-        i for i, label in enumerate(labels)
-        if i % step == 0 or not label.lstrip("-").isdigit()
-    ]
+    special = [not label.lstrip("-").isdigit() for label in labels]
+    positions = []
+    for i in range(len(labels)):
+        gap = step if i and (special[i] or special[i - 1]) else 1
+        positions.append(positions[-1] + gap if i else 0)
+    ticks = [i for i in range(len(labels)) if special[i] or i % step == 0]
+    # A numeric tick right before a non-numeric one sits closer than k: leave it out.
+    ticks = [i for j, i in enumerate(ticks) if special[i] or j + 1 == len(ticks)
+             or positions[ticks[j + 1]] - positions[i] >= step]
+    return positions, ticks
 
 
 def relation_tables_figure(
@@ -293,7 +303,9 @@ def relation_tables_figure(
 
     Returns:
         matplotlib.figure.Figure: panel ``[layer, column]``; in each, line ``h`` is head ``h``
-        (x = relation index ``0..R-1``, y = table value).
+        (y = table value; x = relation index ``0..R-1`` when at most about 24 relations, else
+        the index with the non-numeric relations (open ends, ``unreach.``, ``token``) set ``k``
+        apart from their neighbours, ``k`` the spacing of the tick labels).
 
     Raises:
         ValueError: if both tables are None, a table is not 2-D / 3-D, or the sizes of the
@@ -319,8 +331,7 @@ def relation_tables_figure(
     width = max(5.0, min(8.0, 0.18 * len(labels) + 2))
     fig, axes = plt.subplots(rows, len(tables), figsize=(width * len(tables), 2.6 * rows + 0.8),
                              squeeze=False, layout="constrained")
-    x = range(len(labels))
-    ticks = _tick_positions(labels)
+    x, ticks = _positions_and_ticks(labels)
     marker = "o" if len(labels) <= 60 else None
     for col, (name, table) in enumerate(tables):
         for layer in range(rows):
@@ -343,7 +354,9 @@ def relation_tables_figure(
                     ax.axhline(ref, color="grey", lw=0.7, ls="--", zorder=0)
             scope = "shared by all layers" if table.shape[0] == 1 else f"layer {layer}"
             ax.set_title(f"{name}, {scope}", fontsize=10)
-            ax.set_xticks(ticks, [labels[i] for i in ticks], rotation=60, fontsize=7)
+            # Vertical labels: at most one line of text every k relations (no overlap).
+            ax.set_xticks([x[i] for i in ticks], [labels[i] for i in ticks], rotation=90,
+                          fontsize=7)
             ax.grid(alpha=0.3)
             if layer == table.shape[0] - 1:
                 ax.set_xlabel(xlabel)

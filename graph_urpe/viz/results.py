@@ -184,7 +184,9 @@ def roc_pr_figure(frame: pd.DataFrame, max_tasks: int = 12):
 
     Returns:
         matplotlib.figure.Figure: panel 0 ROC (line ``t`` is task ``t``'s ``(fpr, tpr)``; the last
-        line the chance diagonal), panel 1 precision-recall (line ``t``: ``(recall, precision)``).
+        line the chance diagonal), panel 1 precision-recall (line ``t``: ``(recall, precision)``;
+        line ``T + t``, dashed: the chance level of task ``t``, its prevalence, i.e. the share of
+        positives among its labelled rows, for ``T`` tasks drawn).
 
     Raises:
         ValueError: if no task has both classes among its labelled rows.
@@ -208,13 +210,21 @@ def roc_pr_figure(frame: pd.DataFrame, max_tasks: int = 12):
     usable, note = _shown(usable, max_tasks)
     plt = pyplot()
     fig, (roc_ax, pr_ax) = plt.subplots(1, 2, figsize=(10, 4.4))
+    prevalences = []
     for task in usable:
         y, p = _pairs(frame, task)
         fpr, tpr, _ = roc_curve(y, p, drop_intermediate=False)
         precision, recall, _ = precision_recall_curve(y, p)
         roc_ax.plot(fpr, tpr, lw=1.3, label=f"{task} (AUC {roc_auc_score(y, p):.3f})")
-        pr_ax.plot(recall, precision, lw=1.3, drawstyle="steps-post",
-                   label=f"{task} (AP {average_precision_score(y, p):.3f})")
+        line, = pr_ax.plot(recall, precision, lw=1.3, drawstyle="steps-post",
+                           label=f"{task} (AP {average_precision_score(y, p):.3f})")
+        prevalences.append((float(np.mean(y)), line.get_color()))
+    # A classifier without skill has precision = the share of positives at every recall.
+    # One legend entry for the chance lines: the prevalence itself when there is one task.
+    chance = (f"chance (prevalence {prevalences[0][0]:.3f})" if len(prevalences) == 1
+              else "chance: each task's prevalence (dashed)")
+    for t, (prevalence, color) in enumerate(prevalences):
+        pr_ax.axhline(prevalence, color=color, lw=0.8, ls="--", label=chance if t == 0 else None)
     roc_ax.plot([0, 1], [0, 1], color="grey", lw=0.8, ls="--", label="chance")
     roc_ax.set(xlabel="false positive rate", ylabel="true positive rate", title="ROC",
                xlim=(0, 1), ylim=(0, 1.02))

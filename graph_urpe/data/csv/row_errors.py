@@ -17,6 +17,9 @@ import pandas as pd
 
 REPORT_COLUMNS = ("row", "line", "smiles", "reason")
 
+SHOWN_SMILES = 40
+"""Messages show at most this many characters of a SMILES (the report file holds all)."""
+
 
 @dataclasses.dataclass(frozen=True)
 class RowError:
@@ -39,7 +42,14 @@ class RowError:
         return self.row + 2
 
     def __str__(self) -> str:
-        return f"row {self.row} (CSV line {self.line}) {self.smiles!r}: {self.reason}"
+        smiles = self.smiles if len(self.smiles) <= SHOWN_SMILES else (
+            f"{self.smiles[:SHOWN_SMILES]}... ({len(self.smiles)} characters)")
+        return f"row {self.row} (CSV line {self.line}) {smiles!r}: {self.reason}"
+
+
+class SkippedRowsWarning(UserWarning):
+    """Warned when rows of an input were skipped (not in strict mode): their count, the first
+    few, and the report file that lists them all."""
 
 
 class InvalidRowsError(ValueError):
@@ -78,7 +88,8 @@ def read_row_errors(path: str | os.PathLike) -> list[RowError]:
 def handle_row_errors(errors: Sequence[RowError], total: int, source: str, report_path: str,
                       strict: bool) -> None:
     r"""Applies the bad-row policy: always writes :obj:`report_path`; then raises
-    :class:`InvalidRowsError` if :obj:`strict` and there are errors, else warns with the count.
+    :class:`InvalidRowsError` if :obj:`strict` and there are errors, else warns
+    (:class:`SkippedRowsWarning`) with the count, the first three rows and the report's path.
 
     Args:
         errors (Sequence[RowError]): the rows that failed.
@@ -97,8 +108,10 @@ def handle_row_errors(errors: Sequence[RowError], total: int, source: str, repor
     if strict:
         raise InvalidRowsError(errors, total, source)
     first = "; ".join(str(e) for e in errors[:3])
+    more = f"; and {len(errors) - 3} more" if len(errors) > 3 else ""
     warnings.warn(
-        f"skipped {len(errors)} of {total} rows of {source} (their labels were skipped with "
-        f"them); full list in {report_path}. First: {first}",
+        f"skipped {len(errors)} of {total} rows of {source} (with their labels): {first}{more}. "
+        f"Full list: {report_path} (and splits.csv in a fit's run folder).",
+        SkippedRowsWarning,
         stacklevel=3,
     )

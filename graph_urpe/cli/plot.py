@@ -40,7 +40,7 @@ ModelLoader = Callable[[Path], tuple[nn.Module, str]]
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``graph-urpe plot``."""
     parser = argparse.ArgumentParser(
-        prog="graph-urpe plot",
+        prog="graph-urpe plot", allow_abbrev=False,
         description="Draw PNG figures: a run folder's learning curves and test-set plots, or a "
         "checkpoint's learned relation tables (B, C) and, for one molecule, attention maps.",
     )

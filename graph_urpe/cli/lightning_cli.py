@@ -1,16 +1,7 @@
-"""The ``graph-urpe`` command: training, evaluation and prediction, built on LightningCLI.
+"""The LightningCLI subcommands of ``graph-urpe``: ``fit``, ``validate``, ``test``, ``predict``.
 
-Usage::
-
-    graph-urpe fit                                   # URPE-Graphormer on the embedded ZINC-like data
-    graph-urpe fit --config configs/zinc/zinc-like-rpe.yaml      # an experiment: what differs
-    graph-urpe fit --name my-run --ckpt_path last    # resume the latest version of run my-run
-    graph-urpe test --ckpt_path runs/NAME/version_0/checkpoints/best.ckpt
-    graph-urpe predict --ckpt_path CKPT --data.init_args.predict_csv mols.csv \\
-        --data.init_args.predict_output out.csv
-    graph-urpe summarize zinc-like                   # graphs, splits and label statistics
-    graph-urpe plot RUN_DIR_OR_CKPT --out DIR        # figures of a run or a checkpoint
-    graph-urpe collect runs/NAME/version_*           # test metrics over runs, mean ± std
+Imported by :func:`graph_urpe.cli.main` only for these four subcommands (it loads torch,
+Lightning and the task modules).
 
 Configuration: the package's base file (``graph_urpe/configs/default.yaml``: Trainer settings and
 the default job) is always read first; ``--config`` files state only what differs, and command-line
@@ -35,22 +26,11 @@ state, also written on Ctrl-C), ``test_predictions.csv``, ``splits.csv`` and ``f
 from __future__ import annotations
 
 import os
-import sys
-
-# OpenMP threads that busy-wait between parallel regions collapse when the CPU is shared (another
-# job, DDP ranks on one machine): measured 5-10x slower steps on a busy 2-core machine. Passive
-# waiting costs little when the machine is idle. Must be set before torch starts OpenMP; an
-# explicit OMP_WAIT_POLICY in the environment wins.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-import argparse
-import logging
 import os.path as osp
 import re
-import warnings
-from importlib.resources import files
+import shlex
 from typing import Any
 
-from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch import LightningDataModule, LightningModule, Trainer
 from lightning.pytorch.callbacks import (
     EarlyStopping,
@@ -65,9 +45,9 @@ from lightning.pytorch.cli import (
 from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.utilities.model_helpers import is_overridden
 
-from graph_urpe.data.cache import CorruptCacheError, UnsafeCacheError
-from graph_urpe.data.zinc import ZincDownloadError
-from graph_urpe.files import OutputError, claim_run_folder
+from graph_urpe.cli.configs import DEFAULT_CONFIG
+from graph_urpe.cli.messages import CLIError
+from graph_urpe.files import claim_run_folder
 from graph_urpe.tasks.run import (
     AtomicCheckpointIO,
     LogsAtCheckpoint,
@@ -78,10 +58,7 @@ from graph_urpe.tasks.run import (
     write_run_outputs,
 )
 
-__all__ = ["DEFAULT_CONFIG", "GRAPH_LINKS", "GraphURPECLI", "main"]
-
-DEFAULT_CONFIG = str(files("graph_urpe") / "configs" / "default.yaml")
-"""The base configuration, read before any ``--config``."""
+__all__ = ["GRAPH_LINKS", "GraphURPECLI", "run"]
 
 SUBCOMMANDS = ("fit", "validate", "test", "predict")
 
@@ -119,10 +96,6 @@ class _FitConfigCallback(SaveConfigCallback):
             super().setup(trainer, pl_module, stage)
 
 
-class CLIError(Exception):
-    """An error in the user's input, printed as one line (no traceback) by :func:`main`."""
-
-
 def _latest_version(folder: str) -> int | None:
     found = [int(m.group(1)) for d in (os.listdir(folder) if osp.isdir(folder) else [])
              if (m := re.fullmatch(r"version_(\d+)", d))
@@ -136,6 +109,12 @@ class GraphURPECLI(LightningCLI):
     a checkpoint. Models and data modules are subclass-mode (chosen by class path)."""
 
     _parsing: str | None = None  # the subcommand whose parser is being built (None: run=False)
+
+    def __init__(self, *args: Any, user_args: list[str] | None = None, **kwargs: Any) -> None:
+        """LightningCLI's arguments, plus ``user_args``: the command line as the user typed it
+        (for the resume command printed after Ctrl-C; default: none)."""
+        self.user_args = list(user_args or [])
+        super().__init__(*args, **kwargs)
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         if self._parsing != "predict":  # predict: the checkpoint's facts win
@@ -157,6 +136,14 @@ class GraphURPECLI(LightningCLI):
             klass, subcommand, **kwargs
         )
         self._parsing = None
+        for action in parser._actions:
+            if "--config" in action.option_strings:
+                action.help = (
+                    "An experiment file (only what differs from the package's default.yaml), or "
+                    "the name of one shipped with the package without a path, e.g. "
+                    "csv/template or zinc/zinc-like-rpe (a local file of that name wins; "
+                    "`graph-urpe fit --config list` lists them). May be given more than once."
+                )
         # Options of fit; every subcommand accepts them, so a run's config.yaml can be passed to
         # validate / test / predict as it is (they ignore them).
         parser.add_argument(
@@ -243,7 +230,13 @@ class GraphURPECLI(LightningCLI):
     def fit(self, model: LightningModule, **kwargs: Any) -> None:
         """``trainer.fit``, then (unless ``--test_after_fit false``) test the best checkpoint,
         write the run's outputs and print the summary."""
-        self.trainer.fit(model, **kwargs)
+        try:
+            self.trainer.fit(model, **kwargs)
+        except SystemExit:  # Lightning exits with 1 after a graceful shutdown on Ctrl-C
+            if self.trainer.interrupted and self.trainer.is_global_zero:
+                print_fit_summary(self.trainer, None, self.run_dir,
+                                  resume=self._resume_command())
+            raise
         datamodule = kwargs.get("datamodule")
         if (
             not self.config["fit"].get("test_after_fit", True)
@@ -261,6 +254,22 @@ class GraphURPECLI(LightningCLI):
         if self.trainer.is_global_zero:
             write_run_outputs(self.trainer, model, datamodule, self.run_dir)
             print_fit_summary(self.trainer, results[0] if results else {}, self.run_dir)
+
+    def _resume_command(self) -> str:
+        """The command that resumes this run: the user's, with ``--ckpt_path last`` and the
+        run's ``--name`` / ``--version``."""
+        args, skip = [], False
+        for arg in self.user_args:
+            if skip:
+                skip = False
+            elif arg in ("--ckpt_path", "--version", "--name"):
+                skip = True
+            elif not arg.startswith(("--ckpt_path=", "--version=", "--name=")):
+                args.append(arg)
+        version = osp.basename(self.run_dir).removeprefix("version_")
+        name = osp.basename(osp.dirname(self.run_dir))
+        return shlex.join(["graph-urpe", *args, "--name", name, "--version", version,
+                           "--ckpt_path", "last"])
 
     def _best_checkpoint(self) -> str:
         for cb in self.trainer.checkpoint_callbacks:
@@ -292,106 +301,6 @@ class GraphURPECLI(LightningCLI):
                    ": give at least one SMILES (--data.init_args.predict_csv or predict_smiles).")
             )
         return result
-
-
-HELP = """graph-urpe: URPE-Graphormer training, evaluation and prediction (LightningCLI).
-
-subcommands:
-  fit        train (one run folder per run), then test the best checkpoint and print a summary
-  validate   evaluate a checkpoint on the validation split
-  test       evaluate a checkpoint on the test split
-  predict    predict SMILES (--data.init_args.predict_csv / predict_smiles) with a checkpoint
-  summarize  a dataset's splits and label statistics (graph-urpe summarize --help)
-  plot       figures of a run folder or a checkpoint (graph-urpe plot --help)
-  collect    test metrics of several runs in one table with mean ± std (graph-urpe collect --help)
-
-`graph-urpe SUBCOMMAND --help` lists the options of a subcommand; `--model.help CLASS` and
-`--data.help CLASS` those of a class (e.g. --model.help graph_urpe.tasks.GraphPropertyModule).
-"""
-
-
-def main(args: list[str] | None = None) -> None:
-    """Entry point of ``graph-urpe`` (see the module docstring).
-
-    Args:
-        args (list[str], optional): the arguments (default: ``sys.argv[1:]``).
-    """
-    argv = list(sys.argv[1:] if args is None else args)
-    _quiet_third_party()
-    try:
-        _main(argv, args)
-    except argparse.ArgumentError as err:
-        if os.environ.get("GRAPH_URPE_DEBUG"):
-            raise
-        hint = ""
-        if "predict_smiles" in str(err):
-            hint = ("\nSMILES on the command line are a YAML list: quote each one, e.g. "
-                    "--data.init_args.predict_smiles '[\"CCO\", \"NO\"]'")
-        print(f"graph-urpe: error: {_short(str(err))}{hint}\n(`graph-urpe {argv[0] if argv else ''} "
-              "--help` lists the options; GRAPH_URPE_DEBUG=1 shows the whole message)",
-              file=sys.stderr)
-        raise SystemExit(2) from None
-    except (CLIError, FileNotFoundError, FileExistsError, ValueError, OutputError,
-            ZincDownloadError, UnsafeCacheError, CorruptCacheError,
-            MisconfigurationException) as err:
-        if os.environ.get("GRAPH_URPE_DEBUG"):
-            raise
-        print(f"graph-urpe: error: {_short(str(err))}\n(set GRAPH_URPE_DEBUG=1 for the traceback)",
-              file=sys.stderr)
-        raise SystemExit(2) from None
-
-
-def _short(message: str, max_lines: int = 2) -> str:
-    """The reason of a jsonargparse / Lightning error in one line: the innermost errors, without
-    the union bookkeeping ("Does not validate against any of the Union subtypes", "Subtypes:",
-    "Expected a <class 'NoneType'>") and without the dumps of the configuration ("Given value",
-    ``Namespace(...)``); at most ``max_lines`` reasons, joined by " | "."""
-    noise = ("Given value", "Subtypes:", "Errors:", "Expected a <class 'NoneType'>")
-    lines: list[str] = []
-    key = None
-    for raw in message.splitlines():
-        line = raw.strip().removeprefix("- ").strip()
-        line = line.replace("Does not validate against any of the Union subtypes", "").strip()
-        if match := re.fullmatch(r'Parser key "([^"]*)":\s*(.*)', line):
-            key, line = match.group(1), match.group(2)
-        if not line or line.startswith(noise) or "Namespace(" in line:
-            continue
-        if key and key not in line:  # the reason first, then the option it is about
-            line = f"{line} (option {key})"
-        if line not in lines:
-            lines.append(line)
-    return " | ".join(lines[-max_lines:]) if lines else message.strip().splitlines()[0]
-
-
-class _DropTips(logging.Filter):
-    """Drops Lightning's advertising tips (nothing a user can act on)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.getMessage()).startswith("💡 Tip")
-
-
-def _quiet_third_party() -> None:
-    """Silence third-party messages that say nothing actionable; real warnings stay visible.
-
-    * Lightning's "Tip: ... litlogger" advertisement;
-    * Lightning's own ``_pytree`` ``LeafSpec`` deprecation (Lightning's code, not the user's);
-    * Lightning's note that a custom batch sampler may drop samples in ``predict``
-      (:class:`~graph_urpe.data.sampler.SizeBucketBatchSampler` yields every sample; the tests
-      check it);
-    * OGB's non-writable NumPy array warning when it converts its cached arrays;
-    * Lightning's note that a checkpoint's callbacks are missing, for ``test`` / ``predict`` on a
-      checkpoint of ``fit`` (they write no checkpoints, on purpose).
-    """
-    logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(_DropTips())
-    for message in (
-        r"`isinstance\(treespec, LeafSpec\)` is deprecated",
-        r"You are using a custom batch sampler",
-        r"The given NumPy array is not writable",
-        r"LightningCLI's args parameter is intended",  # graph-urpe passes argv on purpose
-        # predict / test on a checkpoint of fit: its checkpoint callbacks are deliberately absent
-        r"Be aware that when using `ckpt_path`, callbacks used to create the checkpoint",
-    ):
-        warnings.filterwarnings("ignore", message=message)
 
 
 def _check_ckpt_path(argv: list[str]) -> None:
@@ -472,40 +381,30 @@ def _run_data_config(argv: list[str], ckpt_path: str) -> dict | None:
     return None
 
 
-def _main(argv: list[str], args: list[str] | None) -> None:
-    if not argv or argv[0] in ("-h", "--help"):
-        try:
-            print(HELP)
-        except BrokenPipeError:  # `graph-urpe --help | head`
-            pass
-        return
+def run(argv: list[str], user_args: list[str] | None = None) -> None:
+    """Run one LightningCLI subcommand: ``argv`` starts with ``fit``, ``validate``, ``test`` or
+    ``predict``; its ``--config`` values are file paths or inline configurations
+    (:func:`graph_urpe.cli.configs.resolve_config_args`).
+
+    Args:
+        argv (list[str]): the arguments.
+        user_args (list[str], optional): the arguments as the user typed them, for the resume
+            command printed after Ctrl-C (default: ``argv``).
+
+    Raises:
+        CLIError: for ``predict`` without a checkpoint or an unreadable checkpoint.
+        FileNotFoundError: for a ``--ckpt_path`` that does not exist.
+        argparse.ArgumentError: for an option that does not parse (also an abbreviated one:
+            options must be written out).
+    """
     _check_ckpt_path(argv)
-    if argv[0] == "summarize":
-        from graph_urpe.data.summary import main as summarize_main
-
-        summarize_main(argv[1:])
-        return
-    if argv[0] == "collect":
-        from graph_urpe.tasks.collect import main as collect_main
-
-        code = collect_main(argv[1:])
-        if code:
-            raise SystemExit(code)
-        return
-    if argv[0] == "plot":
-        from graph_urpe.viz.cli import main as plot_main
-
-        code = plot_main(argv[1:])
-        if code:
-            raise SystemExit(code)
-        return
     argv = _checkpoint_config(argv)
-    if args is not None or argv != list(sys.argv[1:]):
-        args = argv
-    parser_kwargs: dict[str, Any] = {"description": HELP.splitlines()[0]}
-    parser_kwargs["exit_on_error"] = False
+    # allow_abbrev=False: `--trainer.max_epoch` is refused, not read as --trainer.max_epochs.
+    parser_kwargs: dict[str, Any] = {"description": "graph-urpe (LightningCLI)",
+                                     "exit_on_error": False, "allow_abbrev": False}
     for sub in SUBCOMMANDS:
-        parser_kwargs[sub] = {"default_config_files": [DEFAULT_CONFIG], "exit_on_error": False}
+        parser_kwargs[sub] = {"default_config_files": [DEFAULT_CONFIG], "exit_on_error": False,
+                              "allow_abbrev": False}
     GraphURPECLI(
         LightningModule,
         LightningDataModule,
@@ -514,9 +413,6 @@ def _main(argv: list[str], args: list[str] | None) -> None:
         parser_kwargs=parser_kwargs,
         save_config_callback=_FitConfigCallback,
         save_config_kwargs={"overwrite": True},
-        args=args,  # None: LightningCLI reads sys.argv itself
+        args=argv,
+        user_args=user_args if user_args is not None else argv,
     )
-
-
-if __name__ == "__main__":
-    main()

@@ -1,4 +1,4 @@
-"""``graph-urpe plot`` (graph_urpe.viz.cli.main) on run folders and checkpoints."""
+"""``graph-urpe plot`` (graph_urpe.cli.plot.main) on run folders and checkpoints."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import torch
 pytest.importorskip("matplotlib")  # the optional plotting extra; .[dev] installs it, so CI runs these
 from PIL import Image
 
+from graph_urpe.cli.plot import default_out_dir, main
 from graph_urpe.tasks.graph import GraphPropertyModule
-from graph_urpe.viz.cli import default_out_dir, main
 from graph_urpe.viz.relations import relation_tables_figure, relation_tables_from_state_dict
 
 SMILES = "CC(=O)Nc1ccc(O)cc1"

@@ -1,0 +1,125 @@
+"""The ``graph-urpe`` command: training, evaluation and prediction, built on LightningCLI.
+
+Usage::
+
+    graph-urpe fit                                   # URPE-Graphormer on the embedded ZINC-like data
+    graph-urpe fit --config zinc/zinc-like-rpe       # a shipped experiment: what differs
+    graph-urpe fit --config csv/template --data.init_args.path my.csv   # your own molecules
+    graph-urpe fit --name my-run --ckpt_path last    # resume the latest version of run my-run
+    graph-urpe test --ckpt_path runs/NAME/version_0/checkpoints/best.ckpt
+    graph-urpe predict --ckpt_path CKPT --data.init_args.predict_csv mols.csv \\
+        --data.init_args.predict_output out.csv
+    graph-urpe summarize zinc-like                   # graphs, splits and label statistics
+    graph-urpe plot RUN_DIR_OR_CKPT --out DIR        # figures of a run or a checkpoint
+    graph-urpe collect runs/NAME/version_*           # test metrics over runs, mean ± std
+
+Modules: this one reads the subcommand and imports only what it needs (``graph-urpe --help``
+loads neither torch nor Lightning); :mod:`graph_urpe.cli.lightning_cli` holds the LightningCLI
+subcommands (``fit``, ``validate``, ``test``, ``predict``), :mod:`graph_urpe.cli.plot` the ``plot``
+command, :mod:`graph_urpe.cli.configs` the shipped experiment files that ``--config`` names
+without a path, :mod:`graph_urpe.cli.messages` the one-line error messages.
+"""
+
+from __future__ import annotations
+
+import difflib
+import itertools
+import os
+import sys
+
+from graph_urpe.cli.messages import quiet_third_party, report_errors
+
+__all__ = ["HELP", "SUBCOMMANDS", "main"]
+
+SUBCOMMANDS = ("fit", "validate", "test", "predict", "summarize", "plot", "collect")
+"""Every subcommand of ``graph-urpe``; the first four are LightningCLI's."""
+
+HELP = """graph-urpe: URPE-Graphormer training, evaluation and prediction (LightningCLI).
+
+subcommands:
+  fit        train (one run folder per run), then test the best checkpoint and print a summary
+  validate   evaluate a checkpoint on the validation split
+  test       evaluate a checkpoint on the test split
+  predict    predict SMILES (--data.init_args.predict_csv / predict_smiles) with a checkpoint
+  summarize  a dataset's splits and label statistics (graph-urpe summarize --help)
+  plot       figures of a run folder or a checkpoint (graph-urpe plot --help)
+  collect    test metrics of several runs in one table with mean ± std (graph-urpe collect --help)
+
+`graph-urpe SUBCOMMAND --help` lists the options of a subcommand; `--model.help CLASS` and
+`--data.help CLASS` those of a class (e.g. --model.help graph_urpe.tasks.GraphPropertyModule).
+
+--config FILE: an experiment file (only what differs from the package's default.yaml). The
+experiments shipped with the package are named without a path, e.g. `--config csv/template`
+(your own SMILES CSV) or `--config zinc/zinc-like-rpe`; a local file of that name wins.
+`graph-urpe fit --config list` lists them.
+"""
+
+
+def unknown_subcommand(name: str) -> str:
+    """The one-line message for an unknown subcommand ``name``: all subcommands, and the closest
+    one's ``--help`` when ``name`` looks like a typo of it."""
+    close = difflib.get_close_matches(name, SUBCOMMANDS, n=1, cutoff=0.6)
+    if name.startswith("-"):
+        first = f"give a subcommand before the options ({name} came first)"
+    else:
+        first = f"unknown subcommand {name!r}"
+    hint = f"; did you mean `graph-urpe {close[0]} --help`?" if close else ""
+    return f"{first}: choose one of {', '.join(SUBCOMMANDS)}{hint}"
+
+
+def main(args: list[str] | None = None) -> None:
+    """Entry point of ``graph-urpe`` (see the module docstring).
+
+    Args:
+        args (list[str], optional): the arguments (default: ``sys.argv[1:]``).
+
+    Raises:
+        SystemExit: with status 2 after a user error (one line on stderr), else the status of
+            the subcommand.
+    """
+    argv = list(sys.argv[1:] if args is None else args)
+    # OpenMP threads that busy-wait between parallel regions collapse when the CPU is shared
+    # (another job, DDP ranks on one machine): measured 5-10x slower steps on a busy 2-core
+    # machine. Passive waiting costs little when the machine is idle. Must be set before torch
+    # starts OpenMP; an explicit OMP_WAIT_POLICY in the environment wins.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    quiet_third_party()
+    with report_errors(argv):
+        code = _dispatch(argv)
+    if code:
+        raise SystemExit(code)
+
+
+def _dispatch(argv: list[str]) -> int:
+    if not argv or argv[0] in ("-h", "--help"):
+        try:
+            print(HELP)
+        except BrokenPipeError:  # `graph-urpe --help | head`
+            pass
+        return 0
+    sub = argv[0]
+    if sub not in SUBCOMMANDS:
+        print(f"graph-urpe: error: {unknown_subcommand(sub)}", file=sys.stderr)
+        return 2
+    if sub == "summarize":
+        from graph_urpe.data.summary import main as summarize_main
+
+        return summarize_main(argv[1:]) or 0
+    if sub == "collect":
+        from graph_urpe.tasks.collect import main as collect_main
+
+        return collect_main(argv[1:]) or 0
+    if sub == "plot":
+        from graph_urpe.cli.plot import main as plot_main
+
+        return plot_main(argv[1:]) or 0
+    from graph_urpe.cli.configs import list_configs, resolve_config_args
+
+    if "--config=list" in argv or ("--config", "list") in itertools.pairwise(argv):
+        print(list_configs())
+        return 0
+    from graph_urpe.cli.lightning_cli import run
+
+    run(resolve_config_args(argv), user_args=argv)
+    return 0
+
