@@ -59,6 +59,7 @@ from graph_urpe.tasks.optim import (
     configure_gradient_clipping,
     configure_optimizers,
 )
+from graph_urpe.trust import TrustedLoadMixin
 
 __all__ = [
     "NODE_ID_STRIDE",
@@ -129,7 +130,7 @@ def node_sample_ids(batch) -> Tensor:
     return ids[vec] * NODE_ID_STRIDE + local
 
 
-class GraphPropertyModule(LightningModule):
+class GraphPropertyModule(TrustedLoadMixin, LightningModule):
     r"""Graph- or node-level regression / binary / multi-class classification with an injected
     network.
 
