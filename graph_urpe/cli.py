@@ -71,6 +71,7 @@ from lightning.pytorch.utilities.model_helpers import is_overridden
 from graph_urpe.data.cache import CorruptCacheError, UnsafeCacheError
 from graph_urpe.data.zinc import ZincDownloadError
 from graph_urpe.files import OutputError
+from graph_urpe.tasks.graph_predict import predict_smiles
 from graph_urpe.tasks.run import (
     AtomicCheckpointIO,
     RNGStateCheckpoint,
@@ -203,7 +204,7 @@ class GraphURPECLI(LightningCLI):
         sub = argv[0] if argv and argv[0] in SUBCOMMANDS else None
         scanned = _ckpt_argument(argv)
         try:
-            super().parse_arguments(parser, _with_checkpoint(argv, sub, scanned))
+            super().parse_arguments(parser, self._with_checkpoint(argv, sub, scanned))
         except argparse.ArgumentError:
             if sub == "predict" and scanned is None:  # the network's sizes are the checkpoint's
                 raise CLIError(PREDICT_NEEDS_CHECKPOINT) from None
@@ -212,7 +213,26 @@ class GraphURPECLI(LightningCLI):
         if sub == "predict" and not parsed:
             raise CLIError(PREDICT_NEEDS_CHECKPOINT)
         if parsed != scanned and parsed is not None:  # given in a --config file
-            super().parse_arguments(parser, _with_checkpoint(argv, sub, parsed))
+            super().parse_arguments(parser, self._with_checkpoint(argv, sub, parsed))
+        if sub == "predict":  # "GPU available", "Seed set": nothing a predicting user acts on
+            for name in ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.seed"):
+                logging.getLogger(name).setLevel(logging.WARNING)
+
+    training_vocabulary: dict | None = None
+    """The ``--ckpt_path`` checkpoint's training vocabulary (plain lists), for predict's warnings."""
+
+    def _with_checkpoint(self, argv: list[str], sub: str | None, ckpt_path: str | None) -> list[str]:
+        """``argv`` with the checked checkpoint's model (and for ``validate`` / ``test`` without
+        data options the run folder's checked data section) right after the subcommand."""
+        if sub is None or ckpt_path is None or ckpt_path in ("last", "best", "hpc"):
+            return argv
+        if not osp.isfile(ckpt_path):
+            raise FileNotFoundError(
+                f"checkpoint {ckpt_path!r} not found: pass --ckpt_path with an existing .ckpt "
+                "file (fit prints the best and last checkpoint paths), or 'last' to resume.")
+        ckpt = read_checkpoint(ckpt_path)
+        self.training_vocabulary = ckpt.get("training_vocabulary")
+        return _checkpoint_arguments(argv, sub, ckpt_path, ckpt)
 
     def _parse_ckpt_path(self) -> None:
         """Disables Lightning's own reading of ``--ckpt_path`` hyperparameters (it parses them over
@@ -314,24 +334,14 @@ class GraphURPECLI(LightningCLI):
         return ""
 
     def predict(self, model: LightningModule, **kwargs: Any) -> Any:
-        """``trainer.predict`` (:meth:`_parse_ckpt_path` has made sure of a checkpoint)."""
+        """``trainer.predict`` (:meth:`parse_arguments` has made sure of a checkpoint); SMILES
+        inputs through :func:`~graph_urpe.tasks.graph_predict.predict_smiles`, with the
+        checkpoint's training vocabulary."""
         dm = kwargs.get("datamodule")
-        check = getattr(dm, "check_predict_output", None)
-        if callable(check):
-            check()
-        result = self.trainer.predict(model, **kwargs)
-        frame = getattr(dm, "predict_frame", None)
-        if frame is not None and not getattr(dm, "predict_graphs", None):
-            # Lightning skips the loop on an empty loader: still write one row per input with its
-            # error, and fail, so that no stale output file is mistaken for this run's.
-            if len(frame) and self.trainer.is_global_zero:
-                dm.prediction_writer().on_predict_epoch_end(self.trainer, model)
-            raise CLIError(
-                f"no molecule could be predicted: {len(frame)} input rows"
-                + (", all failed (see the 'error' column above)." if len(frame) else
-                   ": give at least one SMILES (--data.init_args.predict_csv or predict_smiles).")
-            )
-        return result
+        if callable(getattr(dm, "prepare_predict", None)):
+            return predict_smiles(self.trainer, model, dm, self.training_vocabulary,
+                                  ckpt_path=kwargs.get("ckpt_path"))
+        return self.trainer.predict(model, **kwargs)
 
 
 HELP = """graph-urpe: URPE-Graphormer training, evaluation and prediction (LightningCLI).
@@ -433,16 +443,9 @@ def _ckpt_argument(argv: list[str]) -> str | None:
     return None if value in (None, "null", "None", "") else value
 
 
-def _with_checkpoint(argv: list[str], sub: str | None, ckpt_path: str | None) -> list[str]:
-    """``argv`` with the checked checkpoint's model (and for ``validate`` / ``test`` without data
-    options the run folder's checked data section) right after the subcommand."""
-    if sub is None or ckpt_path is None or ckpt_path in ("last", "best", "hpc"):
-        return argv
-    if not osp.isfile(ckpt_path):
-        raise FileNotFoundError(
-            f"checkpoint {ckpt_path!r} not found: pass --ckpt_path with an existing .ckpt file "
-            "(fit prints the best and last checkpoint paths), or 'last' to resume.")
-    hparams = dict(read_checkpoint(ckpt_path).get("hyper_parameters") or {})
+def _checkpoint_arguments(argv: list[str], sub: str, ckpt_path: str, ckpt: dict) -> list[str]:
+    """``argv`` with the checkpoint's model (and the run folder's data) after the subcommand."""
+    hparams = dict(ckpt.get("hyper_parameters") or {})
     class_path = hparams.pop("_class_path", None)
     hparams.pop("_instantiator", None)
     if class_path is None or "model" not in hparams:
