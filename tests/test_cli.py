@@ -123,16 +123,23 @@ def test_fit_writes_one_run_folder_tests_best_then_resumes_and_predicts(
     before = sorted(os.listdir(tmp_path))
     proc = subprocess.run(
         [sys.executable, "-m", "graph_urpe.cli", "predict", "--ckpt_path", best,
-         "--data.init_args.predict_smiles", '["CCO", "C1CC", "[Na+].[Cl-]", "c1ccccc1"]',
+         "--data.init_args.predict_smiles", '["CCO", "C1CC", "[Na+].[Cl-]", "c1ccccc1", "CCS"]',
          "--data.init_args.predict_output", str(pred), "--trainer.enable_progress_bar", "false"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "2 failed" in proc.stdout
     assert sorted(os.listdir(tmp_path)) == sorted(before + ["out"])  # no runs/ or logs added
+    assert "GPU available" not in proc.stdout + proc.stderr  # no Lightning start-up chatter
+    assert "Seed set" not in proc.stdout + proc.stderr
     table = pd.read_csv(pred, keep_default_na=False)
-    assert table["smiles"].tolist() == ["CCO", "C1CC", "[Na+].[Cl-]", "c1ccccc1"]
-    assert [bool(e) for e in table["error"]] == [False, True, True, False]
+    assert table["row"].tolist() == [0, 1, 2, 3, 4]
+    assert table["smiles"].tolist() == ["CCO", "C1CC", "[Na+].[Cl-]", "c1ccccc1", "CCS"]
+    assert [bool(e) for e in table["error"]] == [False, True, True, False, False]
     assert table["target_pred"][0] != "" and table["target_pred"][1] == ""
+    # Sulfur is in no training molecule (the first 10): predicted, and flagged.
+    assert table["warning"].tolist()[:4] == ["", "", "", ""]
+    assert "outside the training vocabulary: atom type" in table["warning"][4]
+    assert "1 outside the training vocabulary" in proc.stdout
 
     # Every row failing: still one row per input with its error, and a non-zero exit.
     pred.unlink()

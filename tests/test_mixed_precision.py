@@ -22,7 +22,8 @@ from lightning.pytorch import LightningDataModule, LightningModule, Trainer
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.plugins.precision import MixedPrecision
 
-from graph_urpe.cli import DEFAULT_CONFIG, GraphURPECLI
+from graph_urpe.cli.configs import DEFAULT_CONFIG
+from graph_urpe.cli.lightning_cli import GraphURPECLI
 from graph_urpe.nn.functional import urpe_attention
 from graph_urpe.tasks.optim import configure_gradient_clipping
 

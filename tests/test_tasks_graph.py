@@ -16,6 +16,7 @@ from graph_urpe.data.featurize import smiles_to_graph
 from graph_urpe.nn import Graphormer
 from graph_urpe.tasks.graph import GraphPropertyModule, NonFiniteLossError
 from graph_urpe.tasks.graph_data import CSVDataModule, IndexedDataset
+from graph_urpe.tasks.graph_predict import predict_smiles
 from graph_urpe.tasks.metrics import EpochPredictions, epoch_metrics, masked_loss
 from graph_urpe.tasks.optim import PolynomialDecayLR, parameter_groups, polynomial_decay_lr
 from graph_urpe.transforms import AddShortestPathDistance
@@ -284,8 +285,10 @@ def test_predict_keeps_row_order_and_reports_failures(tmp_path):
                         predict_csv=str(csv), predict_output=str(out), max_graph_nodes=10,
                         batch_size=2)
     loaded = GraphPropertyModule.load_from_checkpoint(ckpt.last_model_path, model=tiny_net())
-    trainer(tmp_path).predict(loaded, pdm, return_predictions=False)
+    written = predict_smiles(trainer(tmp_path), loaded, pdm)
     table = pd.read_csv(out, keep_default_na=False)
+    assert table["row"].tolist() == list(range(len(inputs)))
+    assert written["smiles"].tolist() == inputs
     assert table["id"].tolist() == [f"m{i}" for i in range(len(inputs))]
     assert table["smiles"].tolist() == inputs
     errors = table["error"].tolist()

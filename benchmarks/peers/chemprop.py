@@ -329,7 +329,8 @@ def chemprop_version(venv: Path) -> str | None:
     python = venv_python(venv)
     if not python.exists():
         return None
-    proc = subprocess.run([str(python), "-c", "import chemprop; print(chemprop.__version__)"],
+    code = "from importlib.metadata import version; print(version('chemprop'))"  # no import
+    proc = subprocess.run([str(python), "-c", code],
                           capture_output=True, text=True, check=False)
     return proc.stdout.strip() if proc.returncode == 0 else None
 

@@ -14,6 +14,9 @@ Dataset facts (number of tasks, task type, feature vocabularies, metric, evaluat
 featurisation, node limit) are static properties of the data module and are linked into the
 model (:data:`GRAPH_LINKS`), for ``fit``, ``validate`` and ``test``; for ``predict`` the
 checkpoint's values are used, so ``predict --ckpt_path X`` alone rebuilds the trained model.
+With ``--ckpt_path``: package defaults < the checkpoint's model < ``--config`` files < options.
+A ``--config`` is trusted like a script; a checkpoint and a run folder's ``config.yaml`` are data,
+checked by :mod:`graph_urpe.trust` before anything they name is imported.
 
 Runs: ``fit`` writes one folder per run, ``<trainer.default_root_dir>/<name>/version_<N>``
 (``--name``, ``--version``; the next free version by default, the latest one with
@@ -26,6 +29,7 @@ state, also written on Ctrl-C), ``test_predictions.csv``, ``splits.csv`` and ``f
 from __future__ import annotations
 
 import os
+import json
 import os.path as osp
 import re
 import shlex
@@ -48,6 +52,7 @@ from lightning.pytorch.utilities.model_helpers import is_overridden
 from graph_urpe.cli.configs import DEFAULT_CONFIG
 from graph_urpe.cli.messages import CLIError
 from graph_urpe.files import claim_run_folder
+from graph_urpe.tasks.graph_predict import predict_smiles
 from graph_urpe.tasks.run import (
     AtomicCheckpointIO,
     LogsAtCheckpoint,
@@ -57,6 +62,7 @@ from graph_urpe.tasks.run import (
     use_exact_resume,
     write_run_outputs,
 )
+from graph_urpe.trust import read_checkpoint, read_run_data
 
 __all__ = ["GRAPH_LINKS", "GraphURPECLI", "run"]
 
@@ -157,6 +163,65 @@ class GraphURPECLI(LightningCLI):
             "validations (Lightning's EarlyStopping).",
         )
         return parser
+
+    # ------------------------------------------------------------------ parsing
+    def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
+        """Lightning's parse, with a ``--ckpt_path`` checkpoint's model (checked) placed right
+        after the subcommand: package defaults < checkpoint < the user's ``--config`` files and
+        options, so ``predict --ckpt_path X`` alone rebuilds the trained model and a user's option
+        beats the checkpoint's.
+
+        The checkpoint is read by :func:`~graph_urpe.trust.read_checkpoint` (plain data; the
+        classes it names checked against the allow-list before anything is imported). For
+        ``validate`` / ``test`` without data options, the data section of the run folder's
+        ``config.yaml`` (``RUN/config.yaml`` beside ``RUN/checkpoints/``) is read and checked the
+        same way, so the model is evaluated on the data it was trained on.
+
+        Raises:
+            CLIError: ``predict`` without ``--ckpt_path``.
+            FileNotFoundError: a ``--ckpt_path`` file that does not exist.
+            UntrustedFileError: the checkpoint or run folder names a class outside the allow-list.
+        """
+        if isinstance(args, dict) or not isinstance(args, (list, tuple, type(None))):
+            super().parse_arguments(parser, args)  # structured configuration (run=False)
+            return
+        argv = list(sys.argv[1:] if args is None else args)
+        sub = argv[0] if argv and argv[0] in SUBCOMMANDS else None
+        scanned = _ckpt_argument(argv)
+        try:
+            super().parse_arguments(parser, self._with_checkpoint(argv, sub, scanned))
+        except argparse.ArgumentError:
+            if sub == "predict" and scanned is None:  # the network's sizes are the checkpoint's
+                raise CLIError(PREDICT_NEEDS_CHECKPOINT) from None
+            raise
+        parsed = self.config[sub].get("ckpt_path") if sub else None
+        if sub == "predict" and not parsed:
+            raise CLIError(PREDICT_NEEDS_CHECKPOINT)
+        if parsed != scanned and parsed is not None:  # given in a --config file
+            super().parse_arguments(parser, self._with_checkpoint(argv, sub, parsed))
+        if sub == "predict":  # "GPU available", "Seed set": nothing a predicting user acts on
+            for name in ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.seed"):
+                logging.getLogger(name).setLevel(logging.WARNING)
+
+    training_vocabulary: dict | None = None
+    """The ``--ckpt_path`` checkpoint's training vocabulary (plain lists), for predict's warnings."""
+
+    def _with_checkpoint(self, argv: list[str], sub: str | None, ckpt_path: str | None) -> list[str]:
+        """``argv`` with the checked checkpoint's model (and for ``validate`` / ``test`` without
+        data options the run folder's checked data section) right after the subcommand."""
+        if sub is None or ckpt_path is None or ckpt_path in ("last", "best", "hpc"):
+            return argv
+        if not osp.isfile(ckpt_path):
+            raise FileNotFoundError(
+                f"checkpoint {ckpt_path!r} not found: pass --ckpt_path with an existing .ckpt "
+                "file (fit prints the best and last checkpoint paths), or 'last' to resume.")
+        ckpt = read_checkpoint(ckpt_path)
+        self.training_vocabulary = ckpt.get("training_vocabulary")
+        return _checkpoint_arguments(argv, sub, ckpt_path, ckpt)
+
+    def _parse_ckpt_path(self) -> None:
+        """Disables Lightning's own reading of ``--ckpt_path`` hyperparameters (it parses them over
+        the user's options, unchecked): :meth:`parse_arguments` has done it."""
 
     # ------------------------------------------------------------------ trainer
     def instantiate_trainer(self, **kwargs: Any) -> Trainer:
@@ -278,107 +343,51 @@ class GraphURPECLI(LightningCLI):
         return ""
 
     def predict(self, model: LightningModule, **kwargs: Any) -> Any:
-        """``trainer.predict``; refuses to run without ``--ckpt_path``."""
-        if not kwargs.get("ckpt_path"):
-            raise CLIError(
-                "predict needs a trained model: pass --ckpt_path PATH (e.g. the best.ckpt "
-                "printed at the end of `graph-urpe fit`)."
-            )
+        """``trainer.predict`` (:meth:`parse_arguments` has made sure of a checkpoint); SMILES
+        inputs through :func:`~graph_urpe.tasks.graph_predict.predict_smiles`, with the
+        checkpoint's training vocabulary."""
         dm = kwargs.get("datamodule")
-        check = getattr(dm, "check_predict_output", None)
-        if callable(check):
-            check()
-        result = self.trainer.predict(model, **kwargs)
-        frame = getattr(dm, "predict_frame", None)
-        if frame is not None and not getattr(dm, "predict_graphs", None):
-            # Lightning skips the loop on an empty loader: still write one row per input with its
-            # error, and fail, so that no stale output file is mistaken for this run's.
-            if len(frame) and self.trainer.is_global_zero:
-                dm.prediction_writer().on_predict_epoch_end(self.trainer, model)
-            raise CLIError(
-                f"no molecule could be predicted: {len(frame)} input rows"
-                + (", all failed (see the 'error' column above)." if len(frame) else
-                   ": give at least one SMILES (--data.init_args.predict_csv or predict_smiles).")
-            )
-        return result
+        if callable(getattr(dm, "prepare_predict", None)):
+            return predict_smiles(self.trainer, model, dm, self.training_vocabulary,
+                                  ckpt_path=kwargs.get("ckpt_path"))
+        return self.trainer.predict(model, **kwargs)
 
 
-def _check_ckpt_path(argv: list[str]) -> None:
-    """Refuse a ``--ckpt_path`` that names a missing file (not ``last``/``best``/``hpc``), and
-    ``predict`` without one."""
-    if argv[:1] == ["predict"] and not any(a.startswith("--ckpt_path") for a in argv) \
-            and not any(a in ("-h", "--help", "--print_config") for a in argv):
-        raise CLIError(
-            "predict needs a trained model: pass --ckpt_path PATH (e.g. the best.ckpt printed "
-            "at the end of `graph-urpe fit`)."
-        )
+PREDICT_NEEDS_CHECKPOINT = ("predict needs a trained model: pass --ckpt_path PATH (e.g. the "
+                            "best.ckpt printed at the end of `graph-urpe fit`).")
+
+
+def _ckpt_argument(argv: list[str]) -> str | None:
+    """The value of ``--ckpt_path`` on the command line (the last one), or :obj:`None`."""
+    value = None
     for i, arg in enumerate(argv):
-        value = None
         if arg == "--ckpt_path" and i + 1 < len(argv):
             value = argv[i + 1]
         elif arg.startswith("--ckpt_path="):
             value = arg.split("=", 1)[1]
-        if value and value not in ("last", "best", "hpc", "null") and not os.path.exists(value):
-            raise FileNotFoundError(
-                f"checkpoint {value!r} not found: pass --ckpt_path with an existing .ckpt file "
-                "(fit prints the best and last checkpoint paths), or 'last' to resume."
-            )
+    return None if value in (None, "null", "None", "") else value
 
 
-def _checkpoint_config(argv: list[str]) -> list[str]:
-    """For a subcommand given an existing ``--ckpt_path`` file, insert the checkpoint's model
-    configuration (as a ``--config`` string) right after the subcommand (before the user's options), so
-    the trained architecture parses without data links (``predict --ckpt_path X`` alone)."""
-    path = None
-    for i, arg in enumerate(argv):
-        if arg == "--ckpt_path" and i + 1 < len(argv):
-            path = argv[i + 1]
-        elif arg.startswith("--ckpt_path="):
-            path = arg.split("=", 1)[1]
-    if not path or not osp.isfile(path) or argv[0] not in SUBCOMMANDS:
-        return argv
-    import json
-
-    import torch
-
-    try:
-        ckpt = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as err:  # noqa: BLE001 - any unreadable file: one line naming it
-        raise CLIError(f"cannot read checkpoint {path}: {type(err).__name__}: {err}") from None
+def _checkpoint_arguments(argv: list[str], sub: str, ckpt_path: str, ckpt: dict) -> list[str]:
+    """``argv`` with the checkpoint's model (and the run folder's data) after the subcommand."""
     hparams = dict(ckpt.get("hyper_parameters") or {})
     class_path = hparams.pop("_class_path", None)
     hparams.pop("_instantiator", None)
     if class_path is None or "model" not in hparams:
         return argv
+    # jsonargparse's --config takes a file or the configuration itself (JSON is YAML).
     config = {"model": {"class_path": class_path,
                         "init_args": json.loads(json.dumps(hparams, default=list))}}
-    data = _run_data_config(argv, path)
-    if data is not None:
-        config["data"] = data
-    # jsonargparse's --config takes a file or the configuration itself (JSON is YAML).
-    return [argv[0], "--config", json.dumps(config), *argv[1:]]
-
-
-def _run_data_config(argv: list[str], ckpt_path: str) -> dict | None:
-    """``validate`` / ``test`` of a checkpoint with no data options: the data section of the
-    run's ``config.yaml`` (``RUN/config.yaml`` beside ``RUN/checkpoints/``), so the model is
-    evaluated on the data it was trained on, not on the default job's. :obj:`None` otherwise."""
-    if argv[0] not in ("validate", "test") or any(
-        a.startswith(("--data", "--config")) for a in argv[1:]
-    ):
-        return None
+    user = argv[1:]
     run_config = osp.join(osp.dirname(osp.dirname(osp.abspath(ckpt_path))), "config.yaml")
-    if not osp.isfile(run_config):
-        return None
-    import yaml
-
-    with open(run_config) as handle:
-        data = (yaml.safe_load(handle) or {}).get("data")
-    if isinstance(data, dict):
-        print(f"{argv[0]}: data as in {run_config} (the run's own data; pass --data options or "
-              "--config to evaluate on other data)")
-        return data
-    return None
+    if sub in ("validate", "test") and osp.isfile(run_config) and not any(
+            a.startswith(("--data", "--config", "-c")) for a in user):
+        data = read_run_data(run_config)
+        if data is not None:
+            print(f"{sub}: data as in {run_config} (the run's own data; pass --data options or "
+                  "--config to evaluate on other data)")
+            config["data"] = data
+    return [sub, "--config", json.dumps(config), *user]
 
 
 def run(argv: list[str], user_args: list[str] | None = None) -> None:
@@ -397,8 +406,6 @@ def run(argv: list[str], user_args: list[str] | None = None) -> None:
         argparse.ArgumentError: for an option that does not parse (also an abbreviated one:
             options must be written out).
     """
-    _check_ckpt_path(argv)
-    argv = _checkpoint_config(argv)
     # allow_abbrev=False: `--trainer.max_epoch` is refused, not read as --trainer.max_epochs.
     parser_kwargs: dict[str, Any] = {"description": "graph-urpe (LightningCLI)",
                                      "exit_on_error": False, "allow_abbrev": False}

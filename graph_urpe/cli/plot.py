@@ -19,12 +19,10 @@ Every user error ends in one line on stderr and exit status 2.
 from __future__ import annotations
 
 import argparse
-import pickle
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-import torch
 from torch import nn
 
 from graph_urpe.viz.attention import attention_maps, plot_attention
@@ -93,17 +91,9 @@ def load_graph_model(ckpt: Path) -> tuple[nn.Module, str]:
 
 
 def _load_checkpoint(path: Path) -> dict:
-    try:
-        ckpt = torch.load(path, map_location="cpu", weights_only=True)
-    except (pickle.UnpicklingError, RuntimeError, EOFError, OSError) as err:
-        raise ValueError(
-            f"cannot read checkpoint {path}: corrupt, truncated or not a checkpoint saved by "
-            f"graph-urpe ({type(err).__name__})."
-        ) from None
-    if not isinstance(ckpt, dict):
-        # A user error about a file's content (reported as one line), not a programming error.
-        raise ValueError(f"{path} is not a checkpoint (a dict with a state_dict).")  # noqa: TRY004
-    return ckpt
+    from graph_urpe.trust import read_checkpoint
+
+    return read_checkpoint(str(path))
 
 
 def _plot_checkpoint(args: argparse.Namespace, out: Path, load_model: ModelLoader) -> list[Path]:

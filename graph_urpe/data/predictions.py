@@ -18,9 +18,11 @@ def prediction_table(
     predictions: np.ndarray,
     errors: dict[int, str],
     target_names: list[str],
+    warnings: dict[int, str] | None = None,
 ) -> pd.DataFrame:
-    """The output table: the input columns, ``<target>_pred`` columns (named as in
-    ``test_predictions.csv``) and ``error``.
+    """The output table: ``row`` (the 0-based input row, as in ``test_predictions.csv``; a CSV's
+    line is row + 2), the input columns, ``<target>_pred`` columns (named as in
+    ``test_predictions.csv``), ``error`` and ``warning`` (inputs outside the training vocabulary).
 
     Args:
         frame (pandas.DataFrame): the input table (``N`` rows, in input order).
@@ -28,6 +30,8 @@ def prediction_table(
         predictions (numpy.ndarray): ``[G, T]`` predictions aligned with ``rows``.
         errors (dict[int, str]): input row -> reason, for rows without a graph.
         target_names (list[str]): ``T`` names.
+        warnings (dict[int, str], optional): input row -> why the prediction is doubtful.
+            (default: :obj:`None`)
 
     Returns:
         pandas.DataFrame: ``N`` rows in input order; predictions empty (NaN) where ``error`` is set.
@@ -36,6 +40,8 @@ def prediction_table(
         RuntimeError: if an input row got neither a prediction nor an error.
     """
     out = frame.copy()
+    if "row" not in out.columns:
+        out.insert(0, "row", np.arange(len(frame)))
     values = np.full((len(frame), len(target_names)), np.nan)
     if len(rows):
         values[rows] = predictions
@@ -46,4 +52,5 @@ def prediction_table(
     if missing:
         raise RuntimeError(f"rows {missing[:10]} got neither a prediction nor an error.")
     out["error"] = reason
+    out["warning"] = [(warnings or {}).get(i, "") for i in range(len(frame))]
     return out

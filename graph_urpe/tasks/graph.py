@@ -39,7 +39,6 @@ from typing import Any, Literal
 
 import torch
 from lightning.pytorch import LightningModule
-from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from lightning.pytorch.core.mixins.hparams_mixin import _given_hyperparameters
 from lightning.pytorch.utilities import rank_zero_info
@@ -59,6 +58,7 @@ from graph_urpe.tasks.optim import (
     configure_gradient_clipping,
     configure_optimizers,
 )
+from graph_urpe.trust import TrustedLoadMixin
 
 __all__ = [
     "NODE_ID_STRIDE",
@@ -131,7 +131,7 @@ def node_sample_ids(batch) -> Tensor:
     return ids[vec] * NODE_ID_STRIDE + local
 
 
-class GraphPropertyModule(LightningModule):
+class GraphPropertyModule(TrustedLoadMixin, LightningModule):
     r"""Graph- or node-level regression / binary / multi-class classification with an injected
     network.
 
@@ -281,6 +281,9 @@ class GraphPropertyModule(LightningModule):
         # split at fit time; identity until then. Buffers, so checkpoints carry them.
         self.register_buffer("target_mean", torch.zeros(self.num_labels))
         self.register_buffer("target_std", torch.ones(self.num_labels))
+        # The atom / bond feature values seen in training (plain lists; set at fit, kept in the
+        # checkpoint): predict flags inputs outside them.
+        self.training_vocabulary: dict[str, list[list[int]]] | None = None
         # Rows of (id, outputs, labels); multiclass rows hold the label in every column (the
         # collector keeps predictions and labels of one width).
         self.epoch_predictions = nn.ModuleDict(
@@ -339,9 +342,12 @@ class GraphPropertyModule(LightningModule):
             pre = finetune.load_pretrained_encoder(self.model, pretrained,
                                                    self.hparams.get("featurization"))
             rank_zero_info(f"Fine-tuning from the pretrained encoder {pre.source}")
+        dm = getattr(self.trainer, "datamodule", None)
+        vocabulary = getattr(dm, "train_vocabulary", None)
+        if stage == "fit" and callable(vocabulary):
+            self.training_vocabulary = vocabulary()
         if stage != "fit" or self.hparams.task != "regression" or not self.hparams.standardize:
             return
-        dm = getattr(self.trainer, "datamodule", None)
         stats = getattr(dm, "train_target_stats", None)
         if not callable(stats):
             return
@@ -464,14 +470,14 @@ class GraphPropertyModule(LightningModule):
         :func:`node_sample_ids`."""
         return {"sample_id": self._row_ids(batch), "prediction": self.predict_values(batch)}
 
-    def configure_callbacks(self) -> Sequence[Callback] | Callback:
-        """When predicting with a data module that names an output CSV, add its writer."""
-        trainer = self._trainer
-        if trainer is None or trainer.state.fn != "predict":
-            return []
-        make = getattr(getattr(trainer, "datamodule", None), "prediction_writer", None)
-        writer = make() if callable(make) else None
-        return [writer] if writer is not None else []
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """Store :attr:`training_vocabulary` (plain lists) for ``predict``'s ``warning`` column."""
+        if self.training_vocabulary is not None:
+            checkpoint["training_vocabulary"] = self.training_vocabulary
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """Restore :attr:`training_vocabulary` (absent in older checkpoints: :obj:`None`)."""
+        self.training_vocabulary = checkpoint.get("training_vocabulary")
 
     def on_train_batch_start(self, batch, batch_idx: int) -> None:
         """Freeze the encoder during the first ``freeze_encoder`` of the run's updates."""

@@ -18,9 +18,10 @@ under a budget) and split batches across DDP ranks themselves, so run the Traine
 (its index in the split), used to de-duplicate and order epoch metrics and predictions.
 
 Prediction from SMILES works with any of these modules: pass ``predict_smiles`` or
-``predict_csv``; molecules are featurised as the checkpoint was trained (the model's
-``featurization`` hyperparameter), and :meth:`GraphDataModule.prediction_writer` writes one output
-row per input row, in input order, with an ``error`` column for rows that failed.
+``predict_csv``; :meth:`GraphDataModule.prepare_predict` featurises them as the checkpoint was
+trained (the model's facts, handed over by ``graph-urpe predict``) and
+:class:`~graph_urpe.tasks.graph_predict.SmilesPredictionWriter` writes one output row per input
+row (:mod:`graph_urpe.tasks.graph_predict`).
 """
 
 from __future__ import annotations
@@ -40,7 +41,6 @@ from graph_urpe.data.csv.labels import CSVTask
 from graph_urpe.data.featurize import Featurization, feature_dims
 from graph_urpe.data.indexed import IndexedDataset
 from graph_urpe.data.ogb import ogb_master
-from graph_urpe.data.processing import molecules_to_graphs
 from graph_urpe.data.registry import DatasetSplits, load_dataset
 from graph_urpe.data.sampler import (
     DEFAULT_MAX_CELLS,
@@ -49,7 +49,11 @@ from graph_urpe.data.sampler import (
     graph_sizes,
 )
 from graph_urpe.files import check_writable
-from graph_urpe.tasks.graph_predict import SmilesPredictionWriter
+from graph_urpe.tasks.graph_predict import (
+    featurize_inputs,
+    read_predict_inputs,
+    training_vocabulary,
+)
 from graph_urpe.transforms import AddShortestPathDistance
 
 __all__ = [
@@ -72,7 +76,7 @@ class BatchedGraphDataModule(LightningDataModule):
     r"""Base of every graph data module: loaders that batch graphs of similar size under a budget
     (:class:`~graph_urpe.data.sampler.SizeBucketBatchSampler`), split batches across DDP ranks
     and give every graph its ``sample_id``; the static dataset facts that ``graph-urpe`` links into
-    the model (:data:`graph_urpe.cli.GRAPH_LINKS`).
+    the model (:data:`graph_urpe.cli.lightning_cli.GRAPH_LINKS`).
 
     Subclasses fill :attr:`splits` (``"train"``, ``"val"``, ``"test"``: PyG datasets) in
     :meth:`setup` and set the facts.
@@ -390,46 +394,39 @@ class GraphDataModule(BatchedGraphDataModule):
         limits = [v for v in limits if v is not None]
         return min(limits) if limits else None
 
+    def prepare_predict(self, featurization: str | None, max_graph_nodes: int | None = None,
+                        dataset_source: str | None = None) -> None:
+        """Read and featurise the inputs to predict as the model was trained: fills
+        :attr:`predict_frame` (``N`` input rows), :attr:`predict_graphs` and
+        :attr:`predict_errors` (row -> reason). ``graph-urpe predict`` calls it with the
+        checkpoint's facts before ``trainer.predict``; call it yourself in Python.
+
+        Args:
+            featurization (str): the model's ``"ogb"`` / ``"zinc"``.
+            max_graph_nodes (int, optional): the model's node limit (larger inputs get an error).
+            dataset_source (str, optional): the model's data (named if it is not molecular).
+
+        Raises:
+            ValueError: no inputs, a CSV without the SMILES column, or a non-molecular model.
+        """
+        frame = read_predict_inputs(self.predict_csv, self.predict_smiles, self.smiles_column)
+        graphs, errors = featurize_inputs(
+            frame[self.smiles_column].tolist(), featurization,
+            self._predict_limit(max_graph_nodes), spd_pre_transform(), self.processing_workers,
+            dataset_source)
+        self.predict_frame, self.predict_graphs, self.predict_errors = frame, graphs, errors
+
     def _setup_predict(self) -> None:
-        if self.predict_csv is not None:
-            frame = pd.read_csv(self.predict_csv, dtype={self.smiles_column: str},
-                                keep_default_na=False)
-            if self.smiles_column not in frame.columns:
-                raise ValueError(
-                    f"column {self.smiles_column!r} not found in {self.predict_csv}; available: "
-                    f"{list(frame.columns)} (set --data.smiles_column)."
-                )
-        elif self.predict_smiles is not None:
-            frame = pd.DataFrame({self.smiles_column: list(self.predict_smiles)})
-        else:
+        if self.predict_frame is None:
             raise ValueError(
-                "nothing to predict: pass --data.predict_csv FILE (with a "
-                f"{self.smiles_column!r} column) or --data.predict_smiles '[SMILES, ...]'."
+                "call datamodule.prepare_predict(featurization, max_graph_nodes) with the model's "
+                "facts before trainer.predict (graph-urpe predict does it)."
             )
-        model = self.trainer.lightning_module if self.trainer is not None else None
-        hparams = model.hparams if model is not None else {}
-        featurization = hparams.get("featurization")
-        if featurization is None:
-            source = hparams.get("dataset_source")
-            raise ValueError(
-                "this model was not trained on molecules"
-                + (f" (its data: {source})" if source else "")
-                + ", so it cannot predict SMILES: predict with a checkpoint trained on a "
-                "molecular dataset (ZINC, OGB, PCQM4Mv2 or a SMILES CSV)."
-            )
-        graphs, errors = molecules_to_graphs(
-            frame[self.smiles_column].tolist(),
-            featurization=featurization,
-            max_nodes=self._predict_limit(hparams.get("max_graph_nodes")),
-            pre_transform=spd_pre_transform(),
-            keep_smiles=False,
-            num_workers=self.processing_workers,
-        )
-        for graph in graphs:
-            graph.sample_id = int(graph.row)
-        self.predict_frame = frame
-        self.predict_graphs = graphs
-        self.predict_errors = {e.row: e.reason for e in errors}
+
+    def train_vocabulary(self) -> dict[str, list[list[int]]] | None:
+        """The atom / bond feature values of the training split
+        (:func:`~graph_urpe.tasks.graph_predict.training_vocabulary`), stored in checkpoints."""
+        return training_vocabulary(self.train_split())
 
     def predict_dataloader(self) -> DataLoader:
         graphs = self.predict_graphs
@@ -443,12 +440,6 @@ class GraphDataModule(BatchedGraphDataModule):
             graph_urpe.files.OutputError: naming the path and the cause.
         """
         check_writable(self.predict_output)
-
-    def prediction_writer(self) -> SmilesPredictionWriter | None:
-        """The callback that writes ``predict_output`` (used by the Lightning module)."""
-        if self.predict_frame is None and self.predict_csv is None and self.predict_smiles is None:
-            return None
-        return SmilesPredictionWriter(self)
 
 
 class ZincLikeDataModule(GraphDataModule):

@@ -58,6 +58,7 @@ from graph_urpe.tasks.optim import (
     configure_gradient_clipping,
     configure_optimizers,
 )
+from graph_urpe.trust import TrustedLoadMixin
 
 __all__ = ["LanguageModelModule", "SyntheticTaskModule"]
 
@@ -79,7 +80,7 @@ def _save_hyperparameters(module: LightningModule) -> None:
         module._hparams_initial.pop(key, None)
 
 
-class SyntheticTaskModule(LightningModule):
+class SyntheticTaskModule(TrustedLoadMixin, LightningModule):
     r"""Token-level classification for the synthetic tasks: ``logits = Linear(model(tokens))``.
 
     Cross-entropy over every position; the metric is token accuracy (correct tokens / all tokens
@@ -179,7 +180,7 @@ class SyntheticTaskModule(LightningModule):
     configure_gradient_clipping = configure_gradient_clipping
 
 
-class LanguageModelModule(LightningModule):
+class LanguageModelModule(TrustedLoadMixin, LightningModule):
     r"""Causal word-level language modelling with an injected :class:`~graph_urpe.nn.TransformerLM`.
 
     Loss: mean cross-entropy (nats) over the non-padded target tokens of a batch. ``val/ppl`` and

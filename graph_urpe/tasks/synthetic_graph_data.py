@@ -129,7 +129,7 @@ class SyntheticGraphDataModule(BatchedGraphDataModule):
         self.mean_degree = mean_degree
         self.data_seed = data_seed
 
-    # Static facts linked into the model (graph_urpe.cli.GRAPH_LINKS).
+    # Static facts linked into the model (graph_urpe.cli.lightning_cli.GRAPH_LINKS).
     @property
     def num_classes(self) -> int:
         """Classes of the task (:func:`structural_num_classes`), the network's outputs."""

@@ -1,0 +1,65 @@
+"""Prediction from SMILES: the training vocabulary, the warning column and the row column."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import torch
+from torch_geometric.data import Data, InMemoryDataset
+
+from graph_urpe.data.featurize import smiles_to_graph
+from graph_urpe.data.predictions import prediction_table
+from graph_urpe.tasks.graph_predict import training_vocabulary, vocabulary_warnings
+
+
+class _Collated(InMemoryDataset):
+    def __init__(self, graphs):
+        super().__init__(None)
+        self.data, self.slices = self.collate(graphs)
+
+
+def _naive(graphs):
+    """Per feature column, the sorted set of values over the graphs (the independent check)."""
+    return {"atom": [sorted({int(v) for g in graphs for v in g.x[:, c]})
+                     for c in range(graphs[0].x.size(1))],
+            "bond": [sorted({int(v) for g in graphs for v in g.edge_attr[:, c]})
+                     for c in range(graphs[0].edge_attr.size(1))]}
+
+
+def test_training_vocabulary_reads_only_the_split_from_collated_storage():
+    smiles = ["CCO", "c1ccccc1", "C[N+](C)(C)C", "CC#N", "OC(=O)c1ccccc1Br"]
+    graphs = [smiles_to_graph(s, "ogb") for s in smiles]
+    dataset = _Collated(graphs)
+    for rows in ([0, 3], [1, 2, 4], [4]):
+        assert training_vocabulary(dataset[rows]) == _naive([graphs[i] for i in rows])
+    assert training_vocabulary(dataset) == _naive(graphs)
+    # Graph by graph for any other dataset (a list).
+    assert training_vocabulary([graphs[0], graphs[2]]) == _naive([graphs[0], graphs[2]])
+    assert training_vocabulary([Data(x=torch.randn(3, 2))]) is None  # not categorical features
+
+
+def test_vocabulary_warnings_name_what_training_never_saw():
+    train = [smiles_to_graph(s, "ogb") for s in ("CCO", "CCN", "c1ccccc1", "CC(=O)O")]
+    vocabulary = _naive(train)
+    inputs = ["OCC", "CC[Cu]", "[Na+].[Cl-]", "CC#C"]
+    graphs = [smiles_to_graph(s, "ogb") for s in inputs]
+    for row, graph in enumerate(graphs):
+        graph.sample_id = row
+    warnings = vocabulary_warnings(graphs, vocabulary, "ogb")
+    assert 0 not in warnings  # ethanol again: all seen
+    assert "element Cu" in warnings[1]
+    assert "element Na" in warnings[2] and "element Cl" in warnings[2]
+    assert "formal charge" in warnings[2]
+    assert "bond type" in warnings[3]  # a triple bond, never seen
+    assert all(w.startswith("outside the training vocabulary: ") for w in warnings.values())
+    assert vocabulary_warnings(graphs, None, "ogb") == {}  # an older checkpoint: no word
+
+
+def test_prediction_table_has_row_error_and_warning_in_input_order():
+    frame = pd.DataFrame({"smiles": ["CCO", "x", "CC[Cu]"]})
+    table = prediction_table(frame, np.array([2, 0]), np.array([[2.5], [1.5]]),
+                             {1: "invalid SMILES"}, ["logP"], {2: "outside: element Cu"})
+    assert table.columns.tolist() == ["row", "smiles", "logP_pred", "error", "warning"]
+    assert table["row"].tolist() == [0, 1, 2]
+    assert table["logP_pred"].tolist()[::2] == [1.5, 2.5] and np.isnan(table["logP_pred"][1])
+    assert table["warning"].tolist() == ["", "", "outside: element Cu"]
