@@ -29,10 +29,13 @@ state, also written on Ctrl-C), ``test_predictions.csv``, ``splits.csv`` and ``f
 from __future__ import annotations
 
 import os
+import argparse
 import json
+import logging
 import os.path as osp
 import re
 import shlex
+import sys
 from typing import Any
 
 from lightning.pytorch import LightningDataModule, LightningModule, Trainer

@@ -34,7 +34,6 @@ from a network *instance* is loaded with ``load_from_checkpoint(path, model=net)
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any, Literal
 
 import torch
