@@ -54,6 +54,7 @@ import warnings
 from importlib.resources import files
 from typing import Any
 
+from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch import LightningDataModule, LightningModule, Trainer
 from lightning.pytorch.callbacks import (
     EarlyStopping,
@@ -65,17 +66,20 @@ from lightning.pytorch.cli import (
     LightningCLI,
     SaveConfigCallback,
 )
-from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
+from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.utilities.model_helpers import is_overridden
 
 from graph_urpe.data.cache import CorruptCacheError, UnsafeCacheError
 from graph_urpe.data.zinc import ZincDownloadError
-from graph_urpe.files import OutputError
+from graph_urpe.files import OutputError, claim_run_folder
 from graph_urpe.tasks.graph_predict import predict_smiles
 from graph_urpe.tasks.run import (
     AtomicCheckpointIO,
+    LogsAtCheckpoint,
     RNGStateCheckpoint,
+    RunCSVLogger,
     print_fit_summary,
+    use_exact_resume,
     write_run_outputs,
 )
 from graph_urpe.trust import read_checkpoint, read_run_data
@@ -123,12 +127,6 @@ class _FitConfigCallback(SaveConfigCallback):
 
 class CLIError(Exception):
     """An error in the user's input, printed as one line (no traceback) by :func:`main`."""
-
-
-def _next_version(folder: str) -> int:
-    found = [int(m.group(1)) for d in (os.listdir(folder) if osp.isdir(folder) else [])
-             if (m := re.fullmatch(r"version_(\d+)", d))]
-    return max(found) + 1 if found else 0
 
 
 def _latest_version(folder: str) -> int | None:
@@ -259,7 +257,8 @@ class GraphURPECLI(LightningCLI):
         version = config.get("version")
         ckpt = config.get("ckpt_path")
         if version is None:
-            version = _latest_version(folder) if ckpt == "last" else _next_version(folder)
+            # a new run claims its folder by exclusive creation: parallel runs never share one
+            version = _latest_version(folder) if ckpt == "last" else claim_run_folder(folder)[0]
             if version is None:
                 raise CLIError(
                     f"--ckpt_path last: no run of {name!r} under {root} has a last.ckpt; start "
@@ -286,6 +285,7 @@ class GraphURPECLI(LightningCLI):
                             enable_version_counter=False, save_on_exception=True),
             LearningRateMonitor(logging_interval="step"),
             RNGStateCheckpoint(),
+            LogsAtCheckpoint(),
         ]
         if metric is not None:
             callbacks.insert(0, ModelCheckpoint(
@@ -298,11 +298,11 @@ class GraphURPECLI(LightningCLI):
                           if not isinstance(cb, (ModelCheckpoint, LearningRateMonitor))]
         kwargs["callbacks"] = user_callbacks + callbacks
         kwargs["logger"] = [
-            CSVLogger(root, name=name, version=version),
+            RunCSVLogger(root, name=name, version=version, resume=ckpt is not None),
             TensorBoardLogger(root, name=name, version=version, default_hp_metric=False),
         ]
         kwargs["default_root_dir"] = run_dir
-        return super().instantiate_trainer(**kwargs)
+        return use_exact_resume(super().instantiate_trainer(**kwargs))
 
     # -------------------------------------------------------------- subcommands
     def fit(self, model: LightningModule, **kwargs: Any) -> None:
@@ -382,19 +382,35 @@ def main(args: list[str] | None = None) -> None:
               file=sys.stderr)
         raise SystemExit(2) from None
     except (CLIError, FileNotFoundError, FileExistsError, ValueError, OutputError,
-            ZincDownloadError, UnsafeCacheError, CorruptCacheError) as err:
+            ZincDownloadError, UnsafeCacheError, CorruptCacheError,
+            MisconfigurationException) as err:
         if os.environ.get("GRAPH_URPE_DEBUG"):
             raise
-        print(f"graph-urpe: error: {err}\n(set GRAPH_URPE_DEBUG=1 for the traceback)",
+        print(f"graph-urpe: error: {_short(str(err))}\n(set GRAPH_URPE_DEBUG=1 for the traceback)",
               file=sys.stderr)
         raise SystemExit(2) from None
 
 
-def _short(message: str, max_lines: int = 4) -> str:
-    """The informative lines of a jsonargparse error (no value dumps), at most ``max_lines``."""
-    lines = [line.strip() for line in message.splitlines() if line.strip()
-             and not line.strip().startswith(("Given value", "Subtypes:", "- Expected a"))]
-    return " | ".join(lines[-max_lines:]) if lines else message
+def _short(message: str, max_lines: int = 2) -> str:
+    """The reason of a jsonargparse / Lightning error in one line: the innermost errors, without
+    the union bookkeeping ("Does not validate against any of the Union subtypes", "Subtypes:",
+    "Expected a <class 'NoneType'>") and without the dumps of the configuration ("Given value",
+    ``Namespace(...)``); at most ``max_lines`` reasons, joined by " | "."""
+    noise = ("Given value", "Subtypes:", "Errors:", "Expected a <class 'NoneType'>")
+    lines: list[str] = []
+    key = None
+    for raw in message.splitlines():
+        line = raw.strip().removeprefix("- ").strip()
+        line = line.replace("Does not validate against any of the Union subtypes", "").strip()
+        if match := re.fullmatch(r'Parser key "([^"]*)":\s*(.*)', line):
+            key, line = match.group(1), match.group(2)
+        if not line or line.startswith(noise) or "Namespace(" in line:
+            continue
+        if key and key not in line:  # the reason first, then the option it is about
+            line = f"{line} (option {key})"
+        if line not in lines:
+            lines.append(line)
+    return " | ".join(lines[-max_lines:]) if lines else message.strip().splitlines()[0]
 
 
 class _DropTips(logging.Filter):

@@ -12,13 +12,16 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator, Sequence
 
+from typing import Any
+
 import numpy as np
 import torch
 import torch.distributed as dist
 from torch.utils.data import Sampler
 from torch_geometric.data import InMemoryDataset
+from torch_geometric.loader import DataLoader
 
-__all__ = ["DEFAULT_MAX_CELLS", "SizeBucketBatchSampler", "graph_sizes"]
+__all__ = ["DEFAULT_MAX_CELLS", "ResumableDataLoader", "SizeBucketBatchSampler", "graph_sizes"]
 
 DEFAULT_MAX_CELLS: int = 2**21
 """Default budget of padded pair cells per batch (``graphs x largest graph^2``, about 2.1 M),
@@ -162,6 +165,7 @@ class SizeBucketBatchSampler(Sampler[list[int]]):
         self.num_replicas, self.rank = int(num_replicas), int(rank)
         self.size_jitter, self.batch_slack = float(size_jitter), float(batch_slack)
         self.epoch = 0
+        self._resume: tuple[int, int] | None = None  # (epoch, batches to skip), see resume_at
         self.bucketing = bool(bucketing)
         self._check_fits()
         self._cache: tuple[int, list[np.ndarray]] | None = None
@@ -239,6 +243,27 @@ class SizeBucketBatchSampler(Sampler[list[int]]):
         """Sets the epoch; the next iteration uses seed ``seed + epoch``."""
         self.epoch = int(epoch)
 
+    def resume_at(self, epoch: int, batches: int) -> None:
+        """Make the next iteration of epoch ``epoch`` start after its first ``batches`` batches
+        of this rank (they were trained before an interruption); an iteration of any other epoch
+        drops the request and yields the whole epoch. The epoch's batches are a function of
+        ``seed`` and the epoch only, so the rest of the epoch is exactly that of an uninterrupted
+        run.
+
+        Raises:
+            ValueError: if ``batches`` is negative or more than :obj:`len(self)`.
+        """
+        if not 0 <= int(batches) <= len(self):
+            raise ValueError(f"resume_at: batches must be in [0, {len(self)}], got {batches}")
+        self._resume = (int(epoch), int(batches))
+
+    @property
+    def resume_offset(self) -> int:
+        """Batches of this rank the next iteration skips (from :meth:`resume_at`; 0 if none or
+        for another epoch)."""
+        resume = self._resume
+        return resume[1] if resume is not None and resume[0] == self.epoch else 0
+
     @property
     def sampler(self) -> SizeBucketBatchSampler:
         """This batch sampler itself: Lightning calls ``set_epoch`` on a loader's
@@ -294,12 +319,13 @@ class SizeBucketBatchSampler(Sampler[list[int]]):
         return [b.copy() for b in batches]
 
     def __iter__(self) -> Iterator[list[int]]:
+        skip, self._resume = self.resume_offset, None
         batches = self.epoch_batches()
         per_rank = len(self)
         wanted = per_rank * self.num_replicas
         if wanted > len(batches):  # pad by repeating from the start (cycling if very few)
             batches = [batches[i % len(batches)] for i in range(wanted)]
-        for batch in batches[self.rank : wanted : self.num_replicas]:
+        for batch in batches[self.rank : wanted : self.num_replicas][skip:]:
             yield batch.tolist()
 
     @property
@@ -322,6 +348,75 @@ class SizeBucketBatchSampler(Sampler[list[int]]):
             f"bucketing={self.bucketing}, "
             f"num_replicas={self.num_replicas}, rank={self.rank}, drop_last={self.drop_last})"
         )
+
+
+class ResumableDataLoader(DataLoader):
+    r"""PyG :class:`~torch_geometric.loader.DataLoader` over a :class:`SizeBucketBatchSampler`
+    whose place in the epoch is saved in checkpoints, so a run interrupted mid-epoch (Ctrl-C, a
+    checkpoint every ``n`` steps) resumes with exactly the batches the uninterrupted run would
+    have trained next.
+
+    It implements Lightning's stateful-loader protocol (``state_dict`` / ``load_state_dict``,
+    :class:`lightning.fabric.utilities.types._Stateful`): Lightning stores the training loader's
+    state in ``checkpoint["loops"]["fit_loop"]["state_dict"]["combined_loader"]`` and, on resume,
+    loads it before the first batch. The state is ``{"epoch": int, "batches": int}``: the
+    sampler's epoch and how many batches this loader has handed out in it (counted where the
+    batches leave the loader, so the batches that worker processes prefetch are not counted).
+    Loading it makes the sampler skip those batches if the resumed epoch is that epoch
+    (:meth:`SizeBucketBatchSampler.resume_at`); a checkpoint from an epoch's end resumes at the
+    next epoch, which is then whole. :obj:`len` stays the whole epoch's number of batches, as
+    Lightning's progress counters expect. Starting an iteration does not draw from the global
+    torch RNG (the workers' base seed comes from the loader's own generator, seeded with the
+    sampler's ``seed + epoch``), so a resumed run's dropout masks follow the restored RNG state.
+
+    Args:
+        dataset: the dataset (as for PyG's ``DataLoader``).
+        batch_sampler (SizeBucketBatchSampler): the batches.
+        **kwargs: other arguments of PyG's ``DataLoader`` (``num_workers``, ...).
+
+    Raises:
+        TypeError: if ``batch_sampler`` is not a :class:`SizeBucketBatchSampler`.
+    """
+
+    def __init__(self, dataset, batch_sampler: SizeBucketBatchSampler, **kwargs: Any) -> None:
+        if not isinstance(batch_sampler, SizeBucketBatchSampler):
+            raise TypeError("ResumableDataLoader needs a SizeBucketBatchSampler as batch_sampler, "
+                            f"got {type(batch_sampler).__name__}")
+        kwargs.setdefault("generator", torch.Generator())
+        super().__init__(dataset, batch_sampler=batch_sampler, **kwargs)
+        self._position = (batch_sampler.epoch, 0)
+
+    def __iter__(self) -> Iterator:
+        sampler = self.batch_sampler
+        # The body runs at the first batch, after Lightning's set_epoch for the epoch.
+        skip, epoch = sampler.resume_offset, sampler.epoch
+        self._position = (epoch, skip)
+        # PyTorch draws the workers' base seed when an iterator starts: from this generator, set
+        # by the epoch, not from the global RNG, whose restored state a resumed run must not move
+        self.generator.manual_seed(sampler.seed + epoch)
+        for count, batch in enumerate(super().__iter__(), start=skip + 1):
+            self._position = (epoch, count)
+            yield batch
+
+    def state_dict(self) -> dict[str, int]:
+        """``{"epoch": e, "batches": n}``: ``n`` batches of epoch ``e`` handed out so far."""
+        epoch, batches = self._position
+        return {"epoch": int(epoch), "batches": int(batches)}
+
+    def load_state_dict(self, state_dict: dict[str, int]) -> None:
+        """Resume after ``state_dict["batches"]`` batches of epoch ``state_dict["epoch"]`` (the
+        next iteration of that epoch skips them; see :meth:`SizeBucketBatchSampler.resume_at`).
+
+        Raises:
+            ValueError: if the state is not of this loader's form.
+        """
+        try:
+            epoch, batches = int(state_dict["epoch"]), int(state_dict["batches"])
+        except (KeyError, TypeError, ValueError):
+            raise ValueError("the checkpoint's training-loader state is not one of "
+                             f"ResumableDataLoader ({{'epoch', 'batches'}}): {state_dict!r}") from None
+        self.batch_sampler.resume_at(epoch, batches)
+        self._position = (epoch, batches)
 
 
 def graph_sizes(dataset) -> np.ndarray:

@@ -40,7 +40,12 @@ from graph_urpe.data.featurize import feature_dims
 from graph_urpe.data.indexed import IndexedDataset
 from graph_urpe.data.ogb import ogb_master
 from graph_urpe.data.registry import DatasetSplits, load_dataset
-from graph_urpe.data.sampler import DEFAULT_MAX_CELLS, SizeBucketBatchSampler, graph_sizes
+from graph_urpe.data.sampler import (
+    DEFAULT_MAX_CELLS,
+    ResumableDataLoader,
+    SizeBucketBatchSampler,
+    graph_sizes,
+)
 from graph_urpe.files import check_writable
 from graph_urpe.tasks.graph_predict import (
     featurize_inputs,
@@ -194,7 +199,7 @@ class BatchedGraphDataModule(LightningDataModule):
             rank=rank,
             bucketing=bucketing,
         )
-        return DataLoader(
+        return ResumableDataLoader(
             IndexedDataset(dataset) if indexed else dataset,
             batch_sampler=sampler,
             num_workers=self.num_workers,

@@ -2,6 +2,8 @@
 
 * :class:`AtomicCheckpointIO`: checkpoints written under a temporary name and renamed, so a full
   disk or a kill never leaves a truncated ``last.ckpt``;
+* :class:`RNGStateCheckpoint` and :class:`ExactResumeFitLoop`: a resumed run trains exactly the
+  steps of the uninterrupted one;
 * :func:`write_run_outputs`: ``test_predictions.csv`` (source row, SMILES, targets and
   predictions of every test molecule, in the labels' units), ``splits.csv`` (the split of every
   source row, skipped rows with their reason) and ``figures/``;
@@ -11,6 +13,7 @@
 
 from __future__ import annotations
 
+import csv
 import os.path as osp
 import random
 from typing import Any
@@ -21,6 +24,10 @@ import torch
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 from lightning.pytorch import LightningDataModule, LightningModule, Trainer
 from lightning.pytorch.callbacks import Callback, EarlyStopping, Timer
+from lightning.pytorch.loggers import CSVLogger
+from lightning.pytorch.loggers.csv_logs import ExperimentWriter
+from lightning.pytorch.loggers.logger import rank_zero_experiment
+from lightning.pytorch.loops import _FitLoop, _Loop
 
 from graph_urpe.files import atomic_save, atomic_write_csv
 
@@ -29,10 +36,14 @@ SMALL_TEST_SPLIT = 20
 
 __all__ = [
     "AtomicCheckpointIO",
+    "ExactResumeFitLoop",
+    "LogsAtCheckpoint",
     "RNGStateCheckpoint",
+    "RunCSVLogger",
     "how_training_ended",
     "print_fit_summary",
     "test_prediction_table",
+    "use_exact_resume",
     "write_run_outputs",
 ]
 
@@ -53,7 +64,8 @@ class AtomicCheckpointIO(TorchCheckpointIO):
 class RNGStateCheckpoint(Callback):
     """Stores the random-number generators' states in every checkpoint and restores them on
     resume, so a resumed run draws the same dropout masks as the uninterrupted one (the batch
-    order is a function of the sampler's seed and the epoch, so it needs no state).
+    order is a function of the sampler's seed and the epoch; the place within the epoch is the
+    training loader's state, :class:`graph_urpe.data.sampler.ResumableDataLoader`).
 
     Saved under ``checkpoint["rng_states"]``: Python's :mod:`random`, NumPy's legacy global
     generator and torch's CPU (and, where present, CUDA) generators, all as tensors or plain
@@ -81,6 +93,146 @@ class RNGStateCheckpoint(Callback):
         torch.set_rng_state(state_dict["torch"])
         if "cuda" in state_dict and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(state_dict["cuda"])
+
+
+class ExactResumeFitLoop(_FitLoop):
+    """Lightning's fit loop, resuming a checkpoint taken at an epoch's end at the next epoch also
+    when ``trainer.max_steps`` is set.
+
+    Why: ``last.ckpt`` and ``best.ckpt`` are saved from ``on_train_epoch_end``, with the epoch
+    counted as processed but not yet completed. On resume Lightning (2.6) completes it and starts
+    the next epoch when the run is epoch-based, but with ``max_steps`` set (iteration-based
+    training) its ``restarting`` is always true, so it replays the finished epoch's end as if it
+    were a new epoch: one epoch fewer is trained (the summary still says "3 of 3 epochs") and
+    every later epoch gets the batches of the wrong epoch number. This loop treats such a
+    checkpoint as Lightning treats it without ``max_steps``. A checkpoint from an epoch that
+    ``max_steps`` cut short (not at its last batch) and a mid-epoch one still restart within
+    the epoch, as in Lightning.
+
+    Mid-epoch (Ctrl-C, which Lightning checkpoints through ``save_on_exception``), the batches
+    already trained are skipped: the training loader's
+    :class:`~graph_urpe.data.sampler.SizeBucketBatchSampler` is told the batch from which
+    Lightning's progress counters resume (:meth:`~graph_urpe.data.sampler.SizeBucketBatchSampler.
+    resume_at`), which is exact also when the interrupt came in the middle of a step (that batch
+    is trained again), where a count of the batches the loader handed out would be one ahead.
+    Install it with :func:`use_exact_resume`.
+    """
+
+    @_Loop.restarting.setter
+    def restarting(self, restarting: bool) -> None:
+        epoch = self.epoch_progress.current
+        at_epoch_end = (epoch.ready == epoch.started == epoch.processed == epoch.completed + 1
+                        and self.epoch_loop.batch_progress.is_last_batch)
+        if restarting and at_epoch_end:
+            _Loop.restarting.fset(self, False)  # what Lightning does without max_steps
+        else:
+            _FitLoop.restarting.fset(self, restarting)
+
+    def reset(self) -> None:
+        """Restore the training loader's state and start its sampler at the batch from which
+        Lightning resumes (see the class docstring), then Lightning's reset."""
+        if self.restarting and self._combined_loader is not None:
+            self._resume_loader()
+        super().reset()
+
+    def _resume_loader(self) -> None:
+        # Lightning loads the loader's state only in setup_data, which already ran before the
+        # checkpoint was restored when the schedule asked for estimated_stepping_batches.
+        self._load_combined_loader_states()
+        progress = self.epoch_loop.batch_progress
+        total = progress.total
+        # Saved in on_train_batch_end (batch done, not yet counted as completed): Lightning counts
+        # it as completed on resume; anywhere else it resumes after the completed batches.
+        after_batch_end = total.ready == total.started == total.processed == total.completed + 1
+        position = progress.current.completed + int(after_batch_end)
+        if not after_batch_end and total.completed < total.ready:
+            # Lightning's epoch-loop reset adds one to the logging step for any restart that is
+            # not at a batch end (it assumes a checkpoint from on_validation_end); undo it so a
+            # resumed run logs its losses at the uninterrupted run's steps.
+            self.epoch_loop._batches_that_stepped -= 1
+        for loader in self._combined_loader.flattened:
+            sampler = getattr(loader, "batch_sampler", None)
+            if callable(getattr(sampler, "resume_at", None)):
+                sampler.resume_at(self.epoch_progress.current.processed, position)
+
+
+class _KeepingWriter(ExperimentWriter):
+    def _check_log_dir_exists(self) -> None:
+        """Keep the run's ``metrics.csv`` (Lightning's writer deletes it) and its columns."""
+        if osp.isfile(self.metrics_file_path):
+            with open(self.metrics_file_path, newline="") as handle:
+                self.metrics_keys = next(csv.reader(handle), [])
+
+
+class RunCSVLogger(CSVLogger):
+    """Lightning's :class:`~lightning.pytorch.loggers.CSVLogger` that, for a resumed run, keeps
+    the rows already in the run folder's ``metrics.csv`` and appends to them (Lightning's logger
+    deletes the file when its folder is not empty, so a resumed run lost the losses logged before
+    the interruption). :class:`LogsAtCheckpoint` removes the rows logged after the checkpoint.
+
+    Args:
+        *args, **kwargs: those of :class:`~lightning.pytorch.loggers.CSVLogger`.
+        resume (bool, optional): keep ``metrics.csv``. (default: :obj:`False`, Lightning's
+            behaviour)
+    """
+
+    def __init__(self, *args: Any, resume: bool = False, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.resume = bool(resume)
+
+    @property
+    @rank_zero_experiment
+    def experiment(self) -> ExperimentWriter:
+        """The writer (see the class docstring)."""
+        if self._experiment is None and self.resume:
+            self._fs.makedirs(self.root_dir, exist_ok=True)
+            self._experiment = _KeepingWriter(log_dir=self.log_dir)
+        return super().experiment
+
+
+class LogsAtCheckpoint(Callback):
+    """Keeps ``metrics.csv`` in step with the checkpoints, so a run killed (``kill -9``, power
+    loss) and resumed logs every step exactly once, as the uninterrupted run does.
+
+    * Every checkpoint first writes the loggers' pending rows to disk (Lightning's CSV logger
+      otherwise holds up to ``flush_logs_every_n_steps`` rows in memory; a kill lost them).
+    * On resume, rows of :class:`~lightning.pytorch.loggers.CSVLogger` logged after the
+      checkpoint (at a logging step at or beyond the checkpoint's, written by a later flush
+      before the kill) are removed, since the resumed run logs those steps again.
+    """
+
+    def on_save_checkpoint(self, trainer: Trainer, pl_module: LightningModule,
+                           checkpoint: dict[str, Any]) -> None:
+        for logger in trainer.loggers:
+            logger.save()
+
+    def on_load_checkpoint(self, trainer: Trainer, pl_module: LightningModule,
+                           checkpoint: dict[str, Any]) -> None:
+        fit = checkpoint.get("loops", {}).get("fit_loop", {})
+        step = fit.get("epoch_loop.state_dict", {}).get("_batches_that_stepped")
+        if step is None or not trainer.is_global_zero:
+            return
+        for logger in trainer.loggers:
+            path = osp.join(logger.log_dir, "metrics.csv") if isinstance(logger, CSVLogger) \
+                else None
+            if path is None or not osp.isfile(path):
+                continue
+            rows = pd.read_csv(path, float_precision="round_trip")
+            if "step" in rows.columns and (rows["step"] >= step).any():
+                atomic_write_csv(rows[rows["step"] < step], path)
+
+
+def use_exact_resume(trainer: Trainer) -> Trainer:
+    """Give ``trainer`` an :class:`ExactResumeFitLoop` (keeping its epoch loop and limits).
+
+    Returns:
+        Trainer: ``trainer`` itself.
+    """
+    old = trainer.fit_loop
+    loop = ExactResumeFitLoop(trainer, min_epochs=old.min_epochs, max_epochs=old.max_epochs)
+    loop.epoch_loop = old.epoch_loop
+    trainer.fit_loop = loop
+    return trainer
 
 
 def how_training_ended(trainer: Trainer) -> str:
