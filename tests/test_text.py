@@ -222,3 +222,49 @@ def test_lm_module_on_excerpt(tmp_path, one_thread):
 def test_lm_module_needs_a_language_model():
     with pytest.raises(TypeError, match="nll"):
         LanguageModelModule(torch.nn.Linear(3, 3))
+
+
+def test_token_cache_is_atomic_safe_and_self_repairing(tmp_path, monkeypatch):
+    """The encoded-corpus cache gets the graph caches' treatment: atomic write, safe read, a
+    truncated or malformed cache rebuilt with a warning, a pickle payload refused by name."""
+    from graph_urpe.data.cache import UnsafeCacheError
+
+    root = _write_corpus(tmp_path, "the cat sat\nthe cat\n", "the dog\n", "cat\n")
+    fresh = TokenFileCorpus(root)
+    (cache,) = (root / "processed").glob("corpus-*.pt")
+    assert sorted(p.name for p in cache.parent.iterdir()) == [cache.name]  # no temp file left
+    good = cache.read_bytes()
+    for damaged in (good[: len(good) // 2], b"",
+                    _torch_bytes({"words": ["the"], "splits": {"train": torch.ones(2)}})):
+        cache.write_bytes(damaged)
+        with pytest.warns(UserWarning, match=r"corrupt.*rebuilding"):
+            again = TokenFileCorpus(root)
+        assert again.vocab.itos == fresh.vocab.itos
+        assert torch.equal(again.splits["train"], fresh.splits["train"])
+        assert cache.read_bytes() != damaged  # rebuilt in place
+
+    class Payload:
+        def __reduce__(self):
+            return (print, ("pwned",))
+
+    cache.write_bytes(_torch_bytes({"words": Payload(), "splits": {}}))
+    with pytest.raises(UnsafeCacheError, match=cache.name):
+        TokenFileCorpus(root)
+
+    # a kill or a full disk while the cache is written leaves no cache and no temp file
+    cache.unlink()
+
+    def dies(obj, target, *args, **kwargs):
+        Path(target).write_bytes(b"PK\x03\x04half")
+        raise RuntimeError("[enforce fail at inline_container.cc:664] . unexpected pos 64")
+
+    monkeypatch.setattr(torch, "save", dies)
+    with pytest.warns(UserWarning, match="could not cache"):
+        TokenFileCorpus(root)
+    assert list((root / "processed").iterdir()) == []
+
+
+def _torch_bytes(obj) -> bytes:
+    buffer = io.BytesIO()
+    torch.save(obj, buffer)
+    return buffer.getvalue()

@@ -30,6 +30,9 @@ import torch
 from torch import Tensor
 from torch.utils.data import Dataset
 
+from graph_urpe.data.cache import CorruptCacheError, safe_torch_load
+from graph_urpe.files import OutputError, atomic_save
+
 __all__ = [
     "EOS",
     "IGNORE_INDEX",
@@ -122,7 +125,9 @@ class TokenFileCorpus:
             (default: :obj:`1`)
         cache (bool, optional): store the encoded corpus as ``root/processed/corpus-<key>.pt``
             (key: ``min_count`` and the token files' sizes and modification times) and reuse
-            it; skipped silently when ``root`` is read-only. (default: :obj:`True`)
+            it: written atomically (a temporary file renamed over it), read as the graph caches
+            are (tensors and containers only; a damaged cache is rebuilt with a warning); a
+            read-only ``root`` gets a warning and no cache. (default: :obj:`True`)
 
     Attributes:
         vocab (Vocabulary): the vocabulary.
@@ -131,6 +136,8 @@ class TokenFileCorpus:
     Raises:
         FileNotFoundError: if a split file is missing (the message lists the expected names).
         ValueError: if the training file is empty.
+        graph_urpe.data.cache.UnsafeCacheError: if the cache file holds anything but tensors and
+            containers (possibly tampered with; nothing in it is run).
     """
 
     def __init__(self, root: str | os.PathLike, min_count: int = 1, cache: bool = True) -> None:
@@ -144,10 +151,7 @@ class TokenFileCorpus:
                 f"{sorted(SPLIT_FILES.values())} (build one with datasets/build_text_corpus.py)."
             )
         cache_path = self.root / "processed" / f"corpus-{self._cache_key(paths)}.pt"
-        if cache and cache_path.is_file():
-            state = torch.load(cache_path, weights_only=True)
-            self.vocab = Vocabulary(state["words"])
-            self.splits = state["splits"]
+        if cache and cache_path.is_file() and self._read_cache(cache_path):
             return
         counts: Counter = Counter()
         for tokens in read_token_lines(paths["train"]):
@@ -157,12 +161,40 @@ class TokenFileCorpus:
         self.vocab = Vocabulary.from_counts(counts, min_count=min_count)
         self.splits = {s: self._encode(p) for s, p in paths.items()}
         if cache:
-            try:
-                cache_path.parent.mkdir(exist_ok=True)
-                torch.save({"words": self.vocab.itos[2:], "splits": self.splits}, cache_path)
-            except OSError as err:  # a read-only corpus folder: work without the cache
-                warnings.warn(f"could not cache the encoded corpus at {cache_path}: {err}",
-                              stacklevel=2)
+            state = {"words": self.vocab.itos[2:], "splits": self.splits}
+            try:  # a temporary file renamed over the cache: a kill never leaves half a cache
+                atomic_save(lambda tmp: torch.save(state, tmp), str(cache_path))
+            except OutputError as err:  # a read-only corpus folder: work without the cache
+                warnings.warn(f"could not cache the encoded corpus: {err}", stacklevel=2)
+
+    def _read_cache(self, path: Path) -> bool:
+        """Load the encoded corpus from ``path`` as the graph caches are read
+        (:func:`~graph_urpe.data.cache.safe_torch_load`: plain tensors and containers only). A
+        truncated, empty or malformed cache is reported (warning naming it), deleted and
+        rebuilt: returns :obj:`False` then.
+
+        Raises:
+            UnsafeCacheError: if the file holds anything but tensors and containers (nothing in
+                it is run; it is left in place as evidence).
+        """
+        try:
+            state = safe_torch_load(str(path))
+            words, splits = state["words"], state["splits"]
+            if not (isinstance(words, list) and all(isinstance(w, str) for w in words)
+                    and isinstance(splits, dict) and set(splits) == set(SPLIT_FILES)
+                    and all(isinstance(t, Tensor) and t.dtype == torch.int64 and t.dim() == 1
+                            and (t.numel() == 0 or 0 <= int(t.min()) and
+                                 int(t.max()) < len(words) + 2) for t in splits.values())):
+                raise CorruptCacheError(str(path), "not an encoded corpus of this vocabulary")
+        except (CorruptCacheError, KeyError, TypeError) as exc:
+            if not isinstance(exc, CorruptCacheError):
+                exc = CorruptCacheError(str(path), "not an encoded corpus")
+            warnings.warn(f"{exc}; rebuilding it from the token files", stacklevel=3)
+            path.unlink(missing_ok=True)
+            return False
+        self.vocab = Vocabulary(words)
+        self.splits = splits
+        return True
 
     def _cache_key(self, paths: dict[str, Path]) -> str:
         stats = [(p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in paths.values()]
