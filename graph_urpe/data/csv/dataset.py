@@ -13,6 +13,7 @@ import torch
 from torch_geometric.data import Data, InMemoryDataset
 
 from graph_urpe.data.cache import SafeCacheMixin
+from graph_urpe.data.csv.checks import warn_constant_labels, warn_duplicate_smiles
 from graph_urpe.data.csv.labels import TASKS, label_matrix
 from graph_urpe.data.csv.row_errors import (
     InvalidRowsError,
@@ -234,7 +235,9 @@ class SmilesCSVDataset(SafeCacheMixin, InMemoryDataset):
         return frame.sort_values("row", kind="stable").reset_index(drop=True)
 
     def _check_train_labels(self) -> None:
-        """Refuses label columns with fewer than :attr:`min_train_labels` labels in training."""
+        """Refuses label columns with fewer than :attr:`min_train_labels` labels in training;
+        warns (one line each) for a constant label column and for duplicate SMILES within a
+        split (:mod:`graph_urpe.data.csv.checks`)."""
         y = self._data.y.view(-1, self.num_tasks)
         train = self._split_idx["train"]
         for t, column in enumerate(self.target_columns):
@@ -247,6 +250,10 @@ class SmilesCSVDataset(SafeCacheMixin, InMemoryDataset):
                     f"{len(y)} usable molecules), fewer than the minimum {self.min_train_labels}"
                     "; add labelled rows, drop the column, or change the split"
                 )
+        warn_constant_labels(y, train, self.target_columns, self.csv_path)
+        data = self._data
+        smiles = list(data.smiles) if isinstance(data.smiles, (list, tuple)) else [data.smiles]
+        warn_duplicate_smiles(smiles, self._split_idx, self.csv_path)
 
     def _read_frame(self) -> pd.DataFrame:
         if os.path.getsize(self.csv_path) == 0:

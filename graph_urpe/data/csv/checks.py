@@ -1,0 +1,82 @@
+"""Warnings about a CSV dataset that trains but may not mean what the user thinks: a label column
+that is constant in the training split, and a molecule listed more than once within one split.
+
+Both go through the module's :mod:`logging` logger (``graph_urpe.data.csv.checks``), one line each,
+reason first, naming the file and the column or split.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Mapping, Sequence
+
+import torch
+from rdkit import Chem
+
+__all__ = ["warn_constant_labels", "warn_duplicate_smiles"]
+
+log = logging.getLogger(__name__)
+
+
+def warn_constant_labels(y: torch.Tensor, train: torch.Tensor, columns: Sequence[str],
+                         source: str) -> list[str]:
+    """Warn for every label column whose training labels are all the same value (the model can
+    learn nothing from it; a classification column with one class also has no ROC-AUC).
+
+    Args:
+        y (Tensor): ``[N, T]`` float labels, NaN for missing.
+        train (Tensor): ``[N_train]`` long indices of the training split.
+        columns (sequence of str): the ``T`` column names.
+        source (str): the file, for the message.
+
+    Returns:
+        list[str]: the constant columns.
+    """
+    constant = []
+    for t, column in enumerate(columns):
+        values = y[train, t]
+        values = values[~torch.isnan(values)]
+        if len(values) >= 2 and bool((values == values[0]).all()):
+            constant.append(column)
+            log.warning(
+                "constant target: label column %r of %s has the same value (%g) for all %d "
+                "labelled training molecules, so there is nothing to learn from it; check the "
+                "column (or the split)", column, source, float(values[0]), len(values))
+    return constant
+
+
+def _canonical(smiles: str) -> str:
+    mol = Chem.MolFromSmiles(smiles)
+    return Chem.MolToSmiles(mol) if mol is not None else smiles
+
+
+def warn_duplicate_smiles(smiles: Sequence[str], splits: Mapping[str, torch.Tensor],
+                          source: str) -> dict[str, int]:
+    """Warn for every split that lists one molecule (same canonical SMILES) more than once: its
+    labels then weigh more in training, or in the metrics of the split.
+
+    Args:
+        smiles (sequence of str): SMILES of every graph ``[N]``.
+        splits (mapping): split name -> ``[N_split]`` long indices.
+        source (str): the file, for the message.
+
+    Returns:
+        dict[str, int]: per split with duplicates, the number of surplus rows.
+    """
+    canonical = [_canonical(s) for s in smiles]
+    found = {}
+    for name, idx in splits.items():
+        counts = Counter(canonical[i] for i in idx.tolist())
+        repeated = {s: c for s, c in counts.items() if c > 1}
+        if not repeated:
+            continue
+        surplus = sum(c - 1 for c in repeated.values())
+        found[name] = surplus
+        example, times = max(repeated.items(), key=lambda item: item[1])
+        log.warning(
+            "duplicate SMILES: %d of the %d rows of the %s split of %s repeat a molecule already "
+            "in it (%d molecules more than once, e.g. %s %d times), so their labels count more "
+            "than once; remove the duplicates or average their labels",
+            surplus, len(idx), name, source, len(repeated), example, times)
+    return found
