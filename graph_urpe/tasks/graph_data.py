@@ -185,7 +185,7 @@ class BatchedGraphDataModule(LightningDataModule):
         return trainer.world_size, trainer.global_rank
 
     def _loader(self, dataset, shuffle: bool, sizes=None, indexed: bool = True,
-                bucketing: bool = True) -> DataLoader:
+                bucketing: bool = True, resumable: bool = False) -> DataLoader:
         world, rank = self._rank()
         sizes = graph_sizes(dataset) if sizes is None else sizes
         sampler = SizeBucketBatchSampler(
@@ -199,7 +199,9 @@ class BatchedGraphDataModule(LightningDataModule):
             rank=rank,
             bucketing=bucketing,
         )
-        return ResumableDataLoader(
+        # training resumes mid-epoch where it stopped (Lightning's stateful-loader protocol)
+        loader = ResumableDataLoader if resumable else DataLoader
+        return loader(
             IndexedDataset(dataset) if indexed else dataset,
             batch_sampler=sampler,
             num_workers=self.num_workers,
@@ -207,7 +209,8 @@ class BatchedGraphDataModule(LightningDataModule):
         )
 
     def train_dataloader(self) -> DataLoader:
-        return self._loader(self.splits["train"], shuffle=True, bucketing=self.bucketing)
+        return self._loader(self.splits["train"], shuffle=True, bucketing=self.bucketing,
+                            resumable=True)
 
     def val_dataloader(self) -> DataLoader:
         return self._loader(self.splits["val"], shuffle=False)
