@@ -15,7 +15,7 @@ def _naive_layer(layer, x, bias, mult):
 
     ``bias`` and ``mult`` are the full ``[H, N, N]`` matrices ``B`` and ``C``.
     """
-    attn = layer.self_attn
+    attn = layer.attn
     h, d = attn.num_heads, attn.head_dim
     n, e = x.shape
     w, b = attn.qkv_proj.weight, attn.qkv_proj.bias
@@ -35,7 +35,7 @@ def _naive_layer(layer, x, bias, mult):
                 out[i, sl] += probs[j] * mult[hh, i, j] * v[j, sl]
     y = out @ attn.out_proj.weight.T + attn.out_proj.bias
     x = layer.attn_norm(x + y)
-    ffn = layer.fc2(torch.nn.functional.gelu(layer.fc1(x)))
+    ffn = layer.ffn[3](torch.nn.functional.gelu(layer.ffn[0](x)))
     return layer.ffn_norm(x + ffn)
 
 

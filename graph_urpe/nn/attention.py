@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
-import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from graph_urpe.nn.functional import urpe_attention
@@ -82,9 +78,9 @@ class MultiheadURPEAttention(nn.Module):
     ) -> Tensor | tuple[Tensor, tuple[Tensor, Tensor]]:
         """Self-attention over ``x``; see the class docstring for shapes.
 
-        With ``need_weights=True`` the output is computed by the plain eager equation
-        (:meth:`_eager_with_weights`, for analysis: it materialises both maps and ignores
-        ``chunk_size``); otherwise by :func:`~graph_urpe.nn.functional.urpe_attention`.
+        The core is :func:`~graph_urpe.nn.functional.urpe_attention`; with ``need_weights=True``
+        it runs dense (``chunk_size`` is ignored) and also returns ``P``, from which
+        ``P ⊙ C`` is formed (both ``[B, H, N, N]``, for analysis).
         """
         if x.dim() != 3 or x.shape[-1] != self.embed_dim:
             raise ValueError(
@@ -93,42 +89,22 @@ class MultiheadURPEAttention(nn.Module):
         b, n, _ = x.shape
         qkv = self.qkv_proj(x).view(b, n, 3, self.num_heads, self.head_dim)
         q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
-        dropout_p = self.dropout if self.training else 0.0
-        if need_weights:
-            out, weights = self._eager_with_weights(
-                q, k, v, attn_bias, multiplier, key_padding_mask, is_causal, dropout_p
-            )
-        else:
-            out = urpe_attention(
-                q, k, v,
-                attn_bias=attn_bias,
-                multiplier=multiplier,
-                key_padding_mask=key_padding_mask,
-                is_causal=is_causal,
-                dropout_p=dropout_p,
-                chunk_size=chunk_size,
-            )
+        res = urpe_attention(
+            q, k, v,
+            attn_bias=attn_bias,
+            multiplier=multiplier,
+            key_padding_mask=key_padding_mask,
+            is_causal=is_causal,
+            dropout_p=self.dropout if self.training else 0.0,
+            chunk_size=chunk_size,
+            need_weights=need_weights,
+        )
+        out, probs = res if need_weights else (res, None)
         out = self.out_proj(out.transpose(1, 2).reshape(b, n, self.embed_dim))
-        return (out, weights) if need_weights else out
-
-    @staticmethod
-    def _eager_with_weights(q, k, v, attn_bias, multiplier, key_padding_mask, is_causal, dropout_p):
-        """``(softmax(QK^T/sqrt(d) + B) ⊙ C) V`` written out (Luo et al., 2022, Eq. (4)), float32
-        softmax; returns the output ``[B, H, N, D]`` and ``(P, P ⊙ C)``."""
-        scores = (q.float() @ k.float().transpose(-1, -2)) / math.sqrt(q.shape[-1])
-        if attn_bias is not None:
-            scores = scores + attn_bias.float()
-        hidden = torch.zeros(scores.shape[-2:], dtype=torch.bool, device=scores.device)
-        if is_causal:
-            hidden = torch.ones_like(hidden).triu(1)
-        if key_padding_mask is not None:
-            hidden = hidden | key_padding_mask[:, None, None, :]
-        scores = scores.masked_fill(hidden, float("-inf"))
-        # A row with every key hidden gives zeros (as urpe_attention), not NaN.
-        probs = torch.softmax(scores, dim=-1).nan_to_num(0.0)
-        weighted = probs if multiplier is None else probs * multiplier.float()
-        out = F.dropout(weighted, dropout_p) @ v.float()
-        return out.to(v.dtype), (probs, weighted)
+        if not need_weights:
+            return out
+        weighted = probs if multiplier is None else probs * multiplier.to(probs.dtype)
+        return out, (probs, weighted)
 
     def __repr__(self) -> str:
         return (

@@ -62,35 +62,25 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch_geometric.data import Data
-from torch_geometric.nn import global_add_pool, global_mean_pool
-from torch_geometric.utils import to_dense_batch
 
-from graph_urpe.dense import (
-    batch_vector,
-    from_dense_batch,
-    node_counts,
-    to_dense_path_edges,
-    to_dense_spd,
-)
+from graph_urpe.choices import check_choice
+from graph_urpe.dense import batch_vector, from_dense_batch, node_counts, to_dense_path_edges
+from graph_urpe.nn.block import GraphormerLayer
 from graph_urpe.nn.encoders import CategoricalEncoder, DegreeEncoder, MultiHopEdgeEncoder
-from graph_urpe.nn.layers import ATTENTION_KINDS, GraphormerLayer
-from graph_urpe.nn.relations import (
-    RelationEmbedding,
-    graph_relation_ids,
-    num_graph_relations,
-    token_padding_mask,
-)
+from graph_urpe.nn.heads import GraphHead, Readout
+from graph_urpe.nn.layers import Attention, densify_graphs
+from graph_urpe.nn.relations import RelationEmbedding, num_graph_relations
 
 __all__ = ["GraphHead", "Graphormer", "GraphormerEncoder"]
 
-EDGE_ENCODINGS = ("none", "multi_hop")
-READOUTS = ("graph_token", "mean", "sum")
-LEVELS = ("graph", "node")
+EdgeEncoding = Literal["none", "multi_hop"]
+Level = Literal["graph", "node"]
 
 AttentionMaps = list[tuple[Tensor, Tensor]]
 
@@ -171,11 +161,11 @@ class GraphormerEncoder(nn.Module):
         embed_dim: int = 80,
         num_heads: int = 8,
         ffn_dim: int = 80,
-        attention: str = "urpe",
+        attention: Attention = "urpe",
         max_distance: int = 36,
         max_degree: int = 63,
         max_hops: int = 20,
-        edge_encoding: str = "multi_hop",
+        edge_encoding: EdgeEncoding = "multi_hop",
         bias_per_layer: bool = False,
         multiplier_per_layer: bool = False,
         directed_degree: bool = False,
@@ -188,12 +178,8 @@ class GraphormerEncoder(nn.Module):
         validate_inputs: bool = False,
     ) -> None:
         super().__init__()
-        if attention not in ATTENTION_KINDS:
-            raise ValueError(f"attention must be one of {ATTENTION_KINDS}, got {attention!r}.")
-        if edge_encoding not in EDGE_ENCODINGS:
-            raise ValueError(
-                f"edge_encoding must be one of {EDGE_ENCODINGS}, got {edge_encoding!r}."
-            )
+        check_choice("attention", attention, Attention)
+        check_choice("edge_encoding", edge_encoding, EdgeEncoding)
         if edge_encoding == "multi_hop" and bond_categories is None:
             raise ValueError(
                 "edge_encoding='multi_hop' needs bond_categories (vocabulary size of each edge "
@@ -293,32 +279,18 @@ class GraphormerEncoder(nn.Module):
     ) -> tuple[Tensor, Tensor | None] | tuple[Tensor, Tensor | None, AttentionMaps]:
         """Encode a batch; see the class docstring. ``num_graphs`` / ``max_num_nodes`` (``B`` and
         ``N``) are read from ``ptr`` / ``batch`` when not given (one host read for ``N``)."""
-        if spd is None:
-            raise ValueError(
-                "spd is missing: build the dataset with "
-                "pre_transform=graph_urpe.transforms.AddShortestPathDistance()"
-            )
-        counts = node_counts(spd, batch, ptr, num_graphs)
-        if max_num_nodes is None:
-            max_num_nodes = int(counts.max()) if counts.numel() else 0  # the one host read
-        dense = {"num_graphs": num_graphs, "max_num_nodes": max_num_nodes,
-                 "validate": self.validate_inputs}
-        spd_dense, padding_mask = to_dense_spd(spd, batch, ptr, **dense)  # [B, N, N], [B, N]
-        b, n = padding_mask.shape
-        vec = batch_vector(x.shape[0], counts, batch)
-
         h = self.atom_encoder(x)
         if self.degree_encoder is not None:
             h = h + self.degree_encoder(edge_index, x.shape[0])
-        h, _ = to_dense_batch(h, vec, batch_size=b, max_num_nodes=n)
         use_token = self.graph_token is not None
-        key_padding_mask = padding_mask
-        if use_token:
-            h = torch.cat([self.graph_token.expand(b, -1, -1).to(h.dtype), h], dim=1)
-            key_padding_mask = token_padding_mask(padding_mask)  # [B, N + 1]
+        token = self.graph_token[0] if use_token else None
+        h, key_padding_mask, ids, vec, counts, max_num_nodes = densify_graphs(
+            h, spd, batch, ptr, token, self.max_distance, num_graphs=num_graphs,
+            max_num_nodes=max_num_nodes, validate=self.validate_inputs,
+        )
         h = self.input_dropout(h)
-
-        ids = graph_relation_ids(spd_dense, padding_mask, self.max_distance, use_token)
+        dense = {"num_graphs": num_graphs, "max_num_nodes": max_num_nodes,
+                 "validate": self.validate_inputs}
         bias = self._per_layer(self.spatial_bias, ids, self.bias_per_layer)
         mult = self._per_layer(self.multiplier, ids, self.multiplier_per_layer)
         # The bias has a layer axis only when it holds per-layer spatial tables (with
@@ -371,56 +343,6 @@ class GraphormerEncoder(nn.Module):
         )
 
 
-class GraphHead(nn.Module):
-    r"""Graph-level head: a readout of the encoder's output, then a linear layer.
-
-    Readouts: ``"graph_token"`` (the token's embedding, Graphormer), ``"mean"`` or ``"sum"`` over
-    each graph's nodes (:func:`torch_geometric.nn.global_mean_pool` / ``global_add_pool``).
-
-    Args:
-        embed_dim (int): input width.
-        num_tasks (int): outputs per graph.
-        readout (str, optional): ``"graph_token"``, ``"mean"`` or ``"sum"``.
-            (default: :obj:`"graph_token"`)
-
-    Shapes:
-        - **nodes**: ``[num_nodes, embed_dim]``; **token**: ``[B, embed_dim]`` (for
-          ``"graph_token"``); **batch**: ``[num_nodes]``
-        - **output**: ``[B, num_tasks]``
-
-    Raises:
-        ValueError: for an unknown ``readout``, or ``token=None`` with ``"graph_token"``.
-    """
-
-    def __init__(self, embed_dim: int, num_tasks: int, readout: str = "graph_token") -> None:
-        super().__init__()
-        if readout not in READOUTS:
-            raise ValueError(f"readout must be one of {READOUTS}, got {readout!r}.")
-        self.readout = readout
-        self.linear = nn.Linear(embed_dim, num_tasks)
-
-    def reset_parameters(self) -> None:
-        """Reset the linear layer."""
-        self.linear.reset_parameters()
-
-    def forward(self, nodes: Tensor, token: Tensor | None, batch: Tensor, num_graphs: int) -> Tensor:
-        """Predict ``[num_graphs, num_tasks]``; see the class docstring."""
-        if self.readout == "graph_token":
-            if token is None:
-                raise ValueError("readout='graph_token' needs the graph token; build the encoder "
-                                 "with graph_token=True or use readout='mean' / 'sum'.")
-            pooled = token
-        elif self.readout == "mean":
-            pooled = global_mean_pool(nodes, batch, size=num_graphs)
-        else:
-            pooled = global_add_pool(nodes, batch, size=num_graphs)
-        return self.linear(pooled)
-
-    def __repr__(self) -> str:
-        return (f"{self.__class__.__name__}({self.linear.in_features}, "
-                f"{self.linear.out_features}, readout={self.readout!r})")
-
-
 class Graphormer(nn.Module):
     r"""Graphormer (``none`` / ``rpe`` / ``urpe`` attention) for graph- or node-level prediction:
     a :class:`GraphormerEncoder` and a head.
@@ -468,15 +390,14 @@ class Graphormer(nn.Module):
         num_tasks: int,
         atom_categories: int | Sequence[int],
         bond_categories: int | Sequence[int] | None = None,
-        level: str = "graph",
-        readout: str | None = None,
+        level: Level = "graph",
+        readout: Readout | None = None,
         **kwargs,
     ) -> None:
         super().__init__()
         if num_tasks <= 0:
             raise ValueError(f"num_tasks must be positive, got {num_tasks}.")
-        if level not in LEVELS:
-            raise ValueError(f"level must be one of {LEVELS}, got {level!r}.")
+        check_choice("level", level, Level)
         self.encoder = GraphormerEncoder(atom_categories, bond_categories, **kwargs)
         has_token = self.encoder.graph_token is not None
         if readout is None:

@@ -1,9 +1,8 @@
-"""Graph Transformer layers with URPE attention: dense (:class:`GraphormerLayer`) and PyG-native
-(:class:`URPEGraphConv`).
+"""The PyG-native graph layer with URPE attention (:class:`URPEGraphConv`) and the densification
+prologue it shares with :class:`~graph_urpe.nn.GraphormerEncoder` (:func:`densify_graphs`).
 
-:class:`GraphormerLayer` is Graphormer's pre-LayerNorm encoder layer on padded ``[B, N, C]`` node
-tensors, for users who batch themselves (pass any per-head ``B`` and ``C``). :class:`URPEGraphConv`
-is the same layer in PyG's conventions (like :class:`torch_geometric.nn.GPSConv`): node features in
+:class:`URPEGraphConv` is Graphormer's layer (:class:`~graph_urpe.nn.GraphormerLayer`, dense) in
+PyG's conventions (like :class:`torch_geometric.nn.GPSConv`): node features in
 the sparse ``[num_nodes, C]`` layout with a ``batch`` vector, the shortest-path distances as stored
 by :class:`~graph_urpe.transforms.AddShortestPathDistance`, its own ``B`` and ``C`` tables indexed
 by the SPD, and the densification done inside. The name follows PyG's ``*Conv`` convention for
@@ -12,12 +11,15 @@ layers that map node features to node features of a (batch of) graph(s).
 
 from __future__ import annotations
 
+from typing import Literal, NamedTuple
+
 import torch
 from torch import Tensor, nn
 from torch_geometric.utils import to_dense_batch
 
+from graph_urpe.choices import check_choice
 from graph_urpe.dense import batch_vector, from_dense_batch, node_counts, to_dense_spd
-from graph_urpe.nn.attention import MultiheadURPEAttention
+from graph_urpe.nn.block import GraphormerLayer
 from graph_urpe.nn.relations import (
     RelationEmbedding,
     graph_relation_ids,
@@ -25,100 +27,83 @@ from graph_urpe.nn.relations import (
     token_padding_mask,
 )
 
-__all__ = ["ATTENTION_KINDS", "GraphormerLayer", "URPEGraphConv"]
+__all__ = ["Attention", "DenseGraphs", "URPEGraphConv", "densify_graphs"]
 
-ATTENTION_KINDS = ("none", "rpe", "urpe")
+#: The relative-position switch of every model: none, RPE (``B``), URPE (``B`` and ``C``).
+Attention = Literal["none", "rpe", "urpe"]
 
 
-class GraphormerLayer(nn.Module):
-    r"""Pre-LayerNorm Transformer encoder layer with URPE attention (Graphormer's layer), dense.
+class DenseGraphs(NamedTuple):
+    """A PyG batch densified for attention (:func:`densify_graphs`).
 
-    .. math::
-        \mathbf{h}' &= \mathbf{h} + \mathrm{Dropout}\left(\mathrm{Attn}_U(\mathrm{LN}(\mathbf{h});
-            B, C)\right) \\
-        \mathbf{h}'' &= \mathbf{h}' + \mathrm{Dropout}\left(W_2\, \mathrm{Dropout}_{act}
-            (\mathrm{GELU}(W_1 \mathrm{LN}(\mathbf{h}')))\right)
-
-    with :math:`\mathrm{Attn}_U` = :class:`~graph_urpe.nn.MultiheadURPEAttention`
-    (Luo et al., NeurIPS 2022, Eq. (4)); Ying et al., NeurIPS 2021, Eqs. (8)-(9). Usable on its own
-    in any dense graph model: pass any per-head bias and multiplier.
-
-    Args:
-        embed_dim (int): width ``C``.
-        num_heads (int): heads ``H`` (``embed_dim`` must be divisible by it).
-        ffn_dim (int, optional): hidden width of the feed-forward block.
-            (default: :obj:`None`, same as ``embed_dim`` as in Graphormer-slim)
-        dropout (float, optional): dropout after attention and after the FFN. (default: :obj:`0.1`)
-        attention_dropout (float, optional): dropout on the attention weights.
-            (default: :obj:`0.1`)
-        activation_dropout (float, optional): dropout after the GELU. (default: :obj:`0.0`)
-
-    Shapes:
-        - **x**: ``[B, N, C]`` float
-        - **attn_bias**, **multiplier**: broadcastable to ``[B, H, N, N]`` (optional)
-        - **key_padding_mask**: ``[B, N]`` bool, ``True`` = padded (optional)
-        - **output**: ``[B, N, C]``; with ``need_weights=True`` the pair ``(output, (P, P ⊙ C))``
-          of :class:`~graph_urpe.nn.MultiheadURPEAttention`
+    Attributes:
+        h (Tensor): node features ``[B, N', C]``, the graph token in slot 0 if one was given
+            (``N' = N + 1``), else ``N' = N``; padded slots hold 0.
+        key_padding_mask (BoolTensor): ``[B, N']``, True at padded slots.
+        ids (LongTensor): relation ids ``[B, N', N']`` of
+            :func:`~graph_urpe.nn.graph_relation_ids` (SPD, unreachable, graph token, padding).
+        batch (LongTensor): graph of each node ``[num_nodes]``.
+        counts (LongTensor): nodes per graph ``[B]``.
+        max_num_nodes (int): ``N``.
     """
 
-    def __init__(
-        self,
-        embed_dim: int,
-        num_heads: int,
-        ffn_dim: int | None = None,
-        dropout: float = 0.1,
-        attention_dropout: float = 0.1,
-        activation_dropout: float = 0.0,
-    ) -> None:
-        super().__init__()
-        self.embed_dim = embed_dim
-        self.num_heads = num_heads
-        self.ffn_dim = embed_dim if ffn_dim is None else ffn_dim
-        self.attn_norm = nn.LayerNorm(embed_dim)
-        self.attn = MultiheadURPEAttention(embed_dim, num_heads, dropout=attention_dropout)
-        self.ffn_norm = nn.LayerNorm(embed_dim)
-        self.ffn = nn.Sequential(
-            nn.Linear(embed_dim, self.ffn_dim),
-            nn.GELU(),
-            nn.Dropout(activation_dropout),
-            nn.Linear(self.ffn_dim, embed_dim),
-        )
-        self.dropout = nn.Dropout(dropout)
+    h: Tensor
+    key_padding_mask: Tensor
+    ids: Tensor
+    batch: Tensor
+    counts: Tensor
+    max_num_nodes: int
 
-    def reset_parameters(self) -> None:
-        """Reset the norms, the attention projections and the FFN."""
-        self.attn_norm.reset_parameters()
-        self.ffn_norm.reset_parameters()
-        self.attn.reset_parameters()
-        self.ffn[0].reset_parameters()
-        self.ffn[3].reset_parameters()
 
-    def forward(
-        self,
-        x: Tensor,
-        attn_bias: Tensor | None = None,
-        multiplier: Tensor | None = None,
-        key_padding_mask: Tensor | None = None,
-        need_weights: bool = False,
-    ) -> Tensor | tuple[Tensor, tuple[Tensor, Tensor]]:
-        """One layer; see the class docstring for shapes."""
-        res = self.attn(
-            self.attn_norm(x),
-            attn_bias=attn_bias,
-            multiplier=multiplier,
-            key_padding_mask=key_padding_mask,
-            need_weights=need_weights,
-        )
-        h, weights = res if need_weights else (res, None)
-        x = x + self.dropout(h)
-        x = x + self.dropout(self.ffn(self.ffn_norm(x)))
-        return (x, weights) if need_weights else x
+def densify_graphs(
+    x: Tensor,
+    spd: Tensor,
+    batch: Tensor | None,
+    ptr: Tensor | None,
+    token: Tensor | None,
+    max_distance: int,
+    num_graphs: int | None = None,
+    max_num_nodes: int | None = None,
+    validate: bool = False,
+) -> DenseGraphs:
+    """Densify a batch once: node features, the graph token, key padding and relation ids.
 
-    def __repr__(self) -> str:
-        return (
-            f"{self.__class__.__name__}({self.embed_dim}, num_heads={self.num_heads}, "
-            f"ffn_dim={self.ffn_dim})"
-        )
+    The one host read is the largest graph size ``N`` (skipped when ``max_num_nodes`` is given).
+
+    Args:
+        x (Tensor): node features ``[num_nodes, C]``.
+        spd (Tensor): the collated ``spd`` of
+            :class:`~graph_urpe.transforms.AddShortestPathDistance`, ``[sum_b n_b^2]``.
+        batch (LongTensor, optional): graph of each node ``[num_nodes]``.
+        ptr (LongTensor, optional): node offsets ``[B + 1]`` (preferred to ``batch``).
+        token (Tensor, optional): graph-token state ``[B, C]`` or ``[1, C]``, prepended to every
+            graph; :obj:`None`: no token.
+        max_distance (int): largest distinguished SPD of the relation ids.
+        num_graphs (int, optional): ``B``. (default: :obj:`None`, from ``ptr`` / ``batch``)
+        max_num_nodes (int, optional): ``N``. (default: :obj:`None`, the largest graph)
+        validate (bool, optional): check the SPD length (a host read). (default: :obj:`False`)
+
+    Raises:
+        ValueError: if ``spd`` is missing, or (see :func:`~graph_urpe.dense.to_dense_spd`) not
+            integer or not ``sum_b n_b^2`` long.
+    """
+    if spd is None:
+        raise ValueError("spd is missing: pass the batch's `spd` (build the dataset with "
+                         "pre_transform=graph_urpe.transforms.AddShortestPathDistance()).")
+    counts = node_counts(spd, batch, ptr, num_graphs)
+    if max_num_nodes is None:
+        max_num_nodes = int(counts.max()) if counts.numel() else 0  # the one host read
+    spd_dense, padding_mask = to_dense_spd(spd, batch, ptr, num_graphs=num_graphs,
+                                           max_num_nodes=max_num_nodes, validate=validate)
+    b, n = padding_mask.shape
+    vec = batch_vector(x.shape[0], counts, batch)
+    h, _ = to_dense_batch(x, vec, batch_size=b, max_num_nodes=n)
+    key_padding_mask = padding_mask
+    if token is not None:
+        h = torch.cat([token.expand(b, -1).unsqueeze(1).to(h.dtype), h], dim=1)
+        key_padding_mask = token_padding_mask(padding_mask)  # [B, N + 1]
+    ids = graph_relation_ids(spd_dense, padding_mask, max_distance, graph_token=token is not None)
+    return DenseGraphs(h, key_padding_mask, ids, vec, counts, max_num_nodes)
 
 
 class URPEGraphConv(nn.Module):
@@ -200,7 +185,7 @@ class URPEGraphConv(nn.Module):
         self,
         channels: int,
         heads: int,
-        attention: str = "urpe",
+        attention: Attention = "urpe",
         max_distance: int = 20,
         ffn_channels: int | None = None,
         graph_token: bool = False,
@@ -209,8 +194,7 @@ class URPEGraphConv(nn.Module):
         activation_dropout: float = 0.0,
     ) -> None:
         super().__init__()
-        if attention not in ATTENTION_KINDS:
-            raise ValueError(f"attention must be one of {ATTENTION_KINDS}, got {attention!r}.")
+        check_choice("attention", attention, Attention)
         num_rel = num_graph_relations(max_distance)
         self.channels = channels
         self.heads = heads
@@ -258,24 +242,12 @@ class URPEGraphConv(nn.Module):
     ):
         """Update node features (and the graph token); see the class docstring."""
         self._check_call(x, batch)
-        if not isinstance(spd, Tensor):
-            raise ValueError("spd is missing: pass the batch's `spd` (build the dataset with "
-                             "pre_transform=graph_urpe.transforms.AddShortestPathDistance()).")
-        counts = node_counts(spd, batch, ptr, num_graphs)
-        spd_dense, padding_mask = to_dense_spd(
-            spd, batch, ptr, num_graphs=num_graphs, max_num_nodes=max_num_nodes
-        )
-        b, n = padding_mask.shape
-        batch = batch_vector(x.shape[0], counts, batch)
-        h, _ = to_dense_batch(x, batch, batch_size=b, max_num_nodes=n)
         use_token = self.graph_token is not None
-        if use_token:
-            token = self.graph_token.expand(b, -1) if token is None else token
-            h = torch.cat([token.unsqueeze(1).to(h.dtype), h], dim=1)
-            key_padding_mask = token_padding_mask(padding_mask)
-        else:
-            key_padding_mask = padding_mask
-        ids = graph_relation_ids(spd_dense, padding_mask, self.max_distance, graph_token=use_token)
+        token = (self.graph_token if token is None else token) if use_token else None
+        h, key_padding_mask, ids, batch, counts, _ = densify_graphs(
+            x, spd, batch, ptr, token, self.max_distance,
+            num_graphs=num_graphs, max_num_nodes=max_num_nodes,
+        )
         bias = None if self.spatial_bias is None else self.spatial_bias(ids)
         if attn_bias is not None:
             bias = attn_bias if bias is None else bias + attn_bias

@@ -11,11 +11,13 @@ NeurIPS 2021, Eq. (6)).
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from graph_urpe.choices import check_choice
 from graph_urpe.constants import UNREACHABLE
 
 __all__ = [
@@ -27,7 +29,7 @@ __all__ = [
     "token_padding_mask",
 ]
 
-_INITS = ("ones", "normal", "zeros")
+Init = Literal["ones", "normal", "zeros"]
 
 
 class RelationEmbedding(nn.Module):
@@ -61,13 +63,12 @@ class RelationEmbedding(nn.Module):
         self,
         num_relations: int,
         num_heads: int,
-        init: str = "ones",
+        init: Init = "ones",
         padding_idx: int | None = None,
         std: float = 0.02,
     ) -> None:
         super().__init__()
-        if init not in _INITS:
-            raise ValueError(f"init must be one of {_INITS}, got {init!r}.")
+        check_choice("init", init, Init)
         if num_relations <= 0 or num_heads <= 0:
             raise ValueError(
                 f"num_relations and num_heads must be positive, got {num_relations}, {num_heads}."

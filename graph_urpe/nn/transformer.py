@@ -33,11 +33,14 @@ Design decisions (documented choices, checked against the official fairseq code,
 
 from __future__ import annotations
 
+from typing import Literal, get_args
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from graph_urpe.nn.attention import MultiheadURPEAttention
+from graph_urpe.choices import check_choice
+from graph_urpe.nn.block import Activation, TransformerLayer
 from graph_urpe.nn.relations import (
     RelationEmbedding,
     num_relative_positions,
@@ -47,102 +50,10 @@ from graph_urpe.nn.relations import (
 __all__ = ["POSITIONS", "SequenceTransformer", "TransformerLM", "TransformerLayer"]
 
 #: Positional-information variants: no PE, absolute (learned), RPE (``B``), URPE (``B`` and ``C``).
-POSITIONS = ("none", "ape", "rpe", "urpe")
-
-_ACTIVATIONS = {"gelu": F.gelu, "relu": F.relu}
+Position = Literal["none", "ape", "rpe", "urpe"]
+POSITIONS = get_args(Position)
 
 _T5_MAX_DISTANCE = 128
-
-
-class TransformerLayer(nn.Module):
-    r"""One Transformer layer: URPE self-attention and a position-wise feed-forward network.
-
-    Post-LN (``norm_first=False``, as the official URPE/RoBERTa code):
-    ``x = LN(x + Attn(x)); x = LN(x + FFN(x))``. Pre-LN: ``x = x + Attn(LN(x));
-    x = x + FFN(LN(x))``. ``FFN(x) = W_2 act(W_1 x)``.
-
-    Args:
-        embed_dim (int): model width ``E``.
-        num_heads (int): attention heads ``H`` (must divide ``E``).
-        ffn_dim (int): hidden width of the feed-forward network.
-        dropout (float, optional): dropout on the attention and FFN outputs. (default: :obj:`0.0`)
-        attention_dropout (float, optional): dropout on the attention weights.
-            (default: :obj:`0.0`)
-        activation (str, optional): ``"gelu"`` or ``"relu"``. (default: :obj:`"gelu"`)
-        norm_first (bool, optional): pre-LN instead of post-LN. (default: :obj:`False`)
-
-    Shapes:
-        - **x**: ``[B, N, E]``; **attn_bias**, **multiplier**: broadcastable to ``[B, H, N, N]``;
-          **key_padding_mask**: ``[B, N]`` bool, ``True`` = padded
-        - **output**: ``[B, N, E]``
-
-    Raises:
-        ValueError: for an unknown activation or ``E`` not divisible by ``H``.
-    """
-
-    def __init__(
-        self,
-        embed_dim: int,
-        num_heads: int,
-        ffn_dim: int,
-        dropout: float = 0.0,
-        attention_dropout: float = 0.0,
-        activation: str = "gelu",
-        norm_first: bool = False,
-    ) -> None:
-        super().__init__()
-        if activation not in _ACTIVATIONS:
-            raise ValueError(f"activation must be one of {tuple(_ACTIVATIONS)}, got {activation!r}.")
-        self.activation = activation
-        self.norm_first = norm_first
-        self.self_attn = MultiheadURPEAttention(embed_dim, num_heads, dropout=attention_dropout)
-        self.attn_norm = nn.LayerNorm(embed_dim)
-        self.fc1 = nn.Linear(embed_dim, ffn_dim)
-        self.fc2 = nn.Linear(ffn_dim, embed_dim)
-        self.ffn_norm = nn.LayerNorm(embed_dim)
-        self.dropout = nn.Dropout(dropout)
-
-    def reset_parameters(self) -> None:
-        """Re-initialise attention, feed-forward and LayerNorm parameters."""
-        self.self_attn.reset_parameters()
-        for m in (self.fc1, self.fc2, self.attn_norm, self.ffn_norm):
-            m.reset_parameters()
-
-    def _ffn(self, x: Tensor) -> Tensor:
-        return self.dropout(self.fc2(_ACTIVATIONS[self.activation](self.fc1(x))))
-
-    def forward(
-        self,
-        x: Tensor,
-        attn_bias: Tensor | None = None,
-        multiplier: Tensor | None = None,
-        key_padding_mask: Tensor | None = None,
-        is_causal: bool = False,
-    ) -> Tensor:
-        """Apply the layer; see the class docstring for shapes."""
-        def attn(h: Tensor) -> Tensor:
-            return self.dropout(
-                self.self_attn(
-                    h,
-                    attn_bias=attn_bias,
-                    multiplier=multiplier,
-                    key_padding_mask=key_padding_mask,
-                    is_causal=is_causal,
-                )
-            )
-
-        if self.norm_first:
-            x = x + attn(self.attn_norm(x))
-            return x + self._ffn(self.ffn_norm(x))
-        x = self.attn_norm(x + attn(x))
-        return self.ffn_norm(x + self._ffn(x))
-
-    def __repr__(self) -> str:
-        return (
-            f"{self.__class__.__name__}({self.self_attn.embed_dim}, "
-            f"num_heads={self.self_attn.num_heads}, ffn_dim={self.fc1.out_features}, "
-            f"norm_first={self.norm_first})"
-        )
 
 
 class SequenceTransformer(nn.Module):
@@ -194,7 +105,7 @@ class SequenceTransformer(nn.Module):
         num_layers: int = 2,
         num_heads: int = 4,
         ffn_dim: int | None = None,
-        position: str = "urpe",
+        position: Position = "urpe",
         max_length: int = 512,
         causal: bool = False,
         max_distance: int | None = None,
@@ -202,12 +113,11 @@ class SequenceTransformer(nn.Module):
         share_relations: bool = True,
         dropout: float = 0.0,
         attention_dropout: float = 0.0,
-        activation: str = "gelu",
+        activation: Activation = "gelu",
         norm_first: bool = False,
     ) -> None:
         super().__init__()
-        if position not in POSITIONS:
-            raise ValueError(f"position must be one of {POSITIONS}, got {position!r}.")
+        check_choice("position", position, Position)
         if num_tokens < 1 or num_layers < 1 or max_length < 1:
             raise ValueError(
                 "num_tokens, num_layers and max_length must be positive, got "
