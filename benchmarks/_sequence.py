@@ -28,7 +28,7 @@ QUIET_TRAINER = [
     "--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false",
     "--trainer.num_sanity_val_steps=0", "--trainer.limit_val_batches=0", "--trainer.devices=1",
 ]
-_POSITION = "--model.init_args.model.init_args.position"
+_POSITION = "--model.init_args.model.init_args.attention"
 
 
 

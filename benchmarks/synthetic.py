@@ -92,7 +92,7 @@ def run_one(job: dict) -> dict:
     start, cpu_start = time.perf_counter(), time.process_time()
     trainer.fit(model, dm)
     seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
-    acc = trainer.test(model, dm, verbose=False)[0]["test/acc"]
+    acc = trainer.test(model, dm, verbose=False)[0]["test/accuracy"]
     net = cli.config["model"]["init_args"]["model"]["init_args"]
     record = {k: v for k, v in job.items() if k not in ("threads", "steps")}
     record.update(

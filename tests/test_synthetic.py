@@ -92,7 +92,7 @@ def test_datamodule_sizes_are_static():
 
 
 def _task(position: str, length: int, vocab_size: int, num_classes: int, lr: float = 1e-2):
-    net = SequenceTransformer(vocab_size, max_length=length, position=position, embed_dim=32,
+    net = SequenceTransformer(vocab_size, max_length=length, attention=position, embed_dim=32,
                               num_layers=2, num_heads=4)
     return SyntheticTaskModule(
         net, num_classes, optimizer=functools.partial(torch.optim.AdamW, lr=lr, weight_decay=0.0),
@@ -109,7 +109,7 @@ def _fit_pi(position: str) -> float:
                         enable_progress_bar=False, enable_model_summary=False,
                         num_sanity_val_steps=0, limit_val_batches=0)
     trainer.fit(model, dm)
-    return trainer.test(model, dm, verbose=False)[0]["test/acc"]
+    return trainer.test(model, dm, verbose=False)[0]["test/accuracy"]
 
 
 
@@ -121,7 +121,7 @@ def test_urpe_identifies_positions_that_rpe_cannot(one_thread):
 
 
 def test_accuracy_matches_a_loop_over_the_split(one_thread):
-    """``test/acc`` is correct tokens / all tokens of the split, every sample counted once."""
+    """``test/accuracy`` is correct tokens / all tokens of the split, every sample counted once."""
     L.seed_everything(0)
     # 10 test samples with an evaluation batch of 8: a full and a partial batch
     dm = SyntheticDataModule(task="etp", length=6, vocab_size=4, batch_size=2, train_size=60,
@@ -131,7 +131,7 @@ def test_accuracy_matches_a_loop_over_the_split(one_thread):
                         enable_progress_bar=False, enable_model_summary=False,
                         num_sanity_val_steps=0, limit_val_batches=0)
     trainer.fit(model, dm)
-    acc = trainer.test(model, dm, verbose=False)[0]["test/acc"]
+    acc = trainer.test(model, dm, verbose=False)[0]["test/accuracy"]
     model.eval()
     correct = total = 0
     with torch.no_grad():

@@ -18,7 +18,7 @@ from graph_urpe.tasks.graph import GraphPropertyModule, NonFiniteLossError
 from graph_urpe.tasks.graph_data import CSVDataModule, IndexedDataset
 from graph_urpe.tasks.graph_predict import predict_smiles
 from graph_urpe.tasks.metrics import EpochPredictions, epoch_metrics, masked_loss
-from graph_urpe.tasks.optim import PolynomialDecayLR, parameter_groups, polynomial_decay_factor
+from graph_urpe.tasks.optim import PolynomialDecayLR, parameter_groups, polynomial_decay_lr
 from graph_urpe.transforms import AddShortestPathDistance
 
 SMILES = [
@@ -123,7 +123,7 @@ def test_epoch_predictions_drop_repeats_and_sort():
 
 def test_polynomial_decay_schedule():
     peak, end = 1e-3, 1e-5
-    f = lambda t: polynomial_decay_factor(t, 10, 110, peak, end, 1.0)
+    f = lambda t: polynomial_decay_lr(t, 10, 110, peak, end, 1.0)
     assert f(0) == pytest.approx(1e-4)
     assert f(9) == pytest.approx(peak)
     assert f(10) == pytest.approx(peak)
@@ -139,7 +139,7 @@ def test_polynomial_decay_schedule():
         sched.step()
     assert seen[0] == pytest.approx(1e-4) and seen[60] == pytest.approx(f(60))
     with pytest.raises(ValueError):
-        polynomial_decay_factor(0, 10, 10, peak, end, 1.0)
+        polynomial_decay_lr(0, 10, 10, peak, end, 1.0)
 
 
 def test_warmup_is_a_fraction_of_the_run_and_capped():

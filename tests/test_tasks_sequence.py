@@ -49,7 +49,7 @@ SYNTHETIC = {
         "init_args": {
             "model": {"class_path": "graph_urpe.nn.SequenceTransformer",
                       "init_args": {"embed_dim": 16, "num_layers": 1, "num_heads": 2,
-                                    "position": "ape"}},
+                                    "attention": "ape"}},
             "optimizer": {"class_path": "torch.optim.AdamW", "init_args": {"lr": 3e-3}},
         },
     },
@@ -111,7 +111,7 @@ def test_cli_fit_checkpoint_and_fresh_process_reload(tmp_path, one_thread):
     assert hp["_class_path"] == "graph_urpe.tasks.sequence.SyntheticTaskModule"
     assert hp["model"]["class_path"] == "graph_urpe.nn.SequenceTransformer"
     net = hp["model"]["init_args"]
-    assert (net["num_tokens"], net["max_length"], net["embed_dim"], net["position"]) == (
+    assert (net["num_tokens"], net["max_length"], net["embed_dim"], net["attention"]) == (
         5, 6, 16, "ape")
     assert hp["num_classes"] == 6 and hp["optimizer"]["init_args"]["lr"] == 3e-3
     assert syn.model.head.out_features == 6 and syn.model.model.num_tokens == 5
@@ -209,8 +209,8 @@ def test_shipped_config_runs_one_step(family, name, tmp_path, monkeypatch, one_t
     cli = _cli(args)
     assert cli.trainer.global_step == 1
     expected = yaml.safe_load((configs / name).read_text())
-    position = expected["model"]["init_args"]["model"]["init_args"]["position"]
+    position = expected["model"]["init_args"]["model"]["init_args"]["attention"]
     encoder = cli.model.model if family == "synthetic" else cli.model.model.encoder
-    assert encoder.position == position
+    assert encoder.attention == position
     assert cli.trainer.logger.name == name.removesuffix(".yaml")
     assert (Path(cli.run_dir) / "checkpoints" / "last.ckpt").is_file()

@@ -184,7 +184,7 @@ def test_lm_datamodule_sizes(tmp_path):
 def test_lm_module_on_excerpt(tmp_path, one_thread):
     L.seed_everything(0)
     dm = WikiTextDataModule(str(_excerpt_copy(tmp_path)), seq_len=32, batch_size=8)
-    net = TransformerLM(dm.vocab_size, max_length=dm.sequence_length, position="urpe",
+    net = TransformerLM(dm.vocab_size, max_length=dm.sequence_length, attention="urpe",
                         embed_dim=32, num_layers=2, num_heads=4, dropout=0.1, norm_first=True)
     model = LanguageModelModule(
         net, optimizer=functools.partial(torch.optim.AdamW, lr=3e-3, betas=(0.9, 0.98)),

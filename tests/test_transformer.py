@@ -7,7 +7,7 @@ import torch
 
 from graph_urpe.nn.transformer import SequenceTransformer, TransformerLM
 
-POSITIONS = ("none", "ape", "rpe", "urpe")
+ATTENTIONS = ("none", "ape", "rpe", "urpe")
 
 
 def _naive_layer(layer, x, bias, mult):
@@ -42,7 +42,7 @@ def _naive_layer(layer, x, bias, mult):
 def test_urpe_encoder_matches_naive_loops():
     torch.manual_seed(0)
     n, m = 6, 3  # max_distance 3 < n - 1: distances beyond 3 are clipped
-    model = SequenceTransformer(11, embed_dim=8, num_layers=2, num_heads=2, position="urpe",
+    model = SequenceTransformer(11, embed_dim=8, num_layers=2, num_heads=2, attention="urpe",
                                 max_length=n, max_distance=m).double()
     with torch.no_grad():  # make C non-trivial (it starts at ones)
         model.rel_multiplier[0].weight.uniform_(-1.5, 1.5)
@@ -85,25 +85,25 @@ def test_shared_and_per_layer_relation_tables():
 
 
 def test_t5_buckets_and_variant_tables():
-    model = SequenceTransformer(5, embed_dim=8, num_heads=2, position="rpe", num_buckets=8,
+    model = SequenceTransformer(5, embed_dim=8, num_heads=2, attention="rpe", num_buckets=8,
                                 max_length=64)
     assert model.rel_bias[0].weight.shape == (8, 2) and model.rel_multiplier is None
-    assert SequenceTransformer(5, embed_dim=8, num_heads=2, position="none").rel_bias is None
-    ape = SequenceTransformer(5, embed_dim=8, num_heads=2, position="ape", max_length=4)
+    assert SequenceTransformer(5, embed_dim=8, num_heads=2, attention="none").rel_bias is None
+    ape = SequenceTransformer(5, embed_dim=8, num_heads=2, attention="ape", max_length=4)
     assert ape.rel_bias is None and ape.embed_positions.weight.shape == (4, 8)
     with pytest.raises(ValueError, match="max_length"):
         ape(torch.zeros(1, 5, dtype=torch.long))
-    with pytest.raises(ValueError, match="position must be one of"):
-        SequenceTransformer(5, position="alibi")
+    with pytest.raises(ValueError, match="attention must be one of"):
+        SequenceTransformer(5, attention="alibi")
     with pytest.raises(ValueError, match="integer tensor"):
         model(torch.zeros(1, 3))
 
 
 def test_urpe_with_unit_multiplier_equals_rpe():
     torch.manual_seed(1)
-    urpe = SequenceTransformer(9, embed_dim=8, num_layers=2, num_heads=2, position="urpe",
+    urpe = SequenceTransformer(9, embed_dim=8, num_layers=2, num_heads=2, attention="urpe",
                                max_length=6)
-    rpe = SequenceTransformer(9, embed_dim=8, num_layers=2, num_heads=2, position="rpe",
+    rpe = SequenceTransformer(9, embed_dim=8, num_layers=2, num_heads=2, attention="rpe",
                               max_length=6)
     missing = rpe.load_state_dict(urpe.state_dict(), strict=False)
     assert missing.unexpected_keys == ["rel_multiplier.0.weight"]
@@ -115,7 +115,7 @@ def test_urpe_with_unit_multiplier_equals_rpe():
 def test_identical_tokens_give_identical_outputs_without_urpe(position):
     """The paper's negative result: right-stochastic attention cannot break the symmetry."""
     torch.manual_seed(2)
-    model = SequenceTransformer(3, embed_dim=8, num_layers=3, num_heads=2, position=position,
+    model = SequenceTransformer(3, embed_dim=8, num_layers=3, num_heads=2, attention=position,
                                 max_length=10).eval()
     out = model(torch.full((1, 10), 2))
     torch.testing.assert_close(out, out[:, :1].expand_as(out))
@@ -123,7 +123,7 @@ def test_identical_tokens_give_identical_outputs_without_urpe(position):
 
 def test_identical_tokens_give_distinct_outputs_with_urpe():
     torch.manual_seed(3)
-    model = SequenceTransformer(3, embed_dim=8, num_layers=1, num_heads=2, position="urpe",
+    model = SequenceTransformer(3, embed_dim=8, num_layers=1, num_heads=2, attention="urpe",
                                 max_length=10).eval()
     with torch.no_grad():  # C = 1 for keys at or before the query, 0 after: a prefix counter
         ids = torch.arange(-9, 10)
@@ -133,10 +133,10 @@ def test_identical_tokens_give_distinct_outputs_with_urpe():
     assert dists.min() > 1e-3
 
 
-@pytest.mark.parametrize("position", POSITIONS)
+@pytest.mark.parametrize("position", ATTENTIONS)
 def test_causal_lm_ignores_future_tokens(position):
     torch.manual_seed(4)
-    lm = TransformerLM(20, embed_dim=16, num_layers=2, num_heads=2, position=position,
+    lm = TransformerLM(20, embed_dim=16, num_layers=2, num_heads=2, attention=position,
                        max_length=12, norm_first=True).eval()
     tokens = torch.randint(0, 20, (2, 12))
     changed = tokens.clone()
@@ -147,7 +147,7 @@ def test_causal_lm_ignores_future_tokens(position):
 
 
 def test_causal_relation_ids_are_one_sided():
-    lm = TransformerLM(20, embed_dim=16, num_heads=2, position="urpe", max_length=12)
+    lm = TransformerLM(20, embed_dim=16, num_heads=2, attention="urpe", max_length=12)
     # distances i - j in 0..11: 12 ids per head
     assert lm.encoder.rel_bias[0].weight.shape == (12, 2)
     with pytest.raises(ValueError, match="always causal"):
@@ -157,7 +157,7 @@ def test_causal_relation_ids_are_one_sided():
 def test_untrained_lm_perplexity_is_about_vocab_size():
     torch.manual_seed(5)
     vocab = 500
-    lm = TransformerLM(vocab, embed_dim=32, num_layers=2, num_heads=4, position="urpe",
+    lm = TransformerLM(vocab, embed_dim=32, num_layers=2, num_heads=4, attention="urpe",
                        max_length=32).eval()
     tokens = torch.randint(0, vocab, (8, 32))
     with torch.no_grad():
@@ -169,7 +169,7 @@ def test_untrained_lm_perplexity_is_about_vocab_size():
 
 def test_key_padding_mask_hides_padded_tokens():
     torch.manual_seed(6)
-    model = SequenceTransformer(9, embed_dim=8, num_heads=2, position="urpe", max_length=8).eval()
+    model = SequenceTransformer(9, embed_dim=8, num_heads=2, attention="urpe", max_length=8).eval()
     tokens = torch.randint(0, 9, (1, 8))
     mask = torch.zeros(1, 8, dtype=torch.bool)
     mask[:, 5:] = True
@@ -186,7 +186,7 @@ def test_pre_ln_has_final_norm_and_reset_parameters():
         model.rel_multiplier[0].weight.zero_()
     model.reset_parameters()
     assert torch.equal(model.rel_multiplier[0].weight, torch.ones_like(model.rel_multiplier[0].weight))
-    assert "position='urpe'" in repr(model)
+    assert "attention='urpe'" in repr(model)
 
 
 @pytest.mark.parametrize("cutoffs", [None, [5, 15]])

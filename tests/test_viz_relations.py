@@ -83,7 +83,7 @@ def test_sequence_tables_per_layer_and_causal_lm():
     assert tables.xlabel == "relative position j - i"
     torch.testing.assert_close(tables.bias, torch.stack([t.weight for t in enc.rel_bias]))
     torch.testing.assert_close(tables.multiplier[2], enc.rel_multiplier[2].weight)
-    lm = TransformerLM(10, max_length=5, num_layers=1, position="rpe")
+    lm = TransformerLM(10, max_length=5, num_layers=1, attention="rpe")
     tables = relation_tables_from_state_dict(lm.state_dict())
     assert tables.labels == ["0", "-1", "-2", "-3", "≤-4"] and tables.multiplier is None
     t5 = SequenceTransformer(10, num_layers=1, num_buckets=8, max_distance=20)

@@ -2,7 +2,8 @@ r"""Sequence Transformers (bidirectional encoder and causal language model) with
 
 Built from :class:`~graph_urpe.nn.MultiheadURPEAttention`, the same core as the graph models;
 only the relation ids differ (relative positions ``j - i`` here, shortest-path distances on
-graphs). The ``position`` switch reproduces the comparison of Luo et al., "Your Transformer May
+graphs). The ``attention`` switch (named as on the graph models; ``"ape"`` adds absolute
+position embeddings to plain attention) reproduces the comparison of Luo et al., "Your Transformer May
 Not be as Powerful as You Expect", NeurIPS 2022 (arXiv 2205.13401), Sec. 5.1:
 
 * ``"none"``: no positional information at all (permutation-equivariant encoder);
@@ -33,7 +34,7 @@ Design decisions (documented choices, checked against the official fairseq code,
 
 from __future__ import annotations
 
-from typing import Literal, get_args
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
@@ -47,11 +48,10 @@ from graph_urpe.nn.relations import (
     relative_position_ids,
 )
 
-__all__ = ["POSITIONS", "SequenceTransformer", "TransformerLM", "TransformerLayer"]
+__all__ = ["SequenceAttention", "SequenceTransformer", "TransformerLM", "TransformerLayer"]
 
 #: Positional-information variants: no PE, absolute (learned), RPE (``B``), URPE (``B`` and ``C``).
-Position = Literal["none", "ape", "rpe", "urpe"]
-POSITIONS = get_args(Position)
+SequenceAttention = Literal["none", "ape", "rpe", "urpe"]
 
 _T5_MAX_DISTANCE = 128
 
@@ -68,7 +68,7 @@ class SequenceTransformer(nn.Module):
         num_layers (int, optional): number of layers. (default: :obj:`2`)
         num_heads (int, optional): attention heads ``H``. (default: :obj:`4`)
         ffn_dim (int, optional): feed-forward width. (default: :obj:`None`, ``4 * E``)
-        position (str, optional): ``"none"``, ``"ape"``, ``"rpe"`` or ``"urpe"``.
+        attention (str, optional): ``"none"``, ``"ape"``, ``"rpe"`` or ``"urpe"``.
             (default: :obj:`"urpe"`)
         max_length (int, optional): longest sequence for ``"ape"`` (longer inputs raise); for
             ``"rpe"``/``"urpe"`` it sets the default ``max_distance`` (longer inputs are fine,
@@ -94,7 +94,7 @@ class SequenceTransformer(nn.Module):
         - **output**: ``[B, N, E]``
 
     Raises:
-        ValueError: for an unknown ``position`` or bad sizes (at construction); for tokens that
+        ValueError: for an unknown ``attention`` or bad sizes (at construction); for tokens that
             are not ``[B, N]`` integers, or ``N > max_length`` with ``"ape"`` (in forward).
     """
 
@@ -105,7 +105,7 @@ class SequenceTransformer(nn.Module):
         num_layers: int = 2,
         num_heads: int = 4,
         ffn_dim: int | None = None,
-        position: Position = "urpe",
+        attention: SequenceAttention = "urpe",
         max_length: int = 512,
         causal: bool = False,
         max_distance: int | None = None,
@@ -117,7 +117,7 @@ class SequenceTransformer(nn.Module):
         norm_first: bool = False,
     ) -> None:
         super().__init__()
-        check_choice("position", position, Position)
+        check_choice("attention", attention, SequenceAttention)
         if num_tokens < 1 or num_layers < 1 or max_length < 1:
             raise ValueError(
                 "num_tokens, num_layers and max_length must be positive, got "
@@ -128,7 +128,7 @@ class SequenceTransformer(nn.Module):
         self.num_tokens = num_tokens
         self.embed_dim = embed_dim
         self.num_heads = num_heads
-        self.position = position
+        self.attention = attention
         self.max_length = max_length
         self.causal = causal
         self.max_distance = max_distance
@@ -137,7 +137,7 @@ class SequenceTransformer(nn.Module):
         self.norm_first = norm_first
 
         self.embed_tokens = nn.Embedding(num_tokens, embed_dim)
-        self.embed_positions = nn.Embedding(max_length, embed_dim) if position == "ape" else None
+        self.embed_positions = nn.Embedding(max_length, embed_dim) if attention == "ape" else None
         self.embed_norm = None if norm_first else nn.LayerNorm(embed_dim)
         self.final_norm = nn.LayerNorm(embed_dim) if norm_first else None
         self.dropout = nn.Dropout(dropout)
@@ -156,14 +156,14 @@ class SequenceTransformer(nn.Module):
             nn.ModuleList(
                 RelationEmbedding(num_rel, num_heads, init="normal") for _ in range(num_tables)
             )
-            if position in ("rpe", "urpe")
+            if attention in ("rpe", "urpe")
             else None
         )
         self.rel_multiplier = (
             nn.ModuleList(
                 RelationEmbedding(num_rel, num_heads, init="ones") for _ in range(num_tables)
             )
-            if position == "urpe"
+            if attention == "urpe"
             else None
         )
         self._reset_embeddings()
@@ -254,7 +254,7 @@ class SequenceTransformer(nn.Module):
         return (
             f"{self.__class__.__name__}({self.num_tokens}, embed_dim={self.embed_dim}, "
             f"num_layers={len(self.layers)}, num_heads={self.num_heads}, "
-            f"position={self.position!r}, causal={self.causal}, "
+            f"attention={self.attention!r}, causal={self.causal}, "
             f"share_relations={self.share_relations}, norm_first={self.norm_first})"
         )
 

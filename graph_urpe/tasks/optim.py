@@ -45,7 +45,7 @@ __all__ = [
     "configure_gradient_clipping",
     "configure_optimizers",
     "parameter_groups",
-    "polynomial_decay_factor",
+    "polynomial_decay_lr",
 ]
 
 
@@ -181,7 +181,7 @@ def configure_gradient_clipping(
         plugin.clip_grad_by_norm(optimizer, gradient_clip_val)
 
 
-def polynomial_decay_factor(
+def polynomial_decay_lr(
     step: int, warmup_steps: int, total_steps: int, peak_lr: float, end_lr: float, power: float
 ) -> float:
     r"""Learning rate at optimizer step ``step`` (0-based: the rate used by the ``step+1``-th update).
@@ -221,7 +221,7 @@ class PolynomialDecayLR(LRScheduler):
     else ``warmup_fraction`` of ``total_steps`` capped at ``max_warmup_steps``, so that a short
     run (a small CSV, a shortened budget) still spends most of its updates at a useful rate; the
     warm-up always leaves at least one decay step. Step it once per optimizer update (Lightning:
-    ``interval="step"``); see :func:`polynomial_decay_factor` for the formula.
+    ``interval="step"``); see :func:`polynomial_decay_lr` for the formula.
 
     Args:
         optimizer (Optimizer): the wrapped optimizer.
@@ -266,7 +266,7 @@ class PolynomialDecayLR(LRScheduler):
                 warmup_steps = min(warmup_steps, max_warmup_steps)
         warmup_steps = min(warmup_steps, total_steps - 1)  # leave at least one decay step
         total_steps = max(int(total_steps), 1)
-        polynomial_decay_factor(0, warmup_steps, total_steps, 1.0, end_lr, power)  # validates
+        polynomial_decay_lr(0, warmup_steps, total_steps, 1.0, end_lr, power)  # validates
         self.warmup_steps = int(warmup_steps)
         self.total_steps = int(total_steps)
         self.end_lr = float(end_lr)
@@ -276,7 +276,7 @@ class PolynomialDecayLR(LRScheduler):
     def get_lr(self) -> list[float]:
         """Learning rate of every parameter group at the current step."""
         return [
-            polynomial_decay_factor(
+            polynomial_decay_lr(
                 self.last_epoch, self.warmup_steps, self.total_steps, peak, self.end_lr, self.power
             )
             for peak in self.base_lrs

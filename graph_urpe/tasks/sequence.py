@@ -5,7 +5,7 @@ Luo et al., "Your Transformer May Not be as Powerful as You Expect", NeurIPS 202
 
 * :class:`SyntheticTaskModule`: Position Identification and Even Token Prediction (Sec. 5.1)
   with a bidirectional :class:`~graph_urpe.nn.SequenceTransformer` and a linear classifier;
-  metric: token accuracy (``val/acc``, ``test/acc``).
+  metric: token accuracy (``val/accuracy``, ``test/accuracy``).
 * :class:`LanguageModelModule`: word-level causal language modelling (Sec. 5.3) with
   :class:`~graph_urpe.nn.TransformerLM`; metric: perplexity (``val/ppl``, ``test/ppl``), ``exp``
   of the mean per-token negative log-likelihood over the whole split (every token counted once,
@@ -19,7 +19,7 @@ learning-rate schedule are injected (Lightning's dependency-injection pattern): 
       init_args:
         model:
           class_path: graph_urpe.nn.SequenceTransformer
-          init_args: {embed_dim: 64, num_layers: 3, position: urpe}
+          init_args: {embed_dim: 64, num_layers: 3, attention: urpe}
         optimizer:
           class_path: torch.optim.AdamW
           init_args: {lr: 3.0e-3, weight_decay: 0.0}
@@ -28,7 +28,7 @@ with the data-dependent sizes (``num_tokens``, ``max_length``, ``num_classes``) 
 data module by the CLI (:func:`~graph_urpe.tasks.sequence_data.sequence_links`); in Python ::
 
     dm = SyntheticDataModule(task="pi", length=32, vocab_size=100)
-    net = SequenceTransformer(dm.num_tokens, max_length=dm.sequence_length, position="urpe")
+    net = SequenceTransformer(dm.num_tokens, max_length=dm.sequence_length, attention="urpe")
     task = SyntheticTaskModule(net, dm.num_classes,
                                optimizer=functools.partial(torch.optim.AdamW, lr=3e-3))
 
@@ -132,7 +132,7 @@ class SyntheticTaskModule(TrustedLoadMixin, LightningModule):
         self.optimizer, self.lr_scheduler = optimizer, lr_scheduler
         # Token accuracy per stage (keys are not "train": ModuleDict keys become attributes).
         self.accuracy = nn.ModuleDict({
-            f"{stage}_acc": MulticlassAccuracy(num_classes, average="micro")
+            f"{stage}_accuracy": MulticlassAccuracy(num_classes, average="micro")
             for stage in ("train", "val", "test")
         })
 
@@ -144,11 +144,11 @@ class SyntheticTaskModule(TrustedLoadMixin, LightningModule):
         x, y = batch
         logits = self(x)
         loss = F.cross_entropy(logits.flatten(0, 1), y.flatten())
-        acc = self.accuracy[f"{stage}_acc"]
+        acc = self.accuracy[f"{stage}_accuracy"]
         acc(logits.argmax(-1).flatten(), y.flatten())  # forward: the batch value, and accumulate
         train = stage == "train"
         self.log(f"{stage}/loss", loss, prog_bar=train, batch_size=x.shape[0], sync_dist=not train)
-        self.log(f"{stage}/acc", acc, prog_bar=not train, on_step=train, on_epoch=not train)
+        self.log(f"{stage}/accuracy", acc, prog_bar=not train, on_step=train, on_epoch=not train)
         return loss
 
     def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
@@ -163,13 +163,13 @@ class SyntheticTaskModule(TrustedLoadMixin, LightningModule):
     # Metrics are reset at epoch start, so their states are created in the loop's grad mode (a
     # `validate` run leaves inference-mode tensors that a later `fit` cannot update in place).
     def on_validation_epoch_start(self) -> None:
-        self.accuracy["val_acc"].reset()
+        self.accuracy["val_accuracy"].reset()
 
     def on_test_epoch_start(self) -> None:
-        self.accuracy["test_acc"].reset()
+        self.accuracy["test_accuracy"].reset()
 
-    metric_name = "acc"
-    """The monitored validation metric (``val/acc``): token accuracy."""
+    metric_name = "accuracy"
+    """The monitored validation metric (``val/accuracy``): token accuracy."""
     metric_mode = "max"
 
     def configure_optimizers(self) -> dict[str, Any] | torch.optim.Optimizer:

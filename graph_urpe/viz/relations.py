@@ -227,7 +227,7 @@ def relation_tables_from_state_dict(
 
     Raises:
         ValueError: if the state dict holds no relation table (an ``attention="none"`` /
-            ``position="none"`` or ``"ape"`` model), several models' tables, or tables whose size
+            ``attention="none"`` or ``"ape"`` model), several models' tables, or tables whose size
             does not fit the configuration.
     """
     p = re.escape(prefix) + r"(?:.*\.)?"
@@ -242,7 +242,7 @@ def relation_tables_from_state_dict(
         raise ValueError(
             "the state dict holds no relation table (spatial_bias / multiplier / rel_bias / "
             "rel_multiplier): the model uses no relative positional encoding (attention or "
-            "position 'none' / 'ape'), so there is no B or C to draw."
+            "attention 'none' / 'ape'), so there is no B or C to draw."
         )
     seq_prefix = re.sub(r"rel_(?:bias|multiplier)\.0\.weight$", "", seq)
     return _sequence_tables(state_dict, seq_prefix, hparams)
