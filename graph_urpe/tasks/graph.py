@@ -495,9 +495,6 @@ class GraphPropertyModule(TrustedLoadMixin, LightningModule):
     #: Gradient clipping that also works for fused optimizers under mixed precision.
     configure_gradient_clipping = configure_gradient_clipping
 
-    #: Gradient clipping that also works for fused optimizers under mixed precision.
-    configure_gradient_clipping = configure_gradient_clipping
-
 
 def _num_outputs(model: nn.Module) -> int:
     """Outputs per graph of a network: its ``num_tasks`` (Graphormer) or ``out_channels``."""
