@@ -129,12 +129,12 @@ def test_unknown_source_and_non_graphormer_files_are_refused(tmp_path):
         read_pretrained_encoder(str(tmp_path / "missing.ckpt"))
     seq = tmp_path / "seq.ckpt"
     torch.save({"state_dict": {"model.embed.weight": torch.zeros(3, 2)},
-                "hyper_parameters": {"model": {"class_path": "x.SequenceNet"}}}, seq)
-    with pytest.raises(ValueError, match=r"x\.SequenceNet\) has no Graphormer encoder"):
+                "hyper_parameters": {"model": {"class_path": "graph_urpe.nn.TransformerLM"}}}, seq)
+    with pytest.raises(ValueError, match=r"TransformerLM\) has no Graphormer encoder"):
         read_pretrained_encoder(str(seq))
     unsafe = tmp_path / "unsafe.ckpt"
     torch.save({"state_dict": {}, "obj": SimpleNamespace(a=1)}, unsafe)
-    with pytest.raises(ValueError, match="not a readable graph-urpe checkpoint"):
+    with pytest.raises(ValueError, match="pickled Python objects"):
         read_pretrained_encoder(str(unsafe))
 
 

@@ -18,13 +18,13 @@ from a PCQM4M-pretrained model) and of Chemprop's foundation model.
 
 from __future__ import annotations
 
-import pickle
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 from graph_urpe.tasks.optim import parameter_groups
+from graph_urpe.trust import read_checkpoint
 
 __all__ = [
     "ENCODER_FORMAT",
@@ -92,8 +92,9 @@ def read_pretrained_encoder(source: str) -> PretrainedEncoder:
 
     Raises:
         FileNotFoundError: if :obj:`source` is neither a shipped name nor a file.
-        ValueError: if the file holds no Graphormer encoder (e.g. a sequence model) or cannot be
-            read safely (one line naming the file).
+        ValueError: if the file holds no Graphormer encoder (e.g. a sequence model), is corrupt,
+            or (:class:`graph_urpe.trust.UntrustedFileError`) holds pickled objects or names a
+            class outside the allow-list (:func:`graph_urpe.trust.read_checkpoint`).
     """
     from graph_urpe.pretrained import available, resolve
 
@@ -103,12 +104,7 @@ def read_pretrained_encoder(source: str) -> PretrainedEncoder:
             f"pretrained {source!r}: no such file and no shipped encoder of that name (shipped: "
             f"{', '.join(available())}); pass a graph-urpe checkpoint path or a shipped name."
         )
-    try:
-        blob = torch.load(path, map_location="cpu", weights_only=True)
-    except (pickle.UnpicklingError, RuntimeError, EOFError, OSError, ValueError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ValueError(f"pretrained {path}: not a readable graph-urpe checkpoint ({first})") \
-            from None
+    blob = read_checkpoint(path)  # weights_only, class paths allow-listed (graph_urpe.trust)
     label = path if path == source else f"{source} ({path})"
     if isinstance(blob, dict) and blob.get("format") == ENCODER_FORMAT:
         facts = dict(blob.get("encoder_args", {}))

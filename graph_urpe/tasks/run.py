@@ -217,7 +217,7 @@ class LogsAtCheckpoint(Callback):
                 else None
             if path is None or not osp.isfile(path):
                 continue
-            rows = pd.read_csv(path, float_precision="round_trip")
+            rows = pd.read_csv(path)
             if "step" in rows.columns and (rows["step"] >= step).any():
                 atomic_write_csv(rows[rows["step"] < step], path)
 
