@@ -11,6 +11,7 @@ Usage::
     graph-urpe summarize zinc-like                   # graphs, splits and label statistics
     graph-urpe plot RUN_DIR_OR_CKPT --out DIR        # figures of a run or a checkpoint
     graph-urpe collect runs/NAME/version_*           # test metrics over runs, mean ± std
+    graph-urpe seeds --config CONFIG --seeds 10      # 10 fits, their table and leaderboard row
 
 Configuration: the package's base file (``graph_urpe/configs/default.yaml``: Trainer settings and
 the default job) is always read first; ``--config`` files state only what differs, and command-line
@@ -73,6 +74,7 @@ from graph_urpe.data.cache import CorruptCacheError, UnsafeCacheError
 from graph_urpe.data.zinc import ZincDownloadError
 from graph_urpe.files import OutputError, claim_run_folder
 from graph_urpe.tasks.graph_predict import predict_smiles
+from graph_urpe.tasks.leaderboard import trainer_record, write_record
 from graph_urpe.tasks.run import (
     AtomicCheckpointIO,
     LogsAtCheckpoint,
@@ -324,8 +326,21 @@ class GraphURPECLI(LightningCLI):
         results = self.trainer.test(model, datamodule=datamodule, ckpt_path=best or None,
                                     verbose=False)
         if self.trainer.is_global_zero:
+            metrics = results[0] if results else {}
             write_run_outputs(self.trainer, model, datamodule, self.run_dir)
-            print_fit_summary(self.trainer, results[0] if results else {}, self.run_dir)
+            record = trainer_record(self.trainer, metrics)
+            if record is not None:
+                write_record(record, self.run_dir)
+            print_fit_summary(self.trainer, metrics, self.run_dir, record)
+
+    def test(self, model: LightningModule, **kwargs: Any) -> Any:
+        """``trainer.test``, then one line saying whether the test metric is a leaderboard
+        number (:mod:`graph_urpe.tasks.leaderboard`)."""
+        results = self.trainer.test(model, **kwargs)
+        record = trainer_record(self.trainer, results[0]) if results else None
+        if record is not None and self.trainer.is_global_zero:
+            print(record["note"])
+        return results
 
     def _best_checkpoint(self) -> str:
         for cb in self.trainer.checkpoint_callbacks:
@@ -354,6 +369,7 @@ subcommands:
   summarize  a dataset's splits and label statistics (graph-urpe summarize --help)
   plot       figures of a run folder or a checkpoint (graph-urpe plot --help)
   collect    test metrics of several runs in one table with mean ± std (graph-urpe collect --help)
+  seeds      fit one experiment over N seeds, then collect it and the leaderboard row (--help)
 
 `graph-urpe SUBCOMMAND --help` lists the options of a subcommand; `--model.help CLASS` and
 `--data.help CLASS` those of a class (e.g. --model.help graph_urpe.tasks.GraphPropertyModule).
@@ -497,6 +513,13 @@ def _main(argv: list[str], args: list[str] | None) -> None:
         from graph_urpe.tasks.collect import main as collect_main
 
         code = collect_main(argv[1:])
+        if code:
+            raise SystemExit(code)
+        return
+    if argv[0] == "seeds":
+        from graph_urpe.tasks.seeds import main as seeds_main
+
+        code = seeds_main(argv[1:])
         if code:
             raise SystemExit(code)
         return
