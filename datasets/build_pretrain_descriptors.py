@@ -14,7 +14,7 @@ column with the mean and standard deviation of the ``train`` rows, clipped to ``
 ``--valid`` molecules are ``valid`` and the ``--valid`` before them ``test``; the rest ``train``.
 Columns: ``smiles, split, moses_row`` and one ``d_<descriptor>`` column each. Beside the CSV,
 ``<out>.stats.json`` holds the descriptors' names, means and standard deviations. The CSV is read by
-``graph_urpe.tasks.graph_data.CSVDataModule`` (``split: split``), see
+``graph_urpe.tasks.molecule_data.CSVDataModule`` (``split: split``), see
 ``configs/pretrain/descriptors.yaml``. Byte-for-byte reproducible. Provenance: ``datasets/README.md``.
 """
 
@@ -30,13 +30,13 @@ from multiprocessing import Pool
 import numpy as np
 import pandas as pd
 
-from graph_urpe.data.builders.csvio import write_csv_gz
 from graph_urpe.data.descriptors import DESCRIPTORS, descriptor_vector
-from graph_urpe.data.wheels import fetch_wheel, sha256_of
 from graph_urpe.data.zinc import EMBEDDED_ZINC_LIKE
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from build_zinc_like import WHEEL, read_moses_train  # a script beside this one
+from csvio import write_csv_gz
+from wheels import fetch_wheel, sha256_of
 
 CLIP = 6.0
 """Standardised descriptor values are clipped to ``[-CLIP, CLIP]``."""

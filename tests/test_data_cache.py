@@ -13,10 +13,10 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from build_ogb import write_ogb_graphprop_folder
+from build_pcqm4mv2 import write_pcqm4mv2_folder
+from build_pyg_zinc import write_pyg_zinc_raw
 
-from graph_urpe.data.builders.ogb import write_ogb_graphprop_folder
-from graph_urpe.data.builders.pcqm4mv2 import write_pcqm4mv2_folder
-from graph_urpe.data.builders.pyg_zinc import write_pyg_zinc_raw
 from graph_urpe.data.cache import CorruptCacheError, UnsafeCacheError, safe_torch_load
 from graph_urpe.data.csv.dataset import SmilesCSVDataset
 from graph_urpe.data.ogb import PCQM4Mv2Dataset, ogb_graphprop_dataset

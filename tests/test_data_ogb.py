@@ -1,18 +1,18 @@
-"""OGB folders written by graph_urpe.data.builders.ogb, read by OGB's own PygGraphPropPredDataset
+"""OGB folders written by datasets/build_ogb.py, read by OGB's own PygGraphPropPredDataset
 and Evaluator with the network blocked; scaffold split by hand; the HIV reader."""
 
 import socket
 import warnings
 import zipfile
 
+import build_ogb
 import numpy as np
 import pandas as pd
 import pytest
 import torch
+from build_ogb import read_hiv, write_ogb_graphprop_folder
 from ogb.graphproppred import Evaluator, PygGraphPropPredDataset
 
-from graph_urpe.data.builders import ogb as build_ogb
-from graph_urpe.data.builders.ogb import read_hiv, write_ogb_graphprop_folder
 from graph_urpe.data.cache import allow_safe_globals
 from graph_urpe.data.csv.splits import scaffold_split
 from graph_urpe.data.featurize import smiles_to_ogb_graph
@@ -87,7 +87,7 @@ def test_builder_refusals(tmp_path):
         write_ogb_graphprop_folder(str(tmp_path), "ogbg-molhiv", SMILES, np.full(30, 0.5))
     with pytest.raises(ValueError, match="unknown OGB"):
         write_ogb_graphprop_folder(str(tmp_path), "ogbg-nope", SMILES, np.zeros(30))
-    with pytest.raises(FileNotFoundError, match="builders.ogb --name ogbg-molhiv"):
+    with pytest.raises(FileNotFoundError, match="build_ogb.py --name ogbg-molhiv"):
         ogb_graphprop_dataset("ogbg-molhiv", root=str(tmp_path / "empty"), download=False)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

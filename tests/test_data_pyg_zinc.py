@@ -1,4 +1,4 @@
-"""PyG's own ZINC loader reading a raw folder written by graph_urpe.data.builders.pyg_zinc."""
+"""PyG's own ZINC loader reading a raw folder written by datasets/build_pyg_zinc.py."""
 
 import pickle
 import socket
@@ -7,9 +7,9 @@ import urllib.error
 import pandas as pd
 import pytest
 import torch
+from build_pyg_zinc import write_pyg_zinc_raw
 from torch_geometric.datasets import ZINC
 
-from graph_urpe.data.builders.pyg_zinc import write_pyg_zinc_raw
 from graph_urpe.data.featurize import smiles_to_zinc_graph
 from graph_urpe.data.registry import load_dataset
 from graph_urpe.data.summary import summarize
@@ -65,7 +65,7 @@ def test_pyg_zinc_reads_builder_output(tmp_path, molecules, offline):
 
 def test_accessor_layout_and_offline_error(tmp_path, molecules, offline):
     root = str(tmp_path / "zinc")
-    with pytest.raises(FileNotFoundError, match="builders.pyg_zinc"):
+    with pytest.raises(FileNotFoundError, match="build_pyg_zinc.py"):
         pyg_zinc(root, download=False)
     write_pyg_zinc_raw(root, molecules["smiles"], molecules["target"], molecules["split"],
                        num_workers=0)
@@ -95,7 +95,7 @@ def test_failed_download_is_one_line_and_leaves_no_folder(tmp_path, monkeypatch)
         pyg_zinc(str(root), download=True)
     message = str(info.value)
     assert "\n" not in message
-    assert f"python -m graph_urpe.data.builders.pyg_zinc --root {root}" in message
+    assert f"python datasets/build_pyg_zinc.py --root {root}" in message
     assert not root.exists()  # no empty data/zinc left for the builder to trip over
 
 

@@ -7,10 +7,10 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from build_ogb import write_ogb_graphprop_folder
+from build_pcqm4mv2 import write_pcqm4mv2_folder
 from torch_geometric.data import Data
 
-from graph_urpe.data.builders.ogb import write_ogb_graphprop_folder
-from graph_urpe.data.builders.pcqm4mv2 import write_pcqm4mv2_folder
 from graph_urpe.data.csv.row_errors import InvalidRowsError
 from graph_urpe.data.registry import load_dataset
 from graph_urpe.data.summary import main, summarize

@@ -23,7 +23,7 @@ from graph_urpe.tasks.finetune import (
     read_pretrained_encoder,
 )
 from graph_urpe.tasks.graph import GraphPropertyModule
-from graph_urpe.tasks.graph_data import CSVDataModule
+from graph_urpe.tasks.molecule_data import CSVDataModule
 from graph_urpe.tasks.optim import PolynomialDecayLR, configure_optimizers
 
 SMILES = [
@@ -53,7 +53,7 @@ def tiny_config(tmp_path, name, targets, extra_model=None, arch=None):
                     "enable_model_summary": False, "num_sanity_val_steps": 0,
                     "default_root_dir": str(tmp_path / "runs")},
         "model": {"init_args": init},
-        "data": {"class_path": "graph_urpe.tasks.graph_data.CSVDataModule",
+        "data": {"class_path": "graph_urpe.tasks.molecule_data.CSVDataModule",
                  "init_args": {"path": str(csv), "split": "split", "featurization": "ogb",
                                "target_columns": list(targets), "root": str(tmp_path / "data"),
                                "batch_size": 4}},
@@ -239,9 +239,8 @@ def test_graphormer_recipe_pcqm4mv2_then_molhiv_end_to_end(tmp_path, monkeypatch
     import os
 
     import numpy as np
-
-    from graph_urpe.data.builders.ogb import write_ogb_graphprop_folder
-    from graph_urpe.data.builders.pcqm4mv2 import write_pcqm4mv2_folder
+    from build_ogb import write_ogb_graphprop_folder
+    from build_pcqm4mv2 import write_pcqm4mv2_folder
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     data = tmp_path / "data"

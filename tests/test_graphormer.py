@@ -452,3 +452,23 @@ def test_no_graph_break_when_the_padded_size_is_given():
         batch.x, batch.edge_index, batch.spd, batch.batch, batch.ptr, batch.edge_attr,
         batch.spd_pred)
     assert explained.graph_break_count == 0, explained.break_reasons
+
+
+def test_batch_of_single_atom_molecules_equals_each_alone():
+    """Graphs without edges batched together (e.g. PCQM4Mv2's "C", "N"): the edge encoding's
+    path tensor is then non-contiguous; the batch must equal each molecule alone."""
+    from torch_geometric.data import Batch
+
+    from graph_urpe.data.featurize import smiles_to_graph
+    from graph_urpe.transforms import AddShortestPathDistance
+
+    torch.manual_seed(0)
+    net = Graphormer(num_tasks=1, atom_categories=[119, 5, 12, 12, 10, 6, 6, 2, 2],
+                     bond_categories=[5, 6, 2], num_layers=1, embed_dim=16, num_heads=2,
+                     ffn_dim=16, max_hops=4, max_distance=8, max_degree=6).eval()
+    spd = AddShortestPathDistance(max_distance=None, paths=True)
+    graphs = [spd(smiles_to_graph(s, "ogb")) for s in ("C", "N")]
+    with torch.no_grad():
+        both = net(Batch.from_data_list(graphs))
+        alone = torch.cat([net(Batch.from_data_list([g])) for g in graphs])
+    torch.testing.assert_close(both, alone)

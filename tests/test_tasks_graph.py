@@ -15,9 +15,10 @@ from torch_geometric.data import Batch
 from graph_urpe.data.featurize import smiles_to_graph
 from graph_urpe.nn import Graphormer
 from graph_urpe.tasks.graph import GraphPropertyModule, NonFiniteLossError
-from graph_urpe.tasks.graph_data import CSVDataModule, IndexedDataset
+from graph_urpe.tasks.graph_data import IndexedDataset
 from graph_urpe.tasks.graph_predict import predict_smiles
 from graph_urpe.tasks.metrics import EpochPredictions, epoch_metrics, masked_loss
+from graph_urpe.tasks.molecule_data import CSVDataModule
 from graph_urpe.tasks.optim import PolynomialDecayLR, parameter_groups, polynomial_decay_lr
 from graph_urpe.transforms import AddShortestPathDistance
 
@@ -314,10 +315,11 @@ MORE = SMILES + ["CCCO", "CCCN", "OC(=O)CC", "c1ccoc1", "CC(C)C", "NC(=O)C", "C1
 
 def _build_family(family, root):
     """Write a tiny offline folder in the family's own format; return the data module."""
-    from graph_urpe.data.builders.ogb import write_ogb_graphprop_folder
-    from graph_urpe.data.builders.pcqm4mv2 import write_pcqm4mv2_folder
-    from graph_urpe.data.builders.pyg_zinc import write_pyg_zinc_raw
-    from graph_urpe.tasks.graph_data import OGBDataModule, PCQM4Mv2DataModule, ZINCDataModule
+    from build_ogb import write_ogb_graphprop_folder
+    from build_pcqm4mv2 import write_pcqm4mv2_folder
+    from build_pyg_zinc import write_pyg_zinc_raw
+
+    from graph_urpe.tasks.molecule_data import OGBDataModule, PCQM4Mv2DataModule, ZINCDataModule
 
     targets = [len(s) / 3.0 for s in MORE]
     if family == "zinc":
@@ -375,3 +377,31 @@ def test_epoch_predictions_of_a_single_sample_keep_their_shape():
     ids, pred, target = collector.rows()
     assert ids.tolist() == [4] and pred.shape == (1, 1) and target.shape == (1, 1)
     assert epoch_metrics(pred, target, "regression")["mae"] == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize("family", ["zinc", "ogbg-molhiv", "pcqm4mv2"])
+def test_target_stats_read_the_collated_labels(tmp_path, family):
+    """train_target_stats reads y from the collated storage: the same labels, in the same order,
+    as building every training graph; mean and std as numpy computes them."""
+    from graph_urpe.tasks.graph_data import collated_labels
+
+    dm, _, _ = _build_family(family, str(tmp_path))
+    dm.setup("fit")
+    train = dm.splits["train"]
+    built = torch.cat([train[i].y.view(-1, dm.num_tasks) for i in range(len(train))])
+    fast = collated_labels(train)
+    assert fast is not None and fast.dtype == torch.float32
+    torch.testing.assert_close(fast.reshape(-1, dm.num_tasks), built.float())
+    mean, std = dm.train_target_stats()
+    assert mean == pytest.approx(np.nanmean(built.numpy(), 0).tolist(), abs=1e-6)
+    assert std == pytest.approx(np.nanstd(built.numpy(), 0).tolist(), abs=1e-6)
+
+
+def test_lightning_still_has_the_private_sampler_flag_the_loaders_check():
+    """Version fence: the loaders refuse use_distributed_sampler=True by reading Lightning's
+    private ``trainer._accelerator_connector.use_distributed_sampler`` (no public attribute in
+    Lightning 2.6); if an upgrade renames it, this fails instead of the check going silent."""
+    for flag in (True, False):
+        trainer = Trainer(accelerator="cpu", use_distributed_sampler=flag, logger=False,
+                          enable_checkpointing=False, enable_progress_bar=False)
+        assert trainer._accelerator_connector.use_distributed_sampler is flag

@@ -134,7 +134,7 @@ def test_hostile_run_folder_runs_nothing(evil, tmp_path, capsys):
                        "torch_geometric.data.LightningDataset")
         assert str(run / "config.yaml") in err and "run folder" in err
     # Nested inside an allowed data module: the inner class is refused.
-    data = {"class_path": "graph_urpe.tasks.graph_data.CSVDataModule",
+    data = {"class_path": "graph_urpe.tasks.molecule_data.CSVDataModule",
             "init_args": {"path": "mols.csv", "transform": _sequential(marker)}}
     (run / "config.yaml").write_text(yaml.safe_dump({"data": data}))
     _refused(capsys, ["test", "--ckpt_path", str(ckpt)], "torch_geometric.nn.Sequential")
@@ -144,7 +144,7 @@ def test_hostile_run_folder_runs_nothing(evil, tmp_path, capsys):
     _refused(capsys, ["test", "--ckpt_path", str(ckpt)], "Python object tag")
     # Another configuration file named by the run folder is not read either.
     (run / "config.yaml").write_text(yaml.safe_dump({"data": {
-        "class_path": "graph_urpe.tasks.graph_data.CSVDataModule",
+        "class_path": "graph_urpe.tasks.molecule_data.CSVDataModule",
         "init_args": {"transform": "other.yaml"}}}))
     _refused(capsys, ["test", "--ckpt_path", str(ckpt)], "other.yaml")
     assert not marker.exists()

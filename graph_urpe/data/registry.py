@@ -5,7 +5,7 @@ Names:
 * ``zinc-like``: the embedded 12k ZINC-like set (:class:`~graph_urpe.data.zinc.ZincLikeDataset`),
   ZINC or OGB featurisation (``featurization``), MAE. Always available offline.
 * ``zinc`` / ``zinc-full``: PyG's ZINC subset / full (:func:`~graph_urpe.data.zinc.pyg_zinc`), ZINC
-  featurisation, MAE; a folder written offline by :mod:`graph_urpe.data.builders.pyg_zinc` holds
+  featurisation, MAE; a folder written offline by ``datasets/build_pyg_zinc.py`` holds
   other molecules and its :attr:`DatasetSplits.source` says so.
 * ``ogbg-*`` (e.g. ``ogbg-molhiv``): OGB graph property prediction
   (:func:`~graph_urpe.data.ogb.ogb_graphprop_dataset`), OGB featurisation, OGB's metric.
@@ -41,9 +41,10 @@ from graph_urpe.data.ogb import (
     StandinTestLabels,
     ogb_graphprop_dataset,
     ogb_master,
+    release_source,
 )
 from graph_urpe.data.sampler import graph_sizes
-from graph_urpe.data.zinc import ZincLikeDataset, pyg_zinc, zinc_source
+from graph_urpe.data.zinc import PYG_ZINC_SOURCE, ZincLikeDataset, pyg_zinc, zinc_source
 
 DATASET_NAMES = ("zinc-like", "zinc", "zinc-full", "ogbg-<name>", "pcqm4mv2", "pcqm4mv2-qm9", "csv")
 
@@ -66,6 +67,8 @@ class DatasetSplits:
         source (str): where the data come from, one line, for summaries, logs and checkpoint
             hyperparameters; an offline stand-in says so (e.g. ``"ZINC-like molecules in PyG ZINC
             format (offline stand-in)"``, :func:`graph_urpe.data.zinc.zinc_source`).
+        official (bool): the data are the benchmark's official release (a download), not an
+            offline rebuild or stand-in: only then can a metric be a leaderboard number.
     """
 
     name: str
@@ -76,6 +79,7 @@ class DatasetSplits:
     metric: str
     invalid_rows: list[RowError] = dataclasses.field(default_factory=list)
     source: str = ""
+    official: bool = False
     split_membership: Callable[[], pd.DataFrame] | None = None
 
 
@@ -131,16 +135,19 @@ def load_dataset(
                                  subset=sub, transform=transform, pre_transform=pre_transform,
                                  download=download)
                   for part in ("train", "valid", "test")}
-        result = DatasetSplits(name, splits, "regression", 1, "zinc", "mae",
-                               source=zinc_source(osp.join(root, "zinc")))
+        source = zinc_source(osp.join(root, "zinc"))
+        result = DatasetSplits(name, splits, "regression", 1, "zinc", "mae", source=source,
+                               official=source == PYG_ZINC_SOURCE)
         return _refuse_large(result, max_nodes, strict)
     if name.startswith("ogbg-"):
         meta = ogb_master(name)
         full = ogb_graphprop_dataset(name, root, transform=transform,
                                      pre_transform=pre_transform, download=download)
         kind = "classification" if "classification" in meta["task type"] else "regression"
+        source, official = release_source(full.root, f"ogb.graphproppred {name}")
         result = _from_idx_split(name, full, kind, int(meta["num tasks"]), "ogb",
-                                 meta["eval metric"], "ogb.graphproppred")
+                                 meta["eval metric"], source)
+        result.official = official
         mapping = osp.join(full.root, "mapping", "mol.csv.gz")
         return _refuse_large(result, max_nodes, strict, _smiles_column(mapping, max_nodes))
     if name in ("pcqm4mv2", "pcqm4mv2-qm9"):
@@ -155,9 +162,9 @@ def load_dataset(
             labelled.transform = restore if full.transform is None else \
                 Compose([restore, full.transform])
             splits["test"] = labelled[idx["test-dev"]]
-        result = DatasetSplits(name, splits, "regression", 1, "ogb", "mae",
-                               source="ogb.lsc PCQM4Mv2" if name == "pcqm4mv2"
-                               else "QM9 stand-in (qm9pack 1.0.3) in PCQM4Mv2 format")
+        source, official = release_source(osp.join(folder, "pcqm4m-v2"), "ogb.lsc PCQM4Mv2")
+        result = DatasetSplits(name, splits, "regression", 1, "ogb", "mae", source=source,
+                               official=official)
         data_csv = osp.join(full.raw_dir, "data.csv.gz")
         return _refuse_large(result, max_nodes, strict, _smiles_column(data_csv, max_nodes))
     if name == "csv":

@@ -7,7 +7,7 @@ layout.
   (``datasets/build_zinc_like.py``), its provenance and licences are in ``datasets/README.md``.
 * :func:`pyg_zinc`: PyG's ZINC dataset (:class:`torch_geometric.datasets.ZINC`, the "Benchmarking
   GNNs" subset of 12,000 graphs by default). For users with internet access PyG downloads it;
-  offline, write the same raw folder with :mod:`graph_urpe.data.builders.pyg_zinc` and PyG reads it
+  offline, write the same raw folder with ``datasets/build_pyg_zinc.py`` and PyG reads it
   without downloading. A folder so built holds other molecules than ZINC's (by default the
   embedded ZINC-like set) and says so in its :data:`STANDIN_MARKER` file, which
   :func:`zinc_source` reads.
@@ -108,7 +108,7 @@ RAW_FILES = ("train.pickle", "val.pickle", "test.pickle", "train.index", "val.in
 _PYG_SPLITS = {"train": "train", "valid": "val", "val": "val", "test": "test"}
 
 STANDIN_MARKER = "STANDIN.txt"
-"""File in the root of a ZINC folder written by :mod:`graph_urpe.data.builders.pyg_zinc`; its text
+"""File in the root of a ZINC folder written by ``datasets/build_pyg_zinc.py``; its text
 describes the molecules (e.g. :data:`ZINC_LIKE_STANDIN`)."""
 
 ZINC_LIKE_STANDIN = "ZINC-like molecules in PyG ZINC format (offline stand-in)"
@@ -124,7 +124,7 @@ class ZincDownloadError(RuntimeError):
 
 def zinc_source(root: str) -> str:
     r"""What a ZINC folder holds: the text of its :data:`STANDIN_MARKER` if
-    :mod:`graph_urpe.data.builders.pyg_zinc` wrote it, else :data:`PYG_ZINC_SOURCE`."""
+    ``datasets/build_pyg_zinc.py`` wrote it, else :data:`PYG_ZINC_SOURCE`."""
     marker = osp.join(root, STANDIN_MARKER)
     if osp.exists(marker):
         with open(marker, encoding="utf-8") as f:
@@ -173,7 +173,7 @@ def pyg_zinc(
         raise FileNotFoundError(
             f"PyG ZINC raw files {missing} not found in {osp.join(root, 'raw')}; pass "
             "download=True (needs internet) or write them offline with "
-            f"`python -m graph_urpe.data.builders.pyg_zinc --root {root}`"
+            f"`python datasets/build_pyg_zinc.py --root {root}`"
         )
     layout = StandardLayout() if transform is None else Compose([StandardLayout(), transform])
     return SafeZINC(root, subset=subset, split=_PYG_SPLITS[split], transform=layout,
@@ -208,6 +208,6 @@ class SafeZINC(SafeCacheMixin, ZINC):
             reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise ZincDownloadError(
                 f"could not download ZINC into {self.root} ({reason}); offline, write ZINC-like "
-                f"molecules in its format with `python -m graph_urpe.data.builders.pyg_zinc --root "
+                f"molecules in its format with `python datasets/build_pyg_zinc.py --root "
                 f"{self.root}`, or use the embedded dataset 'zinc-like'"
             ) from None

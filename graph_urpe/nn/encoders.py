@@ -255,9 +255,9 @@ class MultiHopEdgeEncoder(nn.Module):
         count = valid.sum(0).clamp(min=1).to(table.dtype).unsqueeze(-1)  # [cells, 1]
         if path.device.type == "cpu" and not torch.compiler.is_compiling():
             # Only the real (hop, pair) entries: about 1/5 of the dense grid on molecules.
-            entry = valid.view(-1).nonzero().squeeze(-1)  # hop * cells + cell
+            entry = valid.reshape(-1).nonzero().squeeze(-1)  # hop * cells + cell
             hop, cell = entry.div(cells, rounding_mode="floor"), entry.remainder(cells)
-            edge = by_hop.view(-1).index_select(0, entry)
+            edge = by_hop.reshape(-1).index_select(0, entry)
             values = table.reshape(-1, h).index_select(0, hop * num_edges + edge)
             out = values.new_zeros(cells, h).index_add_(0, cell, values)
         else:

@@ -13,11 +13,11 @@ optimizer state nor the pretraining head is kept.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 
 import torch
 
-from graph_urpe.data.wheels import sha256_of
 from graph_urpe.pretrained import SHIPPED
 from graph_urpe.tasks.finetune import ENCODER_FORMAT
 
@@ -52,13 +52,13 @@ def export(checkpoint: str, out: str = DEFAULT_OUT, note: str = "") -> str:
         "dataset_source": str(hp.get("dataset_source")),
         "labels": [str(t) for t in hp.get("target_names") or []],
         "pretraining_readout": str(hp["model"]["init_args"].get("readout")),
-        "checkpoint_sha256": sha256_of(checkpoint), "note": note,
+        "checkpoint_sha256": _sha256(checkpoint), "note": note,
     }
     payload = {"format": ENCODER_FORMAT, "encoder_state": state, "encoder_args": args,
                "featurization": hp.get("featurization"), "metadata": metadata}
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     torch.save(payload, out)
-    return sha256_of(out)
+    return _sha256(out)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -73,3 +73,9 @@ def main(argv: list[str] | None = None) -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def _sha256(path: str) -> str:
+    """Hex SHA-256 digest of a file."""
+    with open(path, "rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()

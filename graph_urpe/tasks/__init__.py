@@ -1,7 +1,8 @@
 """Lightning modules (training logic) and data modules (loaders, dataset facts).
 
 * :class:`~graph_urpe.tasks.graph.GraphPropertyModule` with the graph data modules of
-  :mod:`graph_urpe.tasks.graph_data` (ZINC-like, PyG ZINC, OGB, PCQM4Mv2, your CSV) and the synthetic structural graph tasks
+  :mod:`graph_urpe.tasks.molecule_data` (ZINC-like, PyG ZINC, OGB, PCQM4Mv2, your CSV; bases in
+  :mod:`graph_urpe.tasks.graph_data`) and the synthetic structural graph tasks
   (:mod:`graph_urpe.tasks.synthetic_graph_data`, node- or graph-level);
 * the sequence modules of :mod:`graph_urpe.tasks.sequence` / :mod:`graph_urpe.tasks.sequence_data`;
 * :mod:`graph_urpe.tasks.optim` (weight-decay groups, the warm-up + decay schedule),
@@ -10,10 +11,9 @@
 """
 
 from graph_urpe.tasks.graph import GraphPropertyModule
-from graph_urpe.tasks.graph_data import (
-    BatchedGraphDataModule,
+from graph_urpe.tasks.graph_data import BatchedGraphDataModule, GraphDataModule
+from graph_urpe.tasks.molecule_data import (
     CSVDataModule,
-    GraphDataModule,
     OGBDataModule,
     PCQM4Mv2DataModule,
     ZINCDataModule,

@@ -2,12 +2,14 @@
 
 ::
 
-    graph-urpe collect RUN_DIR... [--out table.csv] [--markdown]
+    graph-urpe collect RUN_DIR... [--out table.csv] [--markdown] [--leaderboard FILE.md]
 
-Results over seeds (as OGB leaderboards ask: 10 runs, mean ± sample std), from a shell::
+Results over seeds (as OGB leaderboards ask: 10 runs, mean ± sample std): ``graph-urpe seeds``
+(:mod:`graph_urpe.tasks.seeds`) runs the fits and calls this; by hand::
 
     for s in 0 1 2 3 4 5 6 7 8 9; do graph-urpe fit --config CONFIG --seed_everything $s; done
-    graph-urpe collect runs/NAME/version_* --markdown --out runs/NAME/seeds.csv
+    graph-urpe collect runs/NAME/version_* --markdown --out runs/NAME/seeds.csv \
+        --leaderboard runs/NAME/leaderboard.md
 
 Each ``fit`` writes a new ``<trainer.default_root_dir>/<name>/version_<N>`` folder (``name`` from
 the config or ``--name``), so the ten runs land side by side. Each ``RUN_DIR`` is a run folder of
@@ -18,7 +20,9 @@ expanded here as the shell would.
 From each run: the test metrics are the ``test/*`` columns of the last row of ``metrics.csv``
 (Lightning's ``CSVLogger``) that has any (``fit`` tests the best checkpoint at its end;
 ``test/num_graphs`` is left out), ``seed_everything`` and ``name`` from its ``config.yaml``, the
-version from the folder name. The printed table has one row per run and a last row
+version from the folder name, whether its test metric is a leaderboard number (official evaluator,
+official data, whole test split) from its ``leaderboard.json``; the notes of the runs that are not
+are printed under the table. The printed table has one row per run and a last row
 ``mean ± std`` over runs (sample standard deviation, ``ddof=1``; a run without a metric is left
 out of that metric's statistics; ``std`` is empty for fewer than two values). ``--out`` writes the
 same as CSV, numbers only: the runs, then a row whose ``run`` is ``mean`` and one whose ``run`` is
@@ -39,15 +43,18 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from graph_urpe.files import OutputError, atomic_write_csv, check_writable
+from graph_urpe.files import OutputError, atomic_write, atomic_write_csv, check_writable
+from graph_urpe.tasks.leaderboard import RECORD_FILE, read_record
+from graph_urpe.tasks.metrics import METRICS
 
-__all__ = ["build_parser", "collect_runs", "expand_run_dirs", "format_table", "main",
-           "read_run", "summarize"]
+__all__ = ["build_parser", "collect_runs", "expand_run_dirs", "format_table",
+           "leaderboard_notes", "leaderboard_table", "main", "read_run", "summarize"]
 
-#: Leading columns of the table (the rest are the test metrics, without the ``test/`` prefix).
-INFO_COLUMNS = ("run", "name", "version", "seed")
+#: Leading columns of the table (the rest are the test metrics, without the ``test/`` prefix);
+#: ``note`` is printed under the table, not in it.
+INFO_COLUMNS = ("run", "name", "version", "seed", "leaderboard", "note")
 
-_ORDER = ("mae", "rmse", "r2", "rocauc", "ap")
+_ORDER = tuple(METRICS)
 _SKIPPED = ("test/num_graphs",)
 
 
@@ -111,7 +118,8 @@ def read_run(run_dir: str) -> dict[str, object]:
     Returns:
         dict: ``run`` (str, the folder as given), ``name`` (str or :obj:`None`), ``version``
         (int or :obj:`None`, from ``version_<N>``), ``seed`` (int or :obj:`None`, the config's
-        ``seed_everything``), then ``metric -> float`` for each ``test/<metric>`` column of the
+        ``seed_everything``), ``leaderboard`` (``"yes"`` / ``"no"``) and ``note`` (why) from its
+        ``leaderboard.json`` (:obj:`None` for a run without one), then ``metric -> float`` for each ``test/<metric>`` column of the
         last ``metrics.csv`` row that has a test value (``test/num_graphs`` excluded).
 
     Raises:
@@ -148,6 +156,9 @@ def read_run(run_dir: str) -> dict[str, object]:
         "version": int(match.group(1)) if match else None,
         "seed": int(seed) if isinstance(seed, int) and not isinstance(seed, bool) else None,
     }
+    record = read_record(run_dir)
+    result["leaderboard"] = None if record is None else ("yes" if record["leaderboard"] else "no")
+    result["note"] = None if record is None else record["note"]
     for column in test_cols:
         result[column[len("test/"):]] = float(last[column])
     return result
@@ -207,10 +218,11 @@ def format_table(frame: pd.DataFrame, *, markdown: bool = False, digits: int = 4
     """
     stats = summarize(frame)
     metrics = list(stats.columns)
-    header = list(INFO_COLUMNS) + metrics
+    shown = [c for c in INFO_COLUMNS if c != "note"]
+    header = shown + metrics
     rows = [[_number(r[c], digits) if c in metrics else ("" if pd.isna(r[c]) else str(r[c]))
              for c in header] for r in frame.to_dict("records")]
-    last = [f"mean ± std (n={len(frame)})", "", "", ""]
+    last = [f"mean ± std (n={len(frame)})"] + [""] * (len(shown) - 1)
     for m in metrics:
         mean, std = stats.at["mean", m], stats.at["std", m]
         text = _number(float(mean), digits)
@@ -221,11 +233,70 @@ def format_table(frame: pd.DataFrame, *, markdown: bool = False, digits: int = 4
     if markdown:
         lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         lines += ["| " + " | ".join(r) + " |" for r in rows]
-        return "\n".join(lines)
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths))]
-    lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths)) for r in rows]
-    return "\n".join(line.rstrip() for line in lines)
+    else:
+        widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
+        lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths))]
+        lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in rows]
+    return "\n".join(lines)
+
+
+def leaderboard_notes(frame: pd.DataFrame) -> list[str]:
+    """One line per distinct leaderboard note of the runs of ``frame`` (with the runs it
+    concerns), and one naming the runs that have no ``leaderboard.json``."""
+    lines = []
+    for note, group in frame.dropna(subset=["note"]).groupby("note", sort=False):
+        lines.append(f"{note} ({len(group)} run{'s' * (len(group) > 1)})")
+    unknown = frame[frame["note"].isna()]
+    if len(unknown):
+        lines.append(f"Leaderboard status unknown for {len(unknown)} run(s) without "
+                     f"{RECORD_FILE} (written by fit since this version).")
+    return lines
+
+
+def leaderboard_table(frame: pd.DataFrame, digits: int = 4) -> str:
+    """The row OGB's leaderboard submission form asks for, as a markdown table: test and
+    validation metric (mean ± sample std over the runs), parameter count, hardware and number of
+    runs, followed by the leaderboard notes (:func:`leaderboard_notes`).
+
+    Args:
+        frame (pandas.DataFrame): a table of :func:`collect_runs` whose runs all have a
+            ``leaderboard.json`` (written by ``fit``).
+        digits (int, optional): decimals. (default: :obj:`4`)
+
+    Raises:
+        CollectError: if a run has no ``leaderboard.json`` or the runs monitor different metrics.
+    """
+    records = [read_record(str(run)) for run in frame["run"]]
+    missing = [str(run) for run, r in zip(frame["run"], records) if r is None]
+    if missing:
+        raise CollectError(f"{missing[0]} has no {RECORD_FILE}: the leaderboard table needs runs "
+                           "of `graph-urpe fit` (this version) that ended with their test.")
+    metrics = {r["metric"] for r in records}
+    if len(metrics) != 1:
+        raise CollectError(f"the runs monitor different metrics {sorted(metrics)}: collect runs "
+                           "of one experiment.")
+    metric = metrics.pop()
+    label = METRICS[metric].label if metric in METRICS else metric
+    evaluator = records[0]["evaluator"]
+
+    def spread(values) -> str:
+        values = np.asarray([v for v in values if v is not None and np.isfinite(v)], dtype=float)
+        if not len(values):
+            return ""
+        std = f" ± {values.std(ddof=1):.{digits}f}" if len(values) > 1 else ""
+        return f"{values.mean():.{digits}f}{std}"
+
+    params = sorted({int(r["parameters"]) for r in records if r.get("parameters") is not None})
+    hardware = sorted({r["hardware"] for r in records if r.get("hardware")})
+    names = sorted({str(n) for n in frame["name"].dropna()})
+    by = f" ({evaluator})" if evaluator else ""
+    header = ["method", f"test {label}{by}", f"validation {label}", "#params", "hardware", "runs"]
+    row = [", ".join(names) or "-", spread(frame[metric]) if metric in frame else "",
+           spread(r.get("valid") for r in records), " / ".join(f"{p:,}" for p in params),
+           "; ".join(hardware), str(len(frame))]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header),
+             "| " + " | ".join(row) + " |", ""]
+    return "\n".join(lines + leaderboard_notes(frame))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -245,6 +316,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--markdown", action="store_true",
                         help="print a markdown table instead of aligned text")
     parser.add_argument("--digits", type=int, default=4, help="decimals shown (default: 4)")
+    parser.add_argument("--leaderboard", default=None, metavar="FILE",
+                        help="also print and write to FILE (markdown) the row OGB's leaderboard "
+                        "form asks for: test and validation mean ± std, #params, hardware")
     return parser
 
 
@@ -271,12 +345,19 @@ def main(argv: Sequence[str] | None = None) -> int:
                       f"share seed {int(seed)}: their spread understates the seed-to-seed "
                       "spread.", file=sys.stderr)
         print(format_table(frame, markdown=args.markdown, digits=args.digits))
+        print("\n".join(leaderboard_notes(frame)), file=sys.stderr)
         if args.out:
             tail = summarize(frame).loc[["mean", "std"]].reset_index(names="run")
             ids = frame.astype({"version": "Int64", "seed": "Int64"})
             table = pd.concat([ids, tail], ignore_index=True)
             atomic_write_csv(table, args.out)
             print(f"wrote {args.out}")
+        if args.leaderboard:
+            check_writable(args.leaderboard)
+            text = leaderboard_table(frame, args.digits)
+            with atomic_write(args.leaderboard) as handle:
+                handle.write(text + "\n")
+            print(f"\n{text}\nwrote {args.leaderboard}")
     except (CollectError, OutputError) as err:
         print(f"graph-urpe collect: error: {err}", file=sys.stderr)
         return 2

@@ -34,10 +34,11 @@ from a network *instance* is loaded with ``load_from_checkpoint(path, model=net)
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import torch
-from lightning.pytorch import LightningModule
+from lightning.pytorch import Callback, LightningModule
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from lightning.pytorch.core.mixins.hparams_mixin import _given_hyperparameters
 from lightning.pytorch.utilities import rank_zero_info
@@ -46,6 +47,7 @@ from torch import Tensor, nn
 from graph_urpe.choices import check_choice
 from graph_urpe.tasks import finetune
 from graph_urpe.tasks.metrics import (
+    METRICS,
     EpochPredictions,
     epoch_metrics,
     masked_loss,
@@ -71,9 +73,6 @@ Task = Literal["regression", "classification", "multiclass"]
 LossName = Literal["l1", "mse", "bce", "cross_entropy"]
 MetricName = Literal["mae", "rmse", "r2", "rocauc", "ap", "accuracy", "f1_macro"]
 _LEVELS = ("graph", "node")
-_HIGHER_IS_BETTER = {"rocauc": True, "ap": True, "r2": True, "mae": False, "rmse": False,
-                     "accuracy": True, "f1_macro": True}
-_MULTICLASS_METRICS = ("accuracy", "f1_macro")
 
 NODE_ID_STRIDE = 2**32
 """Node ids of node-level epoch metrics: ``sample_id * NODE_ID_STRIDE + local node index``
@@ -237,10 +236,12 @@ class GraphPropertyModule(TrustedLoadMixin, LightningModule):
                 f"loss {self.loss_name!r} does not fit a {task} task: use 'bce' for "
                 "classification, 'cross_entropy' for multiclass and 'l1' or 'mse' for regression."
             )
-        if metric is not None and (task == "multiclass") != (metric in _MULTICLASS_METRICS):
+        if metric is not None and (task == "multiclass") != (METRICS[metric].task == "multiclass"):
+            multi = [m for m, info in METRICS.items() if info.task == "multiclass"]
+            others = [m for m in METRICS if m not in multi]
             raise ValueError(
                 f"metric {metric!r} does not fit a {task} task: multiclass tasks are scored by "
-                f"{_MULTICLASS_METRICS}, the others by mae, rmse, r2, rocauc or ap."
+                f"{', '.join(multi)}, the others by {', '.join(others)}."
             )
         self.level = getattr(model, "level", "graph")
         if self.level not in _LEVELS:
@@ -314,7 +315,7 @@ class GraphPropertyModule(TrustedLoadMixin, LightningModule):
     @property
     def metric_mode(self) -> str:
         """``"max"`` or ``"min"``: how the monitored metric improves."""
-        return "max" if _HIGHER_IS_BETTER[self.metric_name] else "min"
+        return "max" if METRICS[self.metric_name].higher_is_better else "min"
 
     @property
     def target_names(self) -> list[str]:
@@ -477,6 +478,16 @@ class GraphPropertyModule(TrustedLoadMixin, LightningModule):
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         """Restore :attr:`training_vocabulary` (absent in older checkpoints: :obj:`None`)."""
         self.training_vocabulary = checkpoint.get("training_vocabulary")
+
+    def configure_callbacks(self) -> Sequence[Callback] | Callback:
+        """When testing, the data module's submission writer (``submission_writer()``:
+        OGB's file for PCQM4Mv2's hidden test splits)."""
+        trainer = self._trainer
+        if trainer is None or trainer.state.fn != "test":
+            return []
+        make = getattr(getattr(trainer, "datamodule", None), "submission_writer", None)
+        writer = make() if callable(make) else None
+        return [writer] if writer is not None else []
 
     def on_train_batch_start(self, batch, batch_idx: int) -> None:
         """Freeze the encoder during the first ``freeze_encoder`` of the run's updates."""

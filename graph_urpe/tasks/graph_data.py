@@ -1,14 +1,9 @@
-"""Lightning data modules for molecular graph property prediction.
+"""Lightning data modules for graph property prediction: the shared bases.
 
 :class:`BatchedGraphDataModule` holds what every graph data module shares (size-bucketed
 loaders, DDP splitting, ``sample_id``, the static dataset facts linked into the model); the
-molecular families share :class:`GraphDataModule` on top of it, one module per family:
-
-* :class:`ZincLikeDataModule`: the embedded ZINC-like 12k default (no download);
-* :class:`ZINCDataModule`: PyG's ZINC benchmark (``subset=True``: the 12k subset of the paper);
-* :class:`OGBDataModule`: OGB ``ogbg-mol*`` datasets (e.g. ``ogbg-molhiv``) with OGB's split;
-* :class:`PCQM4Mv2DataModule`: OGB-LSC PCQM4Mv2 (or a stand-in in its folder format);
-* :class:`CSVDataModule`: your own CSV of SMILES and labels.
+molecular families (:mod:`graph_urpe.tasks.molecule_data`: ZINC-like, PyG ZINC, OGB, PCQM4Mv2,
+your CSV) share :class:`GraphDataModule` on top of it.
 
 Every dataset is built with :class:`~graph_urpe.transforms.AddShortestPathDistance` as
 ``pre_transform`` (shortest paths computed once and cached on disk). Loaders use
@@ -27,20 +22,17 @@ row (:mod:`graph_urpe.tasks.graph_predict`).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import torch
 from lightning.pytorch import LightningDataModule
-from torch_geometric.data import Data
+from torch_geometric.data import Data, InMemoryDataset
 from torch_geometric.loader import DataLoader
 
-from graph_urpe.choices import check_choice
-from graph_urpe.data.csv.labels import CSVTask
-from graph_urpe.data.featurize import Featurization, feature_dims
+from graph_urpe.data.featurize import feature_dims
 from graph_urpe.data.indexed import IndexedDataset
-from graph_urpe.data.ogb import ogb_master
 from graph_urpe.data.registry import DatasetSplits, load_dataset
 from graph_urpe.data.sampler import (
     DEFAULT_MAX_CELLS,
@@ -54,22 +46,50 @@ from graph_urpe.tasks.graph_predict import (
     read_predict_inputs,
     training_vocabulary,
 )
-from graph_urpe.transforms import AddShortestPathDistance
+from graph_urpe.transforms import AddShortestPathDistance, StandardLayout
 
 __all__ = [
     "BatchedGraphDataModule",
-    "CSVDataModule",
     "GraphDataModule",
-    "OGBDataModule",
-    "PCQM4Mv2DataModule",
-    "ZINCDataModule",
-    "ZincLikeDataModule",
+    "collated_labels",
+    "spd_pre_transform",
 ]
 
 def spd_pre_transform() -> AddShortestPathDistance:
     """The pre-transform of every dataset here: unclipped SPD and predecessors (so one cache
     serves any ``max_distance`` / ``max_hops`` of the model)."""
     return AddShortestPathDistance(max_distance=None, paths=True)
+
+
+def collated_labels(dataset) -> torch.Tensor | None:
+    r"""The labels ``y`` of every graph of a PyG :class:`~torch_geometric.data.InMemoryDataset`
+    (or an indexed subset of one) read from its collated storage, without building any graph.
+
+    Only where access changes nothing in ``y`` but its layout (no transform, or
+    :class:`~graph_urpe.transforms.StandardLayout`, a cast to ``float32``).
+
+    Args:
+        dataset: a PyG dataset.
+
+    Returns:
+        Tensor or None: ``float32`` ``[sum of label rows, ...]`` in dataset order (reshape to
+        ``[-1, T]``); :obj:`None` where the graphs must be built to read ``y``.
+    """
+    slices = getattr(dataset, "slices", None)
+    layout_only = dataset.transform is None or isinstance(dataset.transform, StandardLayout) \
+        if isinstance(dataset, InMemoryDataset) else False
+    if not layout_only or slices is None or "y" not in slices:
+        return None
+    y = dataset._data.y  # PyG's collated storage (InMemoryDataset keeps it in `_data`)
+    bounds = slices["y"]
+    index = dataset.indices()
+    index = index.long() if isinstance(index, torch.Tensor) else \
+        torch.as_tensor(np.asarray(index, dtype=np.int64))
+    start, length = bounds[index], bounds[index + 1] - bounds[index]
+    # Row r of graph g is storage row start[g] + r: one gather for all graphs.
+    rows = torch.repeat_interleave(start - torch.cumsum(length, 0) + length, length)
+    rows = rows + torch.arange(int(length.sum()))
+    return y[rows].float()
 
 
 class BatchedGraphDataModule(LightningDataModule):
@@ -163,7 +183,11 @@ class BatchedGraphDataModule(LightningDataModule):
             tuple[list[float], list[float]]: ``T`` means and ``T`` stds, in the labels' units.
         """
         train = self.train_split()
-        ys = torch.cat([train[i].y.view(-1, self.num_tasks).float() for i in range(len(train))])
+        ys = collated_labels(train)
+        if ys is None:
+            ys = torch.cat([train[i].y.view(-1, self.num_tasks).float()
+                            for i in range(len(train))])
+        ys = ys.reshape(-1, self.num_tasks)
         mask = ~torch.isnan(ys)
         count = mask.sum(0).clamp(min=1)
         filled = torch.where(mask, ys, torch.zeros(()))
@@ -441,175 +465,3 @@ class GraphDataModule(BatchedGraphDataModule):
         """
         check_writable(self.predict_output)
 
-
-class ZincLikeDataModule(GraphDataModule):
-    r"""The embedded ZINC-like 12k default (``zinc-like``,
-    :class:`graph_urpe.data.zinc.ZincLikeDataset`): 10,000 / 1,000 / 1,000 real ZINC
-    molecules with the constrained-solubility target. Regression, MAE. Always available offline.
-    OGB's atom and bond features by default, so a model trained on it predicts any molecule RDKit
-    parses (ions, metals, isotopes); ``featurization="zinc"`` gives ZINC's 28 atom types.
-
-    Args:
-        featurization (str, optional): ``"ogb"`` or ``"zinc"``. (default: ``"ogb"``)
-        **kwargs: see :class:`GraphDataModule`.
-    """
-
-    def __init__(self, featurization: Featurization = "ogb", **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        feature_dims(featurization)  # validates
-        self.featurization = featurization
-
-    def registry_args(self) -> dict[str, Any]:
-        return {"name": "zinc-like", "featurization": self.featurization}
-
-    @property
-    def target_names(self) -> list[str]:
-        return ["target"]
-
-
-class ZINCDataModule(GraphDataModule):
-    r"""PyG's ZINC benchmark (:class:`torch_geometric.datasets.ZINC`; Dwivedi et al.,
-    "Benchmarking Graph Neural Networks"), the paper's ZINC data: ``subset=True`` is the 12k subset
-    (10,000 / 1,000 / 1,000), ``subset=False`` full ZINC (220,011 / 24,445 / 5,000). Raw files in
-    ``root/zinc`` (or ``root/zinc_full``): downloaded with ``download=True``, or written offline by
-    :mod:`graph_urpe.data.builders.pyg_zinc`. Regression (constrained solubility), MAE.
-
-    Args:
-        subset (bool, optional): the 12k subset. (default: :obj:`True`)
-        **kwargs: see :class:`GraphDataModule`.
-    """
-
-    def __init__(self, subset: bool = True, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.subset = subset
-
-    def registry_args(self) -> dict[str, Any]:
-        return {"name": "zinc" if self.subset else "zinc-full"}
-
-    @property
-    def target_names(self) -> list[str]:
-        return ["target"]
-
-
-class OGBDataModule(GraphDataModule):
-    r"""An OGB molecular graph property prediction dataset (``ogbg-mol*``; Hu et al., "Open Graph
-    Benchmark", NeurIPS 2020) with OGB's split and scored by OGB's
-    :class:`~ogb.graphproppred.Evaluator` (ROC-AUC for ``ogbg-molhiv``, AP for ``ogbg-molpcba``,
-    RMSE for the regression sets). OGB features: 9 atom, 3 bond columns. The folder
-    ``root/ogbg_<name>`` is downloaded with ``download=True`` or written offline by
-    :mod:`graph_urpe.data.builders.ogb`. Task count, type and metric come from OGB's metadata
-    (``master.csv``), without reading the data.
-
-    Args:
-        name (str, optional): dataset name. (default: ``"ogbg-molhiv"``)
-        **kwargs: see :class:`GraphDataModule`.
-
-    Raises:
-        ValueError: for a dataset that is not an OGB molecular dataset.
-    """
-
-    featurization = "ogb"
-
-    def __init__(self, name: str = "ogbg-molhiv", **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        if not name.startswith("ogbg-mol"):
-            raise ValueError(
-                f"OGBDataModule supports the molecular ogbg-mol* datasets, got {name!r}."
-            )
-        self.name = name
-        meta = ogb_master(name)
-        self.num_tasks = int(meta["num tasks"])
-        self.task_type = "classification" if "classification" in meta["task type"] \
-            else "regression"
-        self.metric = str(meta["eval metric"])
-        self.evaluator = name
-
-    def registry_args(self) -> dict[str, Any]:
-        return {"name": self.name}
-
-
-class PCQM4Mv2DataModule(GraphDataModule):
-    r"""OGB-LSC PCQM4Mv2 (HOMO-LUMO gap in eV, 3.7M molecules), scored with
-    :class:`ogb.lsc.PCQM4Mv2Evaluator` (MAE). ``standin=True`` uses the offline QM9 stand-in in the
-    same folder format (``root/pcqm4mv2_qm9``, built by :mod:`graph_urpe.data.builders.pcqm4mv2`),
-    whose hidden test-dev labels are restored for testing.
-
-    Args:
-        standin (bool, optional): use the QM9 stand-in. (default: :obj:`False`)
-        test_split (str, optional): split used by ``test``. (default: :obj:`None`: ``"test"``
-            (the stand-in's labelled test-dev) when present, else ``"valid"``, the split PCQM4Mv2
-            results are reported on since test labels are hidden)
-        **kwargs: see :class:`GraphDataModule`.
-    """
-
-    featurization = "ogb"
-    evaluator = "pcqm4mv2"
-
-    def __init__(self, standin: bool = False, test_split: str | None = None, **kwargs: Any):
-        super().__init__(**kwargs)
-        self.standin = standin
-        self.test_split = test_split or ("test" if standin else "valid")
-
-    def registry_args(self) -> dict[str, Any]:
-        return {"name": "pcqm4mv2-qm9" if self.standin else "pcqm4mv2"}
-
-    @property
-    def target_names(self) -> list[str]:
-        return ["homolumogap"]
-
-
-class CSVDataModule(GraphDataModule):
-    r"""Your own molecules: a CSV with a SMILES column and one or more label columns
-    (:class:`graph_urpe.data.csv.dataset.SmilesCSVDataset`), regression or binary
-    classification, NaN labels allowed; random, scaffold or explicit (column) split. Unusable rows
-    are skipped with their labels and listed (or refused with ``strict``). The monitored metric
-    follows the task: MAE for regression, ROC-AUC for classification.
-
-    Args:
-        path (str): the CSV file.
-        target_columns (list[str], optional): label columns. (default: ``["target"]``)
-        task (str, optional): ``"regression"`` or ``"classification"``.
-            (default: ``"regression"``)
-        split (str, optional): ``"random"``, ``"scaffold"`` or the name of a column with
-            ``train``/``valid``/``test``. (default: ``"random"``)
-        split_seed (int, optional): seed of the random split. (default: :obj:`0`)
-        featurization (str, optional): ``"ogb"`` or ``"zinc"``. (default: ``"ogb"``)
-        **kwargs: see :class:`GraphDataModule` (``smiles_column`` names the SMILES column).
-
-    Raises:
-        ValueError: for an unknown task or featurisation.
-    """
-
-    def __init__(
-        self,
-        path: str,
-        target_columns: Sequence[str] = ("target",),
-        task: CSVTask = "regression",
-        split: str = "random",
-        split_seed: int = 0,
-        featurization: Featurization = "ogb",
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(**kwargs)
-        feature_dims(featurization)
-        check_choice("task", task, CSVTask)
-        self.path = path
-        self.target_columns = [target_columns] if isinstance(target_columns, str) \
-            else list(target_columns)
-        self.task_type = task
-        self.metric = "mae" if task == "regression" else "rocauc"
-        self.num_tasks = len(self.target_columns)
-        self.split = split
-        self.split_seed = split_seed
-        self.featurization = featurization
-
-    def registry_args(self) -> dict[str, Any]:
-        return {
-            "name": "csv", "csv_path": self.path, "smiles_column": self.smiles_column,
-            "target_columns": self.target_columns, "task": self.task_type, "split": self.split,
-            "featurization": self.featurization, "seed": self.split_seed,
-        }
-
-    @property
-    def target_names(self) -> list[str]:
-        return list(self.target_columns)

@@ -20,7 +20,7 @@ Metrics (:func:`epoch_metrics`), all from :mod:`torchmetrics.functional` on the 
 
 from __future__ import annotations
 
-from typing import Literal, get_args
+from typing import Literal, NamedTuple, get_args
 
 import numpy as np
 import torch
@@ -41,15 +41,39 @@ __all__ = [
     "LOSSES",
     "METRICS",
     "EpochPredictions",
+    "MetricInfo",
     "epoch_metrics",
     "masked_loss",
     "multiclass_loss",
     "multiclass_metrics",
+    "tasks_with_both_classes",
 ]
 
 Loss = Literal["l1", "mse", "bce"]
 LOSSES = get_args(Loss)
-METRICS = ("mae", "rmse", "r2", "rocauc", "ap")
+
+
+class MetricInfo(NamedTuple):
+    """What the package knows of an epoch metric."""
+
+    label: str
+    """How summaries and tables name it."""
+    higher_is_better: bool
+    """Checkpointing / early stopping direction."""
+    task: str
+    """The task kind it scores: ``"regression"``, ``"classification"`` or ``"multiclass"``."""
+
+
+METRICS: dict[str, MetricInfo] = {
+    "mae": MetricInfo("MAE", False, "regression"),
+    "rmse": MetricInfo("RMSE", False, "regression"),
+    "r2": MetricInfo("R2", True, "regression"),
+    "rocauc": MetricInfo("ROC-AUC", True, "classification"),
+    "ap": MetricInfo("AP", True, "classification"),
+    "accuracy": MetricInfo("accuracy", True, "multiclass"),
+    "f1_macro": MetricInfo("macro-F1", True, "multiclass"),
+}
+"""Every metric a task can monitor (``val/<name>``), in the order tables show them."""
 
 
 def masked_loss(pred: Tensor, target: Tensor, loss: Loss) -> Tensor:
@@ -134,15 +158,15 @@ class EpochPredictions(Metric):
         return uid, preds[first], targets[first]
 
 
-def _per_task_binary(pred: Tensor, target: Tensor, fn) -> list[float]:
-    scores = []
+def tasks_with_both_classes(target: Tensor) -> list[int]:
+    """The tasks (columns of ``target`` ``[G, T]``, NaN = missing) whose labelled entries hold
+    both classes: OGB's rule for which tasks ROC-AUC and AP are averaged over."""
+    tasks = []
     for task in range(target.shape[1]):
-        labelled = ~torch.isnan(target[:, task])
-        t = target[labelled, task]
-        if t.numel() == 0 or bool(t.min() == t.max()):
-            continue  # needs both classes (OGB's rule)
-        scores.append(float(fn(pred[labelled, task], t.long())))
-    return scores
+        t = target[~torch.isnan(target[:, task]), task]
+        if t.numel() and bool(t.min() != t.max()):
+            tasks.append(task)
+    return tasks
 
 
 def _official(evaluator: str, metric: str, pred: Tensor, target: Tensor) -> float | None:
@@ -161,14 +185,8 @@ def _official(evaluator: str, metric: str, pred: Tensor, target: Tensor) -> floa
     if ev.eval_metric != metric:
         return None
     y_true, y_pred = target.numpy(), pred.numpy()
-    if metric in ("rocauc", "ap"):
-        # OGB raises when no task has both classes; the metric is then undefined (NaN).
-        both = [
-            t for t in range(y_true.shape[1])
-            if np.unique(y_true[~np.isnan(y_true[:, t]), t]).size == 2
-        ]
-        if not both:
-            return float("nan")
+    if metric in ("rocauc", "ap") and not tasks_with_both_classes(target):
+        return float("nan")  # OGB raises when no task has both classes: undefined
     return float(ev.eval({"y_true": y_true, "y_pred": y_pred})[metric])
 
 
@@ -209,13 +227,15 @@ def epoch_metrics(
                 r2.append(float(r2_score(pred[m, t], target[m, t])))
         out["r2"] = float(np.mean(r2)) if r2 else float("nan")
     elif task == "classification":
+        both = tasks_with_both_classes(target)
         for name, fn in (("rocauc", binary_auroc), ("ap", binary_average_precision)):
-            scores = _per_task_binary(pred, target, fn)
-            out[name] = float(np.mean(scores)) if scores else float("nan")
+            scores = {}
+            for t in both:
+                labelled = ~torch.isnan(target[:, t])
+                scores[t] = float(fn(pred[labelled, t], target[labelled, t].long()))
+            out[name] = float(np.mean(list(scores.values()))) if scores else float("nan")
             if target.shape[1] > 1:
-                per = dict(zip(_tasks_with_both(target), scores))
-                for t, value in per.items():
-                    out[f"{name}/{t}"] = value
+                out.update({f"{name}/{t}": value for t, value in scores.items()})
     else:
         raise ValueError(f"task must be 'regression' or 'classification', got {task!r}.")
     if evaluator is not None and pred.shape[0]:
@@ -224,15 +244,6 @@ def epoch_metrics(
             if value is not None:
                 out[name] = value
     return out
-
-
-def _tasks_with_both(target: Tensor) -> list[int]:
-    tasks = []
-    for task in range(target.shape[1]):
-        t = target[~torch.isnan(target[:, task]), task]
-        if t.numel() and bool(t.min() != t.max()):
-            tasks.append(task)
-    return tasks
 
 
 def _multiclass_labels(target: Tensor) -> tuple[Tensor, Tensor]:

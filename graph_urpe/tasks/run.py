@@ -8,7 +8,8 @@
   predictions of every test molecule, in the labels' units), ``splits.csv`` (the split of every
   source row, skipped rows with their reason) and ``figures/``;
 * :func:`print_fit_summary`: how training ended (epochs done of planned; stopped by the time
-  limit, early stopping or an interrupt, and what that means), the test metrics, the run folder.
+  limit, early stopping or an interrupt, and what that means), the test metrics and whether they
+  are leaderboard numbers (:mod:`graph_urpe.tasks.leaderboard`), the run folder.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from lightning.pytorch.loggers.logger import rank_zero_experiment
 from lightning.pytorch.loops import _FitLoop, _Loop
 
 from graph_urpe.files import atomic_save, atomic_write_csv
+from graph_urpe.tasks.metrics import METRICS
 
 SMALL_TEST_SPLIT = 20
 """Below this many test graphs the end-of-fit summary warns that the test metrics say little."""
@@ -369,7 +371,7 @@ LOSS_LABELS = {"l1": "L1", "mse": "MSE", "bce": "BCE", "cross_entropy": "cross-e
 
 
 def print_fit_summary(trainer: Trainer, metrics: dict[str, float] | None, run_dir: str,
-                      resume: str | None = None) -> None:
+                      record: dict[str, Any] | None = None, resume: str | None = None) -> None:
     """Print the end-of-``fit`` summary (see the module docstring). Every path in it is absolute.
 
     Args:
@@ -377,6 +379,8 @@ def print_fit_summary(trainer: Trainer, metrics: dict[str, float] | None, run_di
         metrics (dict, optional): the test results (``test/<metric>``), :obj:`None` if the run
             was not tested.
         run_dir (str): the run folder.
+        record (dict, optional): a :func:`~graph_urpe.tasks.leaderboard.leaderboard_record`: says
+            whether the test metric is a leaderboard number (default: :obj:`None`).
         resume (str, optional): the command that resumes the run, printed after an interrupt
             (default: :obj:`None`).
     """
@@ -386,10 +390,8 @@ def print_fit_summary(trainer: Trainer, metrics: dict[str, float] | None, run_di
         shown = {k[5:]: v for k, v in metrics.items()
                  if k.startswith("test/") and "/" not in k[5:]
                  and k[5:] not in ("num_graphs", "num_nodes")}
-        order = ["mae", "rmse", "r2", "rocauc", "ap", "accuracy", "f1_macro", "baseline_accuracy",
-                 "loss"]
-        labels = {"loss": "loss", "r2": "R2", "rocauc": "ROC-AUC", "ap": "AP",
-                  "accuracy": "accuracy", "f1_macro": "macro-F1",
+        order = [*METRICS, "baseline_accuracy", "loss"]
+        labels = {**{m: info.label for m, info in METRICS.items()}, "loss": "loss",
                   "baseline_accuracy": "accuracy of the majority class (baseline)"}
         module = trainer.lightning_module
         hparams = getattr(module, "hparams", {})
@@ -402,6 +404,8 @@ def print_fit_summary(trainer: Trainer, metrics: dict[str, float] | None, run_di
         for key in sorted(shown, key=lambda k: order.index(k) if k in order else len(order)):
             label = labels.get(key, key.upper())
             lines.append(f"Test {label}: {_format(shown[key])}")
+        if record is not None:
+            lines.append(record["note"])
         tested = metrics.get("test/num_graphs")
         if tested is not None and tested < SMALL_TEST_SPLIT:
             lines.append(

@@ -25,7 +25,6 @@ from graph_urpe.data.csv.row_errors import (
 from graph_urpe.data.csv.splits import column_split, random_split, scaffold_split
 from graph_urpe.data.featurize import Featurization
 from graph_urpe.data.processing import molecules_to_graphs
-from graph_urpe.data.wheels import sha256_of
 
 MIN_TRAIN_LABELS = 5
 """Fewest observed labels per label column in the training split: with fewer, the training mean and
@@ -155,7 +154,7 @@ class SmilesCSVDataset(SafeCacheMixin, InMemoryDataset):
         self.min_train_labels = int(min_train_labels)
         self.config = {
             "format": CACHE_FORMAT,
-            "csv_sha256": sha256_of(self.csv_path),
+            "csv_sha256": _sha256(self.csv_path),
             "smiles_column": smiles_column,
             "target_columns": self.target_columns,
             "task": task,
@@ -323,3 +322,8 @@ class SmilesCSVDataset(SafeCacheMixin, InMemoryDataset):
         return (f"{self.__class__.__name__}({len(self)}, csv={osp.basename(self.csv_path)!r}, "
                 f"featurization={self.featurization!r}, tasks={self.num_tasks})")
 
+
+def _sha256(path: str) -> str:
+    """Hex SHA-256 digest of a file (the cache key of its contents)."""
+    with open(path, "rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()

