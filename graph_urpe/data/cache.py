@@ -61,10 +61,13 @@ class UnsafeCacheError(pickle.UnpicklingError):
 
     def __init__(self, path: str, detail: str = "") -> None:
         self.path = path
-        first = detail.strip().splitlines()[0] if detail.strip() else ""
+        # PyTorch's text advises retrying with weights_only=False: keep only the line that names
+        # the refused object (e.g. "Unsupported global: GLOBAL os.system").
+        named = [line.strip() for line in detail.splitlines() if "global" in line.lower()]
+        first = f" ({named[0]})" if named else ""
         super().__init__(
-            f"refusing to load {path}: it holds objects that are not plain tensors or PyG data "
-            f"({first}); it may have been tampered with. Nothing in it was run. Delete the file "
+            f"refusing to load {path}: it holds objects that are not plain tensors or PyG "
+            f"data{first}; it may have been tampered with. Nothing in it was run. Delete the file "
             "(or its processed folder) to rebuild the cache from the raw data."
         )
 
