@@ -62,6 +62,10 @@ def callback(cls: type, **init_args) -> str:
         {"class_path": f"test_resume.{cls.__name__}", "init_args": init_args})
 
 
+# Every run of this module on one thread (conftest's one_thread; the killed subprocess through its
+# environment): the same thread count sums in the same order, so the weights can be bit-identical.
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 _WHOLE: dict[tuple[str, ...], tuple[str, object]] = {}
 
 
@@ -113,8 +117,7 @@ def test_kill_9_after_an_epoch_checkpoint_resumes_exactly(tmp_path, whole_runs, 
     runs = tmp_path / "runs"
     args = ["--config", config, "--name", "split", "--trainer.default_root_dir", str(runs),
             *COMMON, *extra]
-    # One thread, as the in-process runs (conftest's one_thread): another thread count sums in
-    # another order, and the weights would differ in the last bits for that reason alone.
+    # One thread, as the in-process runs (pytestmark above).
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(__file__), *sys.path]),
                OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     killed = subprocess.run(
