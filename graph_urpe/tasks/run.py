@@ -276,14 +276,14 @@ def test_prediction_table(model: LightningModule, test_split: Any) -> pd.DataFra
         model (LightningModule): a :class:`~graph_urpe.tasks.graph.GraphPropertyModule` after
             ``test``; its ``test_outputs`` holds ``(ids [R], outputs [R, num_outputs],
             labels [R, num_outputs])`` as collected (node level: ids from
-            :func:`~graph_urpe.tasks.graph.node_sample_ids`).
+            :func:`~graph_urpe.tasks.sample_ids.node_sample_ids`).
         test_split (Dataset): the test graphs the ids index.
 
     Returns:
         pandas.DataFrame or None: ``R`` rows sorted by id; None if the model holds no test
         outputs.
     """
-    from graph_urpe.tasks.graph import NODE_ID_STRIDE
+    from graph_urpe.tasks.sample_ids import NODE_ID_STRIDE
 
     outputs = getattr(model, "test_outputs", None)
     if outputs is None or test_split is None:
