@@ -154,3 +154,12 @@ def test_seeds_runs_one_fit_per_seed_and_writes_the_leaderboard_row(tmp_path, ca
     valid = [read_record(str(r))["valid"] for r in runs]
     assert cells[2] == f"{np.mean(valid):.4f} ± {np.std(valid, ddof=1):.4f}"
     assert "has no official evaluator" in captured.out
+
+
+def test_a_users_own_file_is_not_called_a_rebuild():
+    from graph_urpe.tasks.leaderboard import leaderboard_record
+
+    record = leaderboard_record(None, "mae", "my.csv", False, 6, 6)
+    assert record["note"] == ("Not a leaderboard number: my.csv has no official evaluator "
+                              "(metrics by torchmetrics).")
+    assert not record["leaderboard"]

@@ -159,13 +159,21 @@ def _describe(kind: str, featurization: str, column: int, value: int) -> str:
         names_of = {v: k for k, v in table.items()}
         if value in names_of:
             return f"{name} {names_of[value]}"
-    if kind == "atom" and featurization == "ogb" and column == 0:
-        from rdkit import Chem
+    if featurization == "ogb":
+        # OGB's features are positions in its value lists: name the value, not the position.
+        from ogb.utils.features import allowable_features
 
-        try:
-            return f"element {Chem.GetPeriodicTable().GetElementSymbol(value + 1)}"
-        except RuntimeError:
-            pass
+        lists = list(allowable_features.values())[(0 if kind == "atom" else 9) + column:]
+        values = lists[0] if lists else []
+        if 0 <= value < len(values):
+            shown = values[value]
+            if kind == "atom" and column == 0 and isinstance(shown, int):
+                from rdkit import Chem
+
+                shown = Chem.GetPeriodicTable().GetElementSymbol(shown)
+            elif isinstance(shown, int) and name == "formal charge":
+                shown = f"{shown:+d}"
+            return f"{name} {shown}"
     return f"{name} {value}"
 
 

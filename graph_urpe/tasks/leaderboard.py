@@ -66,7 +66,7 @@ def leaderboard_record(evaluator: str | None, metric: str, source: str, official
     reasons = []
     if name is None:
         reasons.append(f"{source} has no official evaluator (metrics by torchmetrics)")
-    if not official:
+    if not official and name is not None:  # a rebuild matters where an official version exists
         reasons.append(f"the data are an offline rebuild ({source}), not the official download")
     if tested < split_size:
         reasons.append(f"the test covered {tested:,} of the split's {split_size:,} graphs "
