@@ -56,19 +56,40 @@ INTERPRETED: bool = bool(triton.knobs.runtime.interpret)
 
 
 @triton.jit
+def _in_tile(rows, cols, n_rows, n_cols):
+    """The ``[len(rows), len(cols)]`` bool mask of the entries inside ``n_rows x n_cols``."""
+    return (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
+
+
+@triton.jit
+def _tile(ptr, rows, cols, stride_r, stride_c, n_rows, n_cols):
+    """Load the ``[len(rows), len(cols)]`` tile at ``ptr`` (row and column strides
+    ``stride_r, stride_c``), 0 outside ``n_rows x n_cols``."""
+    return tl.load(ptr + rows[:, None] * stride_r + cols[None, :] * stride_c,
+                   mask=_in_tile(rows, cols, n_rows, n_cols), other=0.0)
+
+
+@triton.jit
+def _batch_head(H, K, V, Bias, Mult, skb, skh, svb, svh, sbb, sbh, scb, sch):
+    """Batch and head of this program (``program_id(1)`` over ``B * H``, 64-bit: base offsets
+    ``B*H*N*N`` may pass 2**31) and ``K, V, Bias, Mult`` pointed at that batch and head."""
+    b = (tl.program_id(1) // H).to(tl.int64)
+    h = (tl.program_id(1) % H).to(tl.int64)
+    return (b, h, K + b * skb + h * skh, V + b * svb + h * svh, Bias + b * sbb + h * sbh,
+            Mult + b * scb + h * sch)
+
+
+@triton.jit
 def _scores(q, K, Bias, pad_row, offs_m, offs_n, offs_d, stride_kn, stride_kd,
             stride_bm, stride_bn, NQ, NK, D, scale,
             HAS_BIAS: tl.constexpr, HAS_PAD: tl.constexpr, CAUSAL: tl.constexpr,
             PRECISION: tl.constexpr):
     """The ``[BLOCK_M, BLOCK_N]`` tile of ``S + B`` (float32), ``-inf`` where a key is hidden or
     out of range. ``K``, ``Bias`` and ``pad_row`` point at this batch and head."""
-    kt = tl.load(K + offs_n[None, :] * stride_kn + offs_d[:, None] * stride_kd,
-                 mask=(offs_n[None, :] < NK) & (offs_d[:, None] < D), other=0.0)
+    kt = _tile(K, offs_d, offs_n, stride_kd, stride_kn, D, NK)
     s = tl.dot(q, kt, input_precision=PRECISION) * scale
-    in_range = (offs_m[:, None] < NQ) & (offs_n[None, :] < NK)
     if HAS_BIAS:
-        s += tl.load(Bias + offs_m[:, None] * stride_bm + offs_n[None, :] * stride_bn,
-                     mask=in_range, other=0.0).to(tl.float32)
+        s += _tile(Bias, offs_m, offs_n, stride_bm, stride_bn, NQ, NK).to(tl.float32)
     visible = offs_n[None, :] < NK
     if HAS_PAD:
         visible = visible & (tl.load(pad_row + offs_n, mask=offs_n < NK, other=1) == 0)[None, :]
@@ -88,17 +109,12 @@ def _fwd_kernel(Q, K, V, Bias, Mult, Pad, Out, Lse,
     """One program: query rows ``BLOCK_M * program_id(0) + [0, BLOCK_M)`` of batch and head
     ``program_id(1)``; writes their output rows and log-sum-exp (module docstring)."""
     start_m = tl.program_id(0) * BLOCK_M
-    b = (tl.program_id(1) // H).to(tl.int64)  # 64-bit base offsets: B*H*N*N may pass 2**31
-    h = (tl.program_id(1) % H).to(tl.int64)
+    b, h, K, V, Bias, Mult = _batch_head(H, K, V, Bias, Mult, skb, skh, svb, svh, sbb, sbh,
+                                         scb, sch)
     offs_m = start_m + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, BLOCK_D)
     offs_dv = tl.arange(0, BLOCK_DV)
-    K += b * skb + h * skh
-    V += b * svb + h * svh
-    Bias += b * sbb + h * sbh
-    Mult += b * scb + h * sch
-    q = tl.load(Q + b * sqb + h * sqh + offs_m[:, None] * sqm + offs_d[None, :] * sqd,
-                mask=(offs_m[:, None] < NQ) & (offs_d[None, :] < D), other=0.0)
+    q = _tile(Q + b * sqb + h * sqh, offs_m, offs_d, sqm, sqd, NQ, D)
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_DV], tl.float32)
@@ -116,17 +132,14 @@ def _fwd_kernel(Q, K, V, Bias, Mult, Pad, Out, Lse,
         l_i = l_i * alpha + tl.sum(p, 1)
         w = p
         if HAS_MULT:
-            w = p * tl.load(Mult + offs_m[:, None] * scm + offs_n[None, :] * scn,
-                            mask=(offs_m[:, None] < NQ) & (offs_n[None, :] < NK),
-                            other=0.0).to(tl.float32)
-        v = tl.load(V + offs_n[:, None] * svn + offs_dv[None, :] * svd,
-                    mask=(offs_n[:, None] < NK) & (offs_dv[None, :] < DV), other=0.0)
+            w = p * _tile(Mult, offs_m, offs_n, scm, scn, NQ, NK).to(tl.float32)
+        v = _tile(V, offs_n, offs_dv, svn, svd, NK, DV)
         acc = acc * alpha[:, None] + tl.dot(w.to(v.dtype), v, input_precision=PRECISION)
         m_i = m_new
     empty = l_i == 0.0
     out = acc / tl.where(empty, 1.0, l_i)[:, None]
     tl.store(Out + b * sob + h * soh + offs_m[:, None] * som + offs_dv[None, :] * sod,
-             out.to(Out.dtype.element_ty), mask=(offs_m[:, None] < NQ) & (offs_dv[None, :] < DV))
+             out.to(Out.dtype.element_ty), mask=_in_tile(offs_m, offs_dv, NQ, DV))
     lse = tl.where(empty, float("inf"), m_i + tl.log(tl.where(empty, 1.0, l_i)))
     tl.store(Lse + b * slb + h * slh + offs_m, lse, mask=offs_m < NQ)
 
@@ -147,25 +160,19 @@ def _bwd_kernel(Q, K, V, Bias, Mult, Pad, Lse, Delta, DO, DQ, DK, DV_, DB, DC,
     blocks and writes ``dB``, ``dC`` tiles. ``dQ, dK, dV`` share ``Q, K, V``'s strides (``so..``:
     ``dO``'s); ``delta``
     and ``Lse`` are ``[B, H, NQ]`` float32 with strides ``slb, slh, 1``."""
-    b = (tl.program_id(1) // H).to(tl.int64)  # 64-bit base offsets: B*H*N*N may pass 2**31
-    h = (tl.program_id(1) % H).to(tl.int64)
+    b, h, K, V, Bias, Mult = _batch_head(H, K, V, Bias, Mult, skb, skh, svb, svh, sbb, sbh,
+                                         scb, sch)
     offs_d = tl.arange(0, BLOCK_D)
     offs_dv = tl.arange(0, BLOCK_DV)
     Q += b * sqb + h * sqh
     DO += b * sob + h * soh
-    K += b * skb + h * skh
-    V += b * svb + h * svh
-    Bias += b * sbb + h * sbh
-    Mult += b * scb + h * sch
     Lse += b * slb + h * slh
     Delta += b * slb + h * slh
     if KEY_MAJOR:
         start_n = tl.program_id(0) * BLOCK_N
         offs_n = start_n + tl.arange(0, BLOCK_N)
-        k = tl.load(K + offs_n[:, None] * skn + offs_d[None, :] * skd,
-                    mask=(offs_n[:, None] < NK) & (offs_d[None, :] < D), other=0.0)
-        v = tl.load(V + offs_n[:, None] * svn + offs_dv[None, :] * svd,
-                    mask=(offs_n[:, None] < NK) & (offs_dv[None, :] < DV), other=0.0)
+        k = _tile(K, offs_n, offs_d, skn, skd, NK, D)
+        v = _tile(V, offs_n, offs_dv, svn, svd, NK, DV)
         dk = tl.zeros([BLOCK_N, BLOCK_D], tl.float32)
         dv = tl.zeros([BLOCK_N, BLOCK_DV], tl.float32)
         lo = 0
@@ -185,24 +192,19 @@ def _bwd_kernel(Q, K, V, Bias, Mult, Pad, Lse, Delta, DO, DQ, DK, DV_, DB, DC,
             offs_m = lo + it * BLOCK_M + tl.arange(0, BLOCK_M)
         else:
             offs_n = it * BLOCK_N + tl.arange(0, BLOCK_N)
-            k = tl.load(K + offs_n[:, None] * skn + offs_d[None, :] * skd,
-                        mask=(offs_n[:, None] < NK) & (offs_d[None, :] < D), other=0.0)
-            v = tl.load(V + offs_n[:, None] * svn + offs_dv[None, :] * svd,
-                        mask=(offs_n[:, None] < NK) & (offs_dv[None, :] < DV), other=0.0)
-        q = tl.load(Q + offs_m[:, None] * sqm + offs_d[None, :] * sqd,
-                    mask=(offs_m[:, None] < NQ) & (offs_d[None, :] < D), other=0.0)
-        do = tl.load(DO + offs_m[:, None] * som + offs_dv[None, :] * sod,
-                     mask=(offs_m[:, None] < NQ) & (offs_dv[None, :] < DV), other=0.0)
+            k = _tile(K, offs_n, offs_d, skn, skd, NK, D)
+            v = _tile(V, offs_n, offs_dv, svn, svd, NK, DV)
+        q = _tile(Q, offs_m, offs_d, sqm, sqd, NQ, D)
+        do = _tile(DO, offs_m, offs_dv, som, sod, NQ, DV)
         lse = tl.load(Lse + offs_m, mask=offs_m < NQ, other=float("inf"))
         delta = tl.load(Delta + offs_m, mask=offs_m < NQ, other=0.0)
         s = _scores(q, K, Bias, Pad + b * spb, offs_m, offs_n, offs_d, skn, skd, sbm, sbn,
                     NQ, NK, D, scale, HAS_BIAS, HAS_PAD, CAUSAL, PRECISION)
         p = tl.exp(s - lse[:, None])  # P; 0 on hidden keys, empty and out-of-range rows
-        in_range = (offs_m[:, None] < NQ) & (offs_n[None, :] < NK)
+        in_range = _in_tile(offs_m, offs_n, NQ, NK)
         dw = tl.dot(do, tl.trans(v), input_precision=PRECISION)  # dW = dO V^T
         if HAS_MULT:
-            c = tl.load(Mult + offs_m[:, None] * scm + offs_n[None, :] * scn,
-                        mask=in_range, other=0.0).to(tl.float32)
+            c = _tile(Mult, offs_m, offs_n, scm, scn, NQ, NK).to(tl.float32)
             w = p * c
             ds = p * (c * dw - delta[:, None])
         else:
@@ -228,14 +230,14 @@ def _bwd_kernel(Q, K, V, Bias, Mult, Pad, Lse, Delta, DO, DQ, DK, DV_, DB, DC,
     if KEY_MAJOR:
         tl.store(DK + b * skb + h * skh + offs_n[:, None] * skn + offs_d[None, :] * skd,
                  (dk * scale).to(DK.dtype.element_ty),
-                 mask=(offs_n[:, None] < NK) & (offs_d[None, :] < D))
+                 mask=_in_tile(offs_n, offs_d, NK, D))
         tl.store(DV_ + b * svb + h * svh + offs_n[:, None] * svn + offs_dv[None, :] * svd,
                  dv.to(DV_.dtype.element_ty),
-                 mask=(offs_n[:, None] < NK) & (offs_dv[None, :] < DV))
+                 mask=_in_tile(offs_n, offs_dv, NK, DV))
     else:
         tl.store(DQ + b * sqb + h * sqh + offs_m[:, None] * sqm + offs_d[None, :] * sqd,
                  (dq * scale).to(DQ.dtype.element_ty),
-                 mask=(offs_m[:, None] < NQ) & (offs_d[None, :] < D))
+                 mask=_in_tile(offs_m, offs_d, NQ, D))
 
 
 def _strides(t: Tensor | None, shape: tuple[int, ...]) -> tuple[int, ...]:
