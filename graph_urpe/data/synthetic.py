@@ -32,7 +32,7 @@ import torch
 from torch import Tensor
 from torch.utils.data import Dataset
 
-from graph_urpe.choices import check_choice
+from graph_urpe.choices import check_at_least, check_choice
 
 __all__ = [
     "TASKS",
@@ -129,13 +129,9 @@ class SyntheticSequenceDataset(Dataset):
     ) -> None:
         _check_task(task)
         check_choice("split", split, Literal["train", "val", "test"])
-        if length < 2 or vocab_size < 1 or num_samples < 1:
-            raise ValueError(
-                "length must be >= 2, vocab_size >= 1 and num_samples >= 1, got "
-                f"length={length}, vocab_size={vocab_size}, num_samples={num_samples}."
-            )
-        if seed < 0:
-            raise ValueError(f"seed must be >= 0, got {seed}.")
+        check_at_least(2, length=length)
+        check_at_least(1, vocab_size=vocab_size, num_samples=num_samples)
+        check_at_least(0, seed=seed)
         self.task = task
         self.length = length
         self.vocab_size = vocab_size

@@ -30,6 +30,7 @@ import torch
 from torch import Tensor
 from torch.utils.data import Dataset
 
+from graph_urpe.choices import check_at_least
 from graph_urpe.data.cache import CorruptCacheError, safe_torch_load
 from graph_urpe.files import OutputError, atomic_save
 
@@ -92,8 +93,7 @@ class Vocabulary:
         Raises:
             ValueError: if ``min_count < 1``.
         """
-        if min_count < 1:
-            raise ValueError(f"min_count must be >= 1, got {min_count}.")
+        check_at_least(1, min_count=min_count)
         return cls(w for w, c in counts.most_common() if c >= min_count)
 
     def __len__(self) -> int:
@@ -238,8 +238,7 @@ class LMBlockDataset(Dataset):
     """
 
     def __init__(self, ids: Tensor, seq_len: int, pad_id: int = 1) -> None:
-        if seq_len < 1:
-            raise ValueError(f"seq_len must be >= 1, got {seq_len}.")
+        check_at_least(1, seq_len=seq_len)
         if ids.dim() != 1 or ids.numel() < 2:
             raise ValueError(f"ids must be a 1-D stream of >= 2 tokens, got shape {tuple(ids.shape)}.")
         self.ids = ids

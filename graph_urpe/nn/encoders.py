@@ -16,6 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from graph_urpe.choices import check_at_least
+
 __all__ = ["CategoricalEncoder", "DegreeEncoder", "MultiHopEdgeEncoder"]
 
 
@@ -148,8 +150,7 @@ class DegreeEncoder(nn.Module):
 
     def __init__(self, max_degree: int, embed_dim: int, directed: bool = False, std: float = 0.02):
         super().__init__()
-        if max_degree < 0:
-            raise ValueError(f"max_degree must be >= 0, got {max_degree}.")
+        check_at_least(0, max_degree=max_degree)
         self.max_degree = max_degree
         self.embed_dim = embed_dim
         self.directed = directed
@@ -223,8 +224,7 @@ class MultiHopEdgeEncoder(nn.Module):
         validate: bool = True,
     ) -> None:
         super().__init__()
-        if max_hops <= 0:
-            raise ValueError(f"max_hops must be positive, got {max_hops}.")
+        check_at_least(1, max_hops=max_hops)
         self.num_heads = num_heads
         self.max_hops = max_hops
         self.edge_encoder = CategoricalEncoder(num_categories, num_heads, validate=validate)

@@ -69,7 +69,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch_geometric.data import Data
 
-from graph_urpe.choices import check_choice
+from graph_urpe.choices import check_at_least, check_choice
 from graph_urpe.dense import batch_vector, from_dense_batch, node_counts, to_dense_path_edges
 from graph_urpe.nn.block import GraphormerLayer
 from graph_urpe.nn.encoders import CategoricalEncoder, DegreeEncoder, MultiHopEdgeEncoder
@@ -185,10 +185,7 @@ class GraphormerEncoder(nn.Module):
                 "edge_encoding='multi_hop' needs bond_categories (vocabulary size of each edge "
                 "feature column); pass it or set edge_encoding='none'."
             )
-        if num_layers <= 0 or max_hops <= 0:
-            raise ValueError(
-                f"num_layers and max_hops must be positive, got {num_layers}, {max_hops}."
-            )
+        check_at_least(1, num_layers=num_layers, max_hops=max_hops)
         self.num_layers = num_layers
         self.embed_dim = embed_dim
         self.num_heads = num_heads
@@ -395,8 +392,7 @@ class Graphormer(nn.Module):
         **kwargs,
     ) -> None:
         super().__init__()
-        if num_tasks <= 0:
-            raise ValueError(f"num_tasks must be positive, got {num_tasks}.")
+        check_at_least(1, num_tasks=num_tasks)
         check_choice("level", level, Level)
         self.encoder = GraphormerEncoder(atom_categories, bond_categories, **kwargs)
         has_token = self.encoder.graph_token is not None

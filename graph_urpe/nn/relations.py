@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from graph_urpe.choices import check_choice
+from graph_urpe.choices import check_at_least, check_choice
 from graph_urpe.constants import UNREACHABLE
 
 __all__ = [
@@ -69,10 +69,7 @@ class RelationEmbedding(nn.Module):
     ) -> None:
         super().__init__()
         check_choice("init", init, Init)
-        if num_relations <= 0 or num_heads <= 0:
-            raise ValueError(
-                f"num_relations and num_heads must be positive, got {num_relations}, {num_heads}."
-            )
+        check_at_least(1, num_relations=num_relations, num_heads=num_heads)
         if padding_idx is not None and not 0 <= padding_idx < num_relations:
             raise ValueError(
                 f"padding_idx must lie in [0, {num_relations}), got {padding_idx}."
@@ -135,8 +132,7 @@ def num_relative_positions(
 
 
 def _check_args(max_distance: int, causal: bool, num_buckets: int | None) -> None:
-    if max_distance < 0:
-        raise ValueError(f"max_distance must be >= 0, got {max_distance}.")
+    check_at_least(0, max_distance=max_distance)
     if num_buckets is not None:
         min_buckets = 2 if causal else 4
         if num_buckets < min_buckets or (not causal and num_buckets % 2):
@@ -226,8 +222,7 @@ def num_graph_relations(max_distance: int) -> int:
     Raises:
         ValueError: if ``max_distance`` is negative.
     """
-    if max_distance < 0:
-        raise ValueError(f"max_distance must be >= 0, got {max_distance}.")
+    check_at_least(0, max_distance=max_distance)
     return max_distance + 4
 
 

@@ -40,7 +40,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from graph_urpe.choices import check_choice
+from graph_urpe.choices import check_at_least, check_choice
 from graph_urpe.nn.block import Activation, TransformerLayer
 from graph_urpe.nn.relations import (
     RelationEmbedding,
@@ -118,11 +118,7 @@ class SequenceTransformer(nn.Module):
     ) -> None:
         super().__init__()
         check_choice("attention", attention, SequenceAttention)
-        if num_tokens < 1 or num_layers < 1 or max_length < 1:
-            raise ValueError(
-                "num_tokens, num_layers and max_length must be positive, got "
-                f"{num_tokens}, {num_layers}, {max_length}."
-            )
+        check_at_least(1, num_tokens=num_tokens, num_layers=num_layers, max_length=max_length)
         if max_distance is None:
             max_distance = _T5_MAX_DISTANCE if num_buckets is not None else max_length - 1
         self.num_tokens = num_tokens

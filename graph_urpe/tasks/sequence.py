@@ -52,6 +52,7 @@ from torch import Tensor, nn
 from torchmetrics import MeanMetric
 from torchmetrics.classification import MulticlassAccuracy
 
+from graph_urpe.choices import check_at_least
 from graph_urpe.data.text import IGNORE_INDEX
 from graph_urpe.tasks.optim import (
     PolynomialDecayLR,
@@ -125,8 +126,7 @@ class SyntheticTaskModule(TrustedLoadMixin, LightningModule):
                 f"model must expose its output width as an integer `embed_dim` (as "
                 f"graph_urpe.nn.SequenceTransformer does), got {type(model).__name__}."
             )
-        if num_classes < 1:
-            raise ValueError(f"num_classes must be >= 1, got {num_classes}.")
+        check_at_least(1, num_classes=num_classes)
         self.model = model
         self.head = nn.Linear(embed_dim, num_classes)
         self.optimizer, self.lr_scheduler = optimizer, lr_scheduler

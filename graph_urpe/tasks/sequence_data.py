@@ -22,6 +22,7 @@ from __future__ import annotations
 from lightning.pytorch import LightningDataModule
 from torch.utils.data import DataLoader, TensorDataset
 
+from graph_urpe.choices import check_at_least
 from graph_urpe.data.synthetic import SyntheticSequenceDataset, SyntheticTask, num_classes
 from graph_urpe.data.text import LMBlockDataset, TokenFileCorpus
 
@@ -95,13 +96,10 @@ class SyntheticDataModule(LightningDataModule):
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}.")
+        check_at_least(1, batch_size=batch_size)
         # Validates task, sizes and seed early; generates nothing.
         self.train_set = SyntheticSequenceDataset(task, length, vocab_size, train_size, seed)
-        for name, size in (("val_size", val_size), ("test_size", test_size)):
-            if size < 1:
-                raise ValueError(f"{name} must be >= 1, got {size}.")
+        check_at_least(1, val_size=val_size, test_size=test_size)
         self._eval_sets: dict[str, TensorDataset] = {}
 
     @property
@@ -183,8 +181,7 @@ class WikiTextDataModule(LightningDataModule):
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
-        if seq_len < 1 or batch_size < 1:
-            raise ValueError(f"seq_len and batch_size must be >= 1, got {seq_len}, {batch_size}.")
+        check_at_least(1, seq_len=seq_len, batch_size=batch_size)
         self._corpus: TokenFileCorpus | None = None
 
     @property

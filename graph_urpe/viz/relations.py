@@ -31,6 +31,7 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor
 
+from graph_urpe.choices import check_at_least
 from graph_urpe.nn.relations import relative_position_ids
 from graph_urpe.viz._mpl import pyplot, save
 
@@ -70,8 +71,7 @@ def graph_relation_labels(max_distance: int) -> list[str]:
     Raises:
         ValueError: for a negative ``max_distance``.
     """
-    if max_distance < 0:
-        raise ValueError(f"max_distance must be >= 0, got {max_distance}.")
+    check_at_least(0, max_distance=max_distance)
     return [str(d) for d in range(max_distance)] + [f"≥{max_distance}", "unreach.", "token"]
 
 

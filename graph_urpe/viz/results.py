@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from graph_urpe.choices import check_at_least
 from graph_urpe.viz._mpl import pyplot, save
 
 __all__ = [
@@ -114,8 +115,7 @@ def _grid(num: int, ncols: int = 4):
 
 
 def _shown(tasks: list[str], max_tasks: int) -> tuple[list[str], str]:
-    if max_tasks < 1:
-        raise ValueError(f"max_tasks must be >= 1, got {max_tasks}.")
+    check_at_least(1, max_tasks=max_tasks)
     if len(tasks) <= max_tasks:
         return tasks, ""
     return tasks[:max_tasks], f"first {max_tasks} of {len(tasks)} tasks"
