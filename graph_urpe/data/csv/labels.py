@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from graph_urpe.choices import check_choice
+from graph_urpe.data.csv.row_errors import refuse_values
 
 CSVTask = Literal["regression", "classification"]
 TASKS = get_args(CSVTask)
@@ -58,27 +59,18 @@ def label_matrix(frame: pd.DataFrame, columns: Sequence[str], task: str = "regre
         raw = frame[column]
         values = pd.to_numeric(raw, errors="coerce")
         blank = raw.isna() | raw.astype(str).str.strip().isin(["", "nan", "NaN", "NA"])
-        bad = np.flatnonzero(values.isna().to_numpy() & ~blank.to_numpy())
-        if len(bad):
-            shown = ", ".join(f"row {i}: {raw.iloc[i]!r}" for i in bad[:10])
-            raise ValueError(
-                f"label column {column!r} of {source} has {len(bad)} non-numeric values ({shown});"
-                " leave a cell empty for a missing label"
-            )
+        head = f"label column {column!r} of {source} has"
+        refuse_values(np.flatnonzero(values.isna().to_numpy() & ~blank.to_numpy()), raw,
+                      head, "non-numeric values", "; leave a cell empty for a missing label")
         out[:, t] = values.to_numpy(dtype=np.float64)
         if len(out) and np.isnan(out[:, t]).all():
             raise ValueError(
                 f"label column {column!r} of {source} has no value in any of its {len(out)} rows "
                 "(0 labels); fill it in or leave it out of the target columns"
             )
-        infinite = np.flatnonzero(np.isinf(out[:, t]))
-        if len(infinite):
-            shown = ", ".join(f"row {i}: {raw.iloc[i]}" for i in infinite[:10])
-            raise ValueError(
-                f"label column {column!r} of {source} has {len(infinite)} infinite values "
-                f"({shown}); replace them with finite numbers, or leave the cells empty to mark "
-                "the labels missing"
-            )
+        refuse_values(np.flatnonzero(np.isinf(out[:, t])), out[:, t], head, "infinite values",
+                      "; replace them with finite numbers, or leave the cells empty to mark the "
+                      "labels missing")
         big = np.flatnonzero(np.abs(out[:, t]) > LARGE_LABEL)
         if len(big):
             warnings.warn(
@@ -86,13 +78,10 @@ def label_matrix(frame: pd.DataFrame, columns: Sequence[str], task: str = "regre
                 f"{LARGE_LABEL:g} (largest {float(np.abs(out[big, t]).max()):g}, row {int(big[0])}"
                 "); check the units or rescale the column", stacklevel=2)
         if task == "classification":
-            known = out[:, t][~np.isnan(out[:, t])]
-            wrong = np.flatnonzero(~np.isnan(out[:, t]) & ~np.isin(out[:, t], [0.0, 1.0]))
-            if len(wrong):
-                shown = ", ".join(f"row {i}: {float(out[i, t])!r}" for i in wrong[:10])
-                raise ValueError(
-                    f"classification label column {column!r} of {source} must hold 0, 1 or an "
-                    f"empty cell; found {len(wrong)} other values ({shown}) among {len(known)} "
-                    "labels. Use task='regression' for continuous targets."
-                )
+            known = ~np.isnan(out[:, t])
+            refuse_values(
+                np.flatnonzero(known & ~np.isin(out[:, t], [0.0, 1.0])), out[:, t],
+                f"classification label column {column!r} of {source} must hold 0, 1 or an empty "
+                "cell; found", "other values",
+                f" among {int(known.sum())} labels. Use task='regression' for continuous targets.")
     return out

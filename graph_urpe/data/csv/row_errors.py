@@ -3,7 +3,9 @@ larger than the configured maximum.
 
 Every such row is reported by its row number and SMILES text. A training dataset skips them (the
 labels go with their graphs, so nothing is misaligned), warns with the count and writes the full
-list to a CSV file; with ``strict=True`` it refuses the whole input instead.
+list to a CSV file; with ``strict=True`` it refuses the whole input instead. A column value that
+is not allowed (a non-numeric label, an unknown split name) is refused by
+:func:`refuse_values`, naming its first rows.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import os
 import warnings
 from collections.abc import Sequence
 
+import numpy as np
 import pandas as pd
 
 REPORT_COLUMNS = ("row", "line", "smiles", "reason")
@@ -45,6 +48,26 @@ class RowError:
         smiles = self.smiles if len(self.smiles) <= SHOWN_SMILES else (
             f"{self.smiles[:SHOWN_SMILES]}... ({len(self.smiles)} characters)")
         return f"row {self.row} (CSV line {self.line}) {smiles!r}: {self.reason}"
+
+
+def refuse_values(rows: Sequence[int], values: Sequence, head: str, kind: str, tail: str) -> None:
+    r"""Raise ``"<head> <n> <kind> (row i: value, ...)<tail>"`` when ``rows`` is not empty.
+
+    Args:
+        rows (Sequence[int]): 0-based positions of the refused cells; the first 10 are shown.
+        values (Sequence): the column's values, indexed by row (shown with :func:`repr`).
+        head (str): what comes before the count, e.g. ``"label column 'y' of data.csv has"``.
+        kind (str): what the refused values are, e.g. ``"non-numeric values"``.
+        tail (str): the rest, usually the fix, e.g. ``"; leave a cell empty"``.
+
+    Raises:
+        ValueError: if ``rows`` is not empty.
+    """
+    if len(rows):
+        first = np.asarray(rows[:10])
+        shown = ", ".join(f"row {i}: {v!r}" for i, v in
+                          zip(first.tolist(), np.asarray(values, dtype=object)[first].tolist()))
+        raise ValueError(f"{head} {len(rows)} {kind} ({shown}){tail}")
 
 
 class SkippedRowsWarning(UserWarning):

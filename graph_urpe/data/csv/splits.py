@@ -14,6 +14,8 @@ import torch
 from rdkit import rdBase
 from rdkit.Chem.Scaffolds import MurckoScaffold
 
+from graph_urpe.data.csv.row_errors import refuse_values
+
 SPLIT_NAMES = ("train", "valid", "test")
 _ALIASES = {"train": "train", "training": "train", "valid": "valid", "val": "valid",
             "validation": "valid", "test": "test", "testing": "test"}
@@ -113,13 +115,9 @@ def column_split(values: Sequence[object], column: str = "split") -> dict[str, t
     for i, value in enumerate(values):
         name = _ALIASES.get(str(value).strip().lower())
         if name is None:
-            bad.append((i, value))
+            bad.append(i)
         else:
             parts[name].append(i)
-    if bad:
-        shown = ", ".join(f"row {i}: {v!r}" for i, v in bad[:10])
-        raise ValueError(
-            f"split column {column!r} must contain train/valid/test (or val), found {len(bad)} "
-            f"other values ({shown}); fix the column or use split='random' or 'scaffold'"
-        )
+    refuse_values(bad, values, f"split column {column!r} must contain train/valid/test (or val), "
+                  "found", "other values", "; fix the column or use split='random' or 'scaffold'")
     return _as_dict(parts["train"], parts["valid"], parts["test"])
