@@ -1,4 +1,8 @@
-"""One entry point to every dataset of the package, by name, with its splits and metadata.
+"""Every dataset of the package as a family (:class:`DatasetFamily`): its facts (task, label
+columns, featurisation, metric, :class:`DatasetFacts`), stated once and known without reading any
+graph, and how it builds its splits (:class:`DatasetSplits`). The data modules of
+:mod:`graph_urpe.tasks.molecule_data` each hold one family; :func:`load_dataset` finds one by name
+(``graph-urpe summarize``).
 
 Names:
 
@@ -22,6 +26,7 @@ and are reported (warning and :attr:`DatasetSplits.invalid_rows`), never dropped
 
 from __future__ import annotations
 
+import abc
 import copy
 import dataclasses
 import os.path as osp
@@ -34,8 +39,11 @@ from torch.utils.data import Dataset
 from torch_geometric.data import Data
 from torch_geometric.transforms import Compose
 
+from graph_urpe.choices import check_choice
 from graph_urpe.data.csv.dataset import SmilesCSVDataset
+from graph_urpe.data.csv.labels import CSVTask
 from graph_urpe.data.csv.row_errors import InvalidRowsError, RowError
+from graph_urpe.data.featurize import Featurization
 from graph_urpe.data.ogb import (
     PCQM4Mv2Dataset,
     StandinTestLabels,
@@ -49,38 +57,280 @@ from graph_urpe.data.zinc import PYG_ZINC_SOURCE, ZincLikeDataset, pyg_zinc, zin
 DATASET_NAMES = ("zinc-like", "zinc", "zinc-full", "ogbg-<name>", "pcqm4mv2", "pcqm4mv2-qm9", "csv")
 
 
-@dataclasses.dataclass
-class DatasetSplits:
-    r"""A dataset ready for training: its splits and what a model and metric need to know.
+@dataclasses.dataclass(frozen=True)
+class DatasetFacts:
+    r"""What a model and its metric need to know of a dataset, known without reading any graph.
 
     Args:
-        name (str): the registry name.
-        splits (dict[str, Dataset]): split name -> dataset of PyG ``Data`` in the package layout
-            (``train``, ``valid``, ``test``; PCQM4Mv2 also ``test-dev``, ``test-challenge``).
+        name (str): the registry name (see the module docstring).
         task (str): ``"regression"`` or ``"classification"`` (binary, labels 0./1.).
         num_tasks (int): label columns ``T`` (``y`` is ``[1, T]`` per graph).
         featurization (str): ``"zinc"`` (``x`` ``[n, 1]`` with 28 atom types, ``edge_attr``
             ``[E, 1]`` with bond types 1-3) or ``"ogb"`` (``x`` ``[n, 9]``, ``edge_attr`` ``[E, 3]``,
             see :func:`ogb.utils.features.get_atom_feature_dims`).
         metric (str): the benchmark's metric: ``"mae"``, ``"rocauc"``, ``"ap"``, ``"rmse"``, ...
+        evaluator (str, optional): the official evaluator (OGB dataset name or ``"pcqm4mv2"``).
+    """
+
+    name: str
+    task: str
+    num_tasks: int
+    featurization: str
+    metric: str
+    evaluator: str | None = None
+
+
+@dataclasses.dataclass
+class DatasetSplits:
+    r"""A dataset ready for training: its splits and what a model and metric need to know.
+
+    Args:
+        facts (DatasetFacts): name, task, label columns, featurisation, metric (also readable
+            here as :attr:`name`, :attr:`task`, :attr:`num_tasks`, :attr:`featurization`,
+            :attr:`metric`).
+        splits (dict[str, Dataset]): split name -> dataset of PyG ``Data`` in the package layout
+            (``train``, ``valid``, ``test``; PCQM4Mv2 also ``test-dev``, ``test-challenge``).
         invalid_rows (list[RowError]): inputs that were refused (invalid SMILES, too large).
         source (str): where the data come from, one line, for summaries, logs and checkpoint
             hyperparameters; an offline stand-in says so (e.g. ``"ZINC-like molecules in PyG ZINC
             format (offline stand-in)"``, :func:`graph_urpe.data.zinc.zinc_source`).
         official (bool): the data are the benchmark's official release (a download), not an
             offline rebuild or stand-in: only then can a metric be a leaderboard number.
+        split_membership (Callable, optional): where every source row went, for a user's file.
     """
 
-    name: str
+    facts: DatasetFacts
     splits: dict[str, Dataset]
-    task: str
-    num_tasks: int
-    featurization: str
-    metric: str
     invalid_rows: list[RowError] = dataclasses.field(default_factory=list)
     source: str = ""
     official: bool = False
     split_membership: Callable[[], pd.DataFrame] | None = None
+
+    @property
+    def name(self) -> str:
+        """The registry name."""
+        return self.facts.name
+
+    @property
+    def task(self) -> str:
+        """``"regression"`` or ``"classification"``."""
+        return self.facts.task
+
+    @property
+    def num_tasks(self) -> int:
+        """Label columns ``T``."""
+        return self.facts.num_tasks
+
+    @property
+    def featurization(self) -> str:
+        """``"zinc"`` or ``"ogb"``."""
+        return self.facts.featurization
+
+    @property
+    def metric(self) -> str:
+        """The benchmark's metric."""
+        return self.facts.metric
+
+
+@dataclasses.dataclass(frozen=True)
+class LoadOptions:
+    r"""How any dataset family is built (the arguments of :func:`load_dataset` other than the
+    family's own).
+
+    Args:
+        root (str): data folder; each dataset lives in its own subfolder (``zinc_like``;
+            ``zinc``, holding PyG's subset and full ZINC; OGB's ``ogbg_*`` and ``pcqm4m-v2``;
+            ``pcqm4mv2_qm9``; ``csv/<file stem>``).
+        transform (Callable, optional): applied on access.
+        pre_transform (Callable, optional): applied once and cached, e.g.
+            :class:`graph_urpe.transforms.AddShortestPathDistance`.
+        max_nodes (int, optional): refuse larger graphs (see the module docstring).
+        strict (bool): errors instead of skipped rows/graphs.
+        download (bool): allow PyG/OGB to download ZINC, OGB and PCQM4Mv2 data (else offline:
+            build folders with the builders).
+        num_workers (int, optional): processing workers where supported.
+    """
+
+    root: str = "data"
+    transform: Callable[[Data], Data] | None = None
+    pre_transform: Callable[[Data], Data] | None = None
+    max_nodes: int | None = None
+    strict: bool = False
+    download: bool = False
+    num_workers: int | None = None
+
+
+class DatasetFamily(abc.ABC):
+    r"""One dataset family: its :attr:`facts`, stated once when it is created (without reading
+    any graph), and :meth:`load`, which builds its splits with those facts."""
+
+    facts: DatasetFacts
+
+    @abc.abstractmethod
+    def load(self, options: LoadOptions) -> DatasetSplits:
+        """Build (first call: process and cache on disk) or load the splits.
+
+        Raises:
+            ValueError: for too-large graphs in strict mode or unusable inputs.
+            FileNotFoundError: if the data are not available offline and downloads are off.
+        """
+
+
+def _index_split(family: DatasetFamily, full, source: str) -> DatasetSplits:
+    idx = full.get_idx_split()
+    splits = {part: full[idx[part]] for part in ("train", "valid", "test")}
+    return DatasetSplits(family.facts, splits, list(getattr(full, "invalid_rows", [])), source)
+
+
+class ZincLikeFamily(DatasetFamily):
+    """``zinc-like``: :class:`~graph_urpe.data.zinc.ZincLikeDataset`, regression, MAE, with the
+    given ``featurization`` (``"ogb"`` or ``"zinc"``)."""
+
+    def __init__(self, featurization: Featurization = "ogb") -> None:
+        check_choice("featurization", featurization, Featurization)
+        self.facts = DatasetFacts("zinc-like", "regression", 1, featurization, "mae")
+
+    def load(self, options: LoadOptions) -> DatasetSplits:
+        o = options
+        full = ZincLikeDataset(osp.join(o.root, "zinc_like"), split=None, transform=o.transform,
+                               pre_transform=o.pre_transform, max_nodes=o.max_nodes,
+                               strict=o.strict, num_workers=o.num_workers,
+                               featurization=self.facts.featurization)
+        return _index_split(self, full, "embedded ZINC-like 12k (MOSES molecules)")
+
+
+class PyGZincFamily(DatasetFamily):
+    """``zinc`` (``subset=True``) / ``zinc-full``: :func:`~graph_urpe.data.zinc.pyg_zinc`, ZINC
+    features, regression, MAE."""
+
+    def __init__(self, subset: bool = True) -> None:
+        self.facts = DatasetFacts("zinc" if subset else "zinc-full", "regression", 1, "zinc",
+                                  "mae")
+
+    def load(self, options: LoadOptions) -> DatasetSplits:
+        o = options
+        folder = osp.join(o.root, "zinc")
+        splits = {part: pyg_zinc(folder, split=part, subset=self.facts.name == "zinc",
+                                 transform=o.transform, pre_transform=o.pre_transform,
+                                 download=o.download)
+                  for part in ("train", "valid", "test")}
+        source = zinc_source(folder)
+        result = DatasetSplits(self.facts, splits, source=source,
+                               official=source == PYG_ZINC_SOURCE)
+        return _refuse_large(result, o.max_nodes, o.strict)
+
+
+class OGBFamily(DatasetFamily):
+    """``ogbg-*``: :func:`~graph_urpe.data.ogb.ogb_graphprop_dataset` with OGB's split; task
+    count, type and metric from OGB's metadata (:func:`~graph_urpe.data.ogb.ogb_master`)."""
+
+    def __init__(self, name: str) -> None:
+        meta = ogb_master(name)
+        task = "classification" if "classification" in meta["task type"] else "regression"
+        self.facts = DatasetFacts(name, task, int(meta["num tasks"]), "ogb",
+                                  str(meta["eval metric"]), evaluator=name)
+
+    def load(self, options: LoadOptions) -> DatasetSplits:
+        o, name = options, self.facts.name
+        full = ogb_graphprop_dataset(name, o.root, transform=o.transform,
+                                     pre_transform=o.pre_transform, download=o.download)
+        source, official = release_source(full.root, f"ogb.graphproppred {name}")
+        result = _index_split(self, full, source)
+        result.official = official
+        mapping = osp.join(full.root, "mapping", "mol.csv.gz")
+        return _refuse_large(result, o.max_nodes, o.strict, _smiles_column(mapping, o.max_nodes))
+
+
+class PCQM4Mv2Family(DatasetFamily):
+    """``pcqm4mv2`` / ``pcqm4mv2-qm9`` (``standin=True``): OGB-LSC PCQM4Mv2 or its offline QM9
+    stand-in, regression, MAE, OGB's evaluator; the stand-in's hidden test-dev labels are restored
+    in an extra ``test`` split."""
+
+    def __init__(self, standin: bool = False) -> None:
+        self.standin = standin
+        self.facts = DatasetFacts("pcqm4mv2-qm9" if standin else "pcqm4mv2", "regression", 1,
+                                  "ogb", "mae", evaluator="pcqm4mv2")
+
+    def load(self, options: LoadOptions) -> DatasetSplits:
+        o = options
+        folder = osp.join(o.root, "pcqm4mv2_qm9") if self.standin else o.root
+        full = PCQM4Mv2Dataset(folder, transform=o.transform, pre_transform=o.pre_transform,
+                               num_workers=o.num_workers, download=o.download and not self.standin)
+        idx = full.get_idx_split()
+        splits = {part: full[idx[part]] for part in idx}
+        if self.standin:
+            labelled = copy.copy(full)
+            restore = StandinTestLabels(folder)
+            labelled.transform = restore if full.transform is None else \
+                Compose([restore, full.transform])
+            splits["test"] = labelled[idx["test-dev"]]
+        source, official = release_source(osp.join(folder, "pcqm4m-v2"), "ogb.lsc PCQM4Mv2")
+        result = DatasetSplits(self.facts, splits, source=source, official=official)
+        data_csv = osp.join(full.raw_dir, "data.csv.gz")
+        return _refuse_large(result, o.max_nodes, o.strict, _smiles_column(data_csv, o.max_nodes))
+
+
+class CSVFamily(DatasetFamily):
+    """``csv``: your own CSV (:class:`~graph_urpe.data.csv.dataset.SmilesCSVDataset`, whose
+    arguments these are); MAE for regression, ROC-AUC for classification."""
+
+    def __init__(self, csv_path: str, smiles_column: str = "smiles",
+                 target_columns: str | Sequence[str] = "target", task: CSVTask = "regression",
+                 split: str = "random", featurization: Featurization = "ogb",
+                 seed: int = 0) -> None:
+        check_choice("task", task, CSVTask)
+        check_choice("featurization", featurization, Featurization)
+        self.csv_path = csv_path
+        self.smiles_column = smiles_column
+        self.target_columns = [target_columns] if isinstance(target_columns, str) \
+            else list(target_columns)
+        self.split = split
+        self.seed = seed
+        self.facts = DatasetFacts("csv", task, len(self.target_columns), featurization,
+                                  "mae" if task == "regression" else "rocauc")
+
+    def load(self, options: LoadOptions) -> DatasetSplits:
+        o, f = options, self.facts
+        stem = osp.basename(self.csv_path).split(".")[0]
+        full = SmilesCSVDataset(osp.join(o.root, "csv", stem), self.csv_path, self.smiles_column,
+                                self.target_columns, task=f.task, split=self.split,
+                                seed=self.seed, featurization=f.featurization,
+                                max_nodes=o.max_nodes, strict=o.strict, num_workers=o.num_workers,
+                                transform=o.transform, pre_transform=o.pre_transform)
+        result = _index_split(self, full, self.csv_path)
+        result.split_membership = full.split_membership
+        return result
+
+
+def dataset_family(name: str, csv_path: str | None = None, smiles_column: str = "smiles",
+                   target_columns: str | Sequence[str] = "target", task: str = "regression",
+                   split: str = "random", featurization: str = "ogb",
+                   seed: int = 0) -> DatasetFamily:
+    r"""The family of a registry name (the table behind :func:`load_dataset` and
+    ``graph-urpe summarize``).
+
+    Args:
+        name (str): one of :data:`DATASET_NAMES` (``ogbg-<name>``: any OGB graph dataset).
+        featurization (str, optional): for ``zinc-like`` and ``csv``. (default: ``"ogb"``)
+        csv_path, smiles_column, target_columns, task, split, seed: for ``csv``, see
+            :class:`~graph_urpe.data.csv.dataset.SmilesCSVDataset`.
+
+    Raises:
+        ValueError: unknown name or options.
+    """
+    if name == "zinc-like":
+        return ZincLikeFamily(featurization)
+    if name in ("zinc", "zinc-full"):
+        return PyGZincFamily(subset=name == "zinc")
+    if name.startswith("ogbg-"):
+        return OGBFamily(name)
+    if name in ("pcqm4mv2", "pcqm4mv2-qm9"):
+        return PCQM4Mv2Family(standin=name == "pcqm4mv2-qm9")
+    if name == "csv":
+        if csv_path is None:
+            raise ValueError("dataset 'csv' needs csv_path")
+        return CSVFamily(csv_path, smiles_column, target_columns, task, split, featurization, seed)
+    raise ValueError(f"unknown dataset {name!r}; known: {DATASET_NAMES}")
 
 
 def load_dataset(
@@ -92,102 +342,25 @@ def load_dataset(
     strict: bool = False,
     download: bool = False,
     num_workers: int | None = None,
-    csv_path: str | None = None,
-    smiles_column: str = "smiles",
-    target_columns: str | Sequence[str] = "target",
-    task: str = "regression",
-    split: str = "random",
-    featurization: str = "ogb",
-    seed: int = 0,
+    **family_options,
 ) -> DatasetSplits:
-    r"""Loads a dataset by name (see the module docstring) with its splits.
+    r"""Loads a dataset by name (see the module docstring) with its splits:
+    ``dataset_family(name, **family_options).load(LoadOptions(root, ...))``.
 
     Args:
-        name (str): one of :data:`DATASET_NAMES` (``ogbg-<name>``: any OGB graph dataset).
-        root (str, optional): data folder; each dataset lives in its own subfolder
-            (``zinc_like``; ``zinc``, holding PyG's subset and full ZINC; OGB's ``ogbg_*`` and
-            ``pcqm4m-v2``; ``pcqm4mv2_qm9``; ``csv/<file stem>``). (default: :obj:`"data"`)
-        transform (Callable, optional): applied on access. (default: :obj:`None`)
-        pre_transform (Callable, optional): applied once and cached, e.g.
-            :class:`graph_urpe.transforms.AddShortestPathDistance`. (default: :obj:`None`)
-        max_nodes (int, optional): refuse larger graphs (see the module docstring).
-            (default: :obj:`None`)
-        strict (bool, optional): errors instead of skipped rows/graphs. (default: :obj:`False`)
-        download (bool, optional): allow PyG/OGB to download ZINC, OGB and PCQM4Mv2 data.
-            (default: :obj:`False`: offline, build folders with the builders)
-        num_workers (int, optional): processing workers where supported. (default: :obj:`None`)
-        csv_path, smiles_column, target_columns, task, split, featurization, seed: for ``csv``,
-            see :class:`~graph_urpe.data.csv.dataset.SmilesCSVDataset`.
+        name (str): one of :data:`DATASET_NAMES`, see :func:`dataset_family`.
+        root, transform, pre_transform, max_nodes, strict, download, num_workers: see
+            :class:`LoadOptions`. (default: ``"data"``, no transforms, no limit, not strict,
+            offline, automatic workers)
+        **family_options: ``featurization`` (``zinc-like``, ``csv``) and the options of ``csv``,
+            see :func:`dataset_family`.
 
     Raises:
         ValueError: unknown name or options; too-large graphs in strict mode.
         FileNotFoundError: if the data are not available offline and :obj:`download` is false.
     """
-    if name == "zinc-like":
-        full = ZincLikeDataset(osp.join(root, "zinc_like"), split=None, transform=transform,
-                               pre_transform=pre_transform, max_nodes=max_nodes, strict=strict,
-                               num_workers=num_workers, featurization=featurization)
-        return _from_idx_split(name, full, "regression", 1, featurization, "mae",
-                               "embedded ZINC-like 12k (MOSES molecules)")
-    if name in ("zinc", "zinc-full"):
-        sub = name == "zinc"
-        splits = {part: pyg_zinc(osp.join(root, "zinc"), split=part,
-                                 subset=sub, transform=transform, pre_transform=pre_transform,
-                                 download=download)
-                  for part in ("train", "valid", "test")}
-        source = zinc_source(osp.join(root, "zinc"))
-        result = DatasetSplits(name, splits, "regression", 1, "zinc", "mae", source=source,
-                               official=source == PYG_ZINC_SOURCE)
-        return _refuse_large(result, max_nodes, strict)
-    if name.startswith("ogbg-"):
-        meta = ogb_master(name)
-        full = ogb_graphprop_dataset(name, root, transform=transform,
-                                     pre_transform=pre_transform, download=download)
-        kind = "classification" if "classification" in meta["task type"] else "regression"
-        source, official = release_source(full.root, f"ogb.graphproppred {name}")
-        result = _from_idx_split(name, full, kind, int(meta["num tasks"]), "ogb",
-                                 meta["eval metric"], source)
-        result.official = official
-        mapping = osp.join(full.root, "mapping", "mol.csv.gz")
-        return _refuse_large(result, max_nodes, strict, _smiles_column(mapping, max_nodes))
-    if name in ("pcqm4mv2", "pcqm4mv2-qm9"):
-        folder = root if name == "pcqm4mv2" else osp.join(root, "pcqm4mv2_qm9")
-        full = PCQM4Mv2Dataset(folder, transform=transform, pre_transform=pre_transform,
-                               num_workers=num_workers, download=download and name == "pcqm4mv2")
-        idx = full.get_idx_split()
-        splits = {part: full[idx[part]] for part in idx}
-        if name == "pcqm4mv2-qm9":
-            labelled = copy.copy(full)
-            restore = StandinTestLabels(folder)
-            labelled.transform = restore if full.transform is None else \
-                Compose([restore, full.transform])
-            splits["test"] = labelled[idx["test-dev"]]
-        source, official = release_source(osp.join(folder, "pcqm4m-v2"), "ogb.lsc PCQM4Mv2")
-        result = DatasetSplits(name, splits, "regression", 1, "ogb", "mae", source=source,
-                               official=official)
-        data_csv = osp.join(full.raw_dir, "data.csv.gz")
-        return _refuse_large(result, max_nodes, strict, _smiles_column(data_csv, max_nodes))
-    if name == "csv":
-        if csv_path is None:
-            raise ValueError("dataset 'csv' needs csv_path")
-        stem = osp.basename(csv_path).split(".")[0]
-        full = SmilesCSVDataset(osp.join(root, "csv", stem), csv_path, smiles_column,
-                                target_columns, task=task, split=split, seed=seed,
-                                featurization=featurization, max_nodes=max_nodes, strict=strict,
-                                num_workers=num_workers, transform=transform,
-                                pre_transform=pre_transform)
-        result = _from_idx_split(name, full, task, full.num_tasks, featurization,
-                                 "mae" if task == "regression" else "rocauc", csv_path)
-        result.split_membership = full.split_membership
-        return result
-    raise ValueError(f"unknown dataset {name!r}; known: {DATASET_NAMES}")
-
-
-def _from_idx_split(name, full, task, num_tasks, featurization, metric, source) -> DatasetSplits:
-    idx = full.get_idx_split()
-    splits = {part: full[idx[part]] for part in ("train", "valid", "test")}
-    invalid = list(getattr(full, "invalid_rows", []))
-    return DatasetSplits(name, splits, task, num_tasks, featurization, metric, invalid, source)
+    options = LoadOptions(root, transform, pre_transform, max_nodes, strict, download, num_workers)
+    return dataset_family(name, **family_options).load(options)
 
 
 def _smiles_column(path: str, max_nodes: int | None) -> list[str] | None:

@@ -33,7 +33,7 @@ from torch_geometric.loader import DataLoader
 
 from graph_urpe.data.featurize import feature_dims
 from graph_urpe.data.indexed import IndexedDataset
-from graph_urpe.data.registry import DatasetSplits, load_dataset
+from graph_urpe.data.registry import DatasetFacts, DatasetFamily, DatasetSplits, LoadOptions
 from graph_urpe.data.sampler import (
     DEFAULT_MAX_CELLS,
     ResumableDataLoader,
@@ -246,16 +246,16 @@ class BatchedGraphDataModule(LightningDataModule):
 
 
 class GraphDataModule(BatchedGraphDataModule):
-    r"""Base of the molecular data modules: datasets from
-    :func:`graph_urpe.data.registry.load_dataset`, the loaders of
+    r"""Base of the molecular data modules: the splits of one dataset family
+    (:class:`~graph_urpe.data.registry.DatasetFamily`), the loaders of
     :class:`BatchedGraphDataModule`, SMILES prediction.
 
-    Subclasses name the dataset (:meth:`registry_args`) and may override :attr:`test_split` and
-    :meth:`target_names`.
+    Subclasses set :attr:`family`, whose facts (task, label columns, featurisation, metric,
+    evaluator) are the module's, and may override :attr:`test_split` and :meth:`target_names`.
 
     Args:
         root (str, optional): data folder (each dataset in its own subfolder, see
-            :func:`~graph_urpe.data.registry.load_dataset`). (default: ``"data"``)
+            :class:`~graph_urpe.data.registry.LoadOptions`). (default: ``"data"``)
         batch_size, max_nodes_per_batch, max_cells_per_batch, num_workers, seed, bucketing: see
             :class:`BatchedGraphDataModule`.
         max_graph_nodes (int, optional): refuse larger graphs: in the training data they are
@@ -279,6 +279,8 @@ class GraphDataModule(BatchedGraphDataModule):
     """
 
     test_split: str = "test"
+    family: DatasetFamily | None = None
+    """The dataset family: its facts and how it builds its splits (set by each subclass)."""
 
     def __init__(
         self,
@@ -321,18 +323,40 @@ class GraphDataModule(BatchedGraphDataModule):
         self.predict_errors: dict[int, str] = {}
 
     # ------------------------------------------------------------------- the dataset
-    def registry_args(self) -> dict[str, Any]:
-        """``name`` and dataset-specific arguments of
-        :func:`~graph_urpe.data.registry.load_dataset`. Each dataset family defines it."""
-        raise TypeError(
-            f"{type(self).__name__} names no dataset: use one of the dataset families "
-            "(ZincLikeDataModule, ZINCDataModule, OGBDataModule, PCQM4Mv2DataModule, "
-            "CSVDataModule) or define registry_args() in your subclass."
-        )
+    def _facts(self) -> DatasetFacts:
+        if self.family is None:
+            raise TypeError(
+                f"{type(self).__name__} has no dataset family: use one of the dataset families "
+                "(ZincLikeDataModule, ZINCDataModule, OGBDataModule, PCQM4Mv2DataModule, "
+                "CSVDataModule) or set self.family in your subclass."
+            )
+        return self.family.facts
 
-    # The molecular facts, besides those of BatchedGraphDataModule.
-    featurization: str = "zinc"
-    """How molecules become graphs: ``"zinc"`` or ``"ogb"``."""
+    # The facts linked into the model (see BatchedGraphDataModule) are the family's.
+    @property
+    def num_tasks(self) -> int:
+        """Label columns ``T``."""
+        return self._facts().num_tasks
+
+    @property
+    def task_type(self) -> str:
+        """``"regression"`` or ``"classification"``."""
+        return self._facts().task
+
+    @property
+    def metric(self) -> str:
+        """The benchmark's metric (monitored as ``val/<metric>``)."""
+        return self._facts().metric
+
+    @property
+    def evaluator(self) -> str | None:
+        """Official evaluator (OGB dataset name or ``"pcqm4mv2"``), or :obj:`None`."""
+        return self._facts().evaluator
+
+    @property
+    def featurization(self) -> str:
+        """How molecules become graphs: ``"zinc"`` or ``"ogb"``."""
+        return self._facts().featurization
 
     @property
     def atom_categories(self) -> list[int]:
@@ -350,34 +374,20 @@ class GraphDataModule(BatchedGraphDataModule):
         ``source`` once loaded, else the registry name."""
         if self.loaded is not None and self.loaded.source:
             return self.loaded.source
-        return str(self.registry_args()["name"])
+        return self._facts().name
 
     def load(self) -> DatasetSplits:
         """Build (first call: process and cache on disk) or load the dataset with its splits."""
         if self.loaded is None:
-            self.loaded = load_dataset(
-                root=self.root,
-                pre_transform=spd_pre_transform(),
-                max_nodes=self.max_graph_nodes,
-                strict=self.strict,
-                download=self.download,
-                num_workers=self.processing_workers,
-                **self.registry_args(),
-            )
+            facts = self._facts()
+            self.loaded = self.family.load(LoadOptions(
+                self.root, pre_transform=spd_pre_transform(), max_nodes=self.max_graph_nodes,
+                strict=self.strict, download=self.download, num_workers=self.processing_workers))
             for part in ("train", "valid", self.test_split):
                 if part not in self.loaded.splits:
                     raise ValueError(
-                        f"dataset {self.loaded.name!r} has no {part!r} split; it has "
+                        f"dataset {facts.name!r} has no {part!r} split; it has "
                         f"{sorted(self.loaded.splits)}."
-                    )
-            facts = {"num_tasks": self.num_tasks, "task": self.task_type,
-                     "featurization": self.featurization}
-            for key, expected in facts.items():
-                found = getattr(self.loaded, key)
-                if found != expected:
-                    raise ValueError(
-                        f"dataset {self.loaded.name!r} has {key}={found!r} but "
-                        f"{type(self).__name__} declares {expected!r}: fix the data module."
                     )
         return self.loaded
 

@@ -1,5 +1,6 @@
-"""The molecular dataset families: one Lightning data module per dataset, each stating its facts
-(task, label columns, featurisation, metric, evaluator) once, on top of
+"""The molecular dataset families: one Lightning data module per dataset, each holding its
+:class:`~graph_urpe.data.registry.DatasetFamily` (which states the facts, task, label columns,
+featurisation, metric, evaluator, once and builds the splits), on top of
 :class:`~graph_urpe.tasks.graph_data.GraphDataModule` (loaders, SMILES prediction):
 
 * :class:`ZincLikeDataModule`: the embedded ZINC-like 12k default (no download);
@@ -14,8 +15,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from graph_urpe.data.featurize import feature_dims
-from graph_urpe.data.ogb import SUBMISSION_SIZES, ogb_master
+from graph_urpe.data.csv.labels import CSVTask
+from graph_urpe.data.featurize import Featurization
+from graph_urpe.data.ogb import SUBMISSION_SIZES
+from graph_urpe.data.registry import (
+    CSVFamily,
+    OGBFamily,
+    PCQM4Mv2Family,
+    PyGZincFamily,
+    ZincLikeFamily,
+)
 from graph_urpe.tasks.graph_data import GraphDataModule
 from graph_urpe.tasks.submission import SubmissionWriter
 
@@ -40,13 +49,9 @@ class ZincLikeDataModule(GraphDataModule):
         **kwargs: see :class:`GraphDataModule`.
     """
 
-    def __init__(self, featurization: str = "ogb", **kwargs: Any) -> None:
+    def __init__(self, featurization: Featurization = "ogb", **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        feature_dims(featurization)  # validates
-        self.featurization = featurization
-
-    def registry_args(self) -> dict[str, Any]:
-        return {"name": "zinc-like", "featurization": self.featurization}
+        self.family = ZincLikeFamily(featurization)
 
     @property
     def target_names(self) -> list[str]:
@@ -68,9 +73,7 @@ class ZINCDataModule(GraphDataModule):
     def __init__(self, subset: bool = True, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.subset = subset
-
-    def registry_args(self) -> dict[str, Any]:
-        return {"name": "zinc" if self.subset else "zinc-full"}
+        self.family = PyGZincFamily(subset)
 
     @property
     def target_names(self) -> list[str]:
@@ -94,8 +97,6 @@ class OGBDataModule(GraphDataModule):
         ValueError: for a dataset that is not an OGB molecular dataset.
     """
 
-    featurization = "ogb"
-
     def __init__(self, name: str = "ogbg-molhiv", **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if not name.startswith("ogbg-mol"):
@@ -103,15 +104,7 @@ class OGBDataModule(GraphDataModule):
                 f"OGBDataModule supports the molecular ogbg-mol* datasets, got {name!r}."
             )
         self.name = name
-        meta = ogb_master(name)
-        self.num_tasks = int(meta["num tasks"])
-        self.task_type = "classification" if "classification" in meta["task type"] \
-            else "regression"
-        self.metric = str(meta["eval metric"])
-        self.evaluator = name
-
-    def registry_args(self) -> dict[str, Any]:
-        return {"name": self.name}
+        self.family = OGBFamily(name)
 
 
 class PCQM4Mv2DataModule(GraphDataModule):
@@ -134,18 +127,13 @@ class PCQM4Mv2DataModule(GraphDataModule):
         **kwargs: see :class:`GraphDataModule`.
     """
 
-    featurization = "ogb"
-    evaluator = "pcqm4mv2"
-
     def __init__(self, standin: bool = False, test_split: str | None = None,
                  submission_dir: str | None = None, **kwargs: Any):
         super().__init__(**kwargs)
         self.standin = standin
         self.test_split = test_split or ("test" if standin else "valid")
         self.submission_dir = submission_dir
-
-    def registry_args(self) -> dict[str, Any]:
-        return {"name": "pcqm4mv2-qm9" if self.standin else "pcqm4mv2"}
+        self.family = PCQM4Mv2Family(standin)
 
     @property
     def target_names(self) -> list[str]:
@@ -185,32 +173,23 @@ class CSVDataModule(GraphDataModule):
         self,
         path: str,
         target_columns: Sequence[str] = ("target",),
-        task: str = "regression",
+        task: CSVTask = "regression",
         split: str = "random",
         split_seed: int = 0,
-        featurization: str = "ogb",
+        featurization: Featurization = "ogb",
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        feature_dims(featurization)
-        if task not in ("regression", "classification"):
-            raise ValueError(f"task must be 'regression' or 'classification', got {task!r}.")
         self.path = path
-        self.target_columns = [target_columns] if isinstance(target_columns, str) \
-            else list(target_columns)
-        self.task_type = task
-        self.metric = "mae" if task == "regression" else "rocauc"
-        self.num_tasks = len(self.target_columns)
         self.split = split
         self.split_seed = split_seed
-        self.featurization = featurization
+        self.family = CSVFamily(path, self.smiles_column, target_columns, task, split,
+                                featurization, split_seed)
 
-    def registry_args(self) -> dict[str, Any]:
-        return {
-            "name": "csv", "csv_path": self.path, "smiles_column": self.smiles_column,
-            "target_columns": self.target_columns, "task": self.task_type, "split": self.split,
-            "featurization": self.featurization, "seed": self.split_seed,
-        }
+    @property
+    def target_columns(self) -> list[str]:
+        """The label columns (a single name given as a string becomes a one-element list)."""
+        return self.family.target_columns
 
     @property
     def target_names(self) -> list[str]:
