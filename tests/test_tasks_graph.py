@@ -395,13 +395,3 @@ def test_target_stats_read_the_collated_labels(tmp_path, family):
     mean, std = dm.train_target_stats()
     assert mean == pytest.approx(np.nanmean(built.numpy(), 0).tolist(), abs=1e-6)
     assert std == pytest.approx(np.nanstd(built.numpy(), 0).tolist(), abs=1e-6)
-
-
-def test_lightning_still_has_the_private_sampler_flag_the_loaders_check():
-    """Version fence: the loaders refuse use_distributed_sampler=True by reading Lightning's
-    private ``trainer._accelerator_connector.use_distributed_sampler`` (no public attribute in
-    Lightning 2.6); if an upgrade renames it, this fails instead of the check going silent."""
-    for flag in (True, False):
-        trainer = Trainer(accelerator="cpu", use_distributed_sampler=flag, logger=False,
-                          enable_checkpointing=False, enable_progress_bar=False)
-        assert trainer._accelerator_connector.use_distributed_sampler is flag

@@ -201,6 +201,8 @@ class BatchedGraphDataModule(LightningDataModule):
         trainer = self.trainer
         if trainer is None:
             return 1, 0
+        # The Trainer's flag is private (no public attribute in Lightning 2.6; fenced by
+        # tests/test_lightning_private.py).
         if trainer.world_size > 1 and getattr(
             trainer._accelerator_connector, "use_distributed_sampler", False
         ):
