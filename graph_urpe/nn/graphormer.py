@@ -360,6 +360,10 @@ class Graphormer(nn.Module):
         level (str, optional): ``"graph"`` or ``"node"``. (default: :obj:`"graph"`)
         readout (str, optional): graph-level readout, ``"graph_token"``, ``"mean"`` or ``"sum"``.
             (default: :obj:`None`: ``"graph_token"`` when the encoder has it, else ``"mean"``)
+        head_hidden_dim (int, optional): graph level: width of the head's hidden layer
+            (:class:`GraphHead`'s ``hidden_dim``, an MLP head as Chemprop's); :obj:`None` for
+            Graphormer's linear head. (default: :obj:`None`)
+        head_dropout (float, optional): dropout in that hidden layer. (default: :obj:`0.0`)
         **kwargs: the architecture, passed to :class:`GraphormerEncoder` (``num_layers``,
             ``embed_dim``, ``num_heads``, ``ffn_dim``, ``attention``, ``max_distance``,
             ``max_degree``, ``max_hops``, ``edge_encoding``, ``bias_per_layer``,
@@ -378,6 +382,7 @@ class Graphormer(nn.Module):
 
     Raises:
         ValueError: for a non-positive ``num_tasks``, an unknown ``level`` / ``readout``,
+            ``head_hidden_dim`` at node level or any error of :class:`GraphHead`,
             ``readout="graph_token"`` with ``graph_token=False``, or any error of
             :class:`GraphormerEncoder`.
     """
@@ -389,6 +394,8 @@ class Graphormer(nn.Module):
         bond_categories: int | Sequence[int] | None = None,
         level: Level = "graph",
         readout: Readout | None = None,
+        head_hidden_dim: int | None = None,
+        head_dropout: float = 0.0,
         **kwargs,
     ) -> None:
         super().__init__()
@@ -407,8 +414,11 @@ class Graphormer(nn.Module):
         self.level = level
         self.readout = readout
         embed_dim = self.encoder.embed_dim
-        self.head = (GraphHead(embed_dim, num_tasks, readout) if level == "graph"
-                     else nn.Linear(embed_dim, num_tasks))
+        if level == "node" and head_hidden_dim is not None:
+            raise ValueError("head_hidden_dim is for level='graph'; the node-level head is "
+                             "linear: leave it unset.")
+        self.head = (GraphHead(embed_dim, num_tasks, readout, head_hidden_dim, head_dropout)
+                     if level == "graph" else nn.Linear(embed_dim, num_tasks))
         self.reset_parameters()
 
     @property
@@ -455,7 +465,7 @@ class Graphormer(nn.Module):
         return cls(num_tasks, atom_categories, bond_categories, **cfg)
 
     def reset_parameters(self) -> None:
-        """The encoder's initialisation, and the head's linear layer as Graphormer's
+        """The encoder's initialisation, and the head's linear layers as Graphormer's
         (``N(0, 0.02 / sqrt(L))``, zero bias)."""
         self.encoder.reset_parameters()
         _init_linear(self.head, 0.02 / math.sqrt(self.encoder.num_layers))

@@ -1,4 +1,5 @@
-"""Graph-level readout heads: the graph token's embedding, or mean / sum pooling over nodes."""
+"""Graph-level readout heads: the graph token's embedding, or mean / sum pooling over nodes, then a
+linear layer or a one-hidden-layer MLP (Chemprop's feed-forward head)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Literal
 from torch import Tensor, nn
 from torch_geometric.nn import global_add_pool, global_mean_pool
 
-from graph_urpe.choices import check_choice
+from graph_urpe.choices import check_at_least, check_choice
 
 __all__ = ["GraphHead", "Readout"]
 
@@ -16,16 +17,24 @@ Readout = Literal["graph_token", "mean", "sum"]
 
 
 class GraphHead(nn.Module):
-    r"""Graph-level head: a readout of the encoder's output, then a linear layer.
+    r"""Graph-level head: a readout of the encoder's output, then a linear layer or an MLP.
 
     Readouts: ``"graph_token"`` (the token's embedding, Graphormer), ``"mean"`` or ``"sum"`` over
-    each graph's nodes (:func:`torch_geometric.nn.global_mean_pool` / ``global_add_pool``).
+    each graph's nodes (:func:`torch_geometric.nn.global_mean_pool` / ``global_add_pool``). With
+    :obj:`hidden_dim`, the pooled embedding goes through one hidden layer first,
+    :math:`\mathbf{W}_2\,\mathrm{Dropout}(\mathrm{ReLU}(\mathbf{W}_1 \mathbf{h} + \mathbf{b}_1)) +
+    \mathbf{b}_2`, as Chemprop's feed-forward head (Yang et al., J. Chem. Inf. Model. 2019); without
+    it Graphormer's single linear layer.
 
     Args:
         embed_dim (int): input width.
         num_tasks (int): outputs per graph.
         readout (str, optional): ``"graph_token"``, ``"mean"`` or ``"sum"``.
             (default: :obj:`"graph_token"`)
+        hidden_dim (int, optional): width of the hidden layer; :obj:`None` for a linear head.
+            (default: :obj:`None`)
+        dropout (float, optional): dropout after the hidden layer's ReLU (only with
+            :obj:`hidden_dim`). (default: :obj:`0.0`)
 
     Shapes:
         - **nodes**: ``[num_nodes, embed_dim]``; **token**: ``[B, embed_dim]`` (for
@@ -33,17 +42,27 @@ class GraphHead(nn.Module):
         - **output**: ``[B, num_tasks]``
 
     Raises:
-        ValueError: for an unknown ``readout``, or ``token=None`` with ``"graph_token"``.
+        ValueError: for an unknown ``readout``, a non-positive ``hidden_dim``, a ``dropout``
+            outside ``[0, 1)``, or ``token=None`` with ``"graph_token"``.
     """
 
-    def __init__(self, embed_dim: int, num_tasks: int, readout: Readout = "graph_token") -> None:
+    def __init__(self, embed_dim: int, num_tasks: int, readout: Readout = "graph_token",
+                 hidden_dim: int | None = None, dropout: float = 0.0) -> None:
         super().__init__()
         check_choice("readout", readout, Readout)
+        if hidden_dim is not None:
+            check_at_least(1, hidden_dim=hidden_dim)
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {dropout}.")
         self.readout = readout
-        self.linear = nn.Linear(embed_dim, num_tasks)
+        self.hidden = None if hidden_dim is None else nn.Sequential(
+            nn.Linear(embed_dim, hidden_dim), nn.ReLU(), nn.Dropout(dropout))
+        self.linear = nn.Linear(embed_dim if hidden_dim is None else hidden_dim, num_tasks)
 
     def reset_parameters(self) -> None:
-        """Reset the linear layer."""
+        """Reset the linear layers."""
+        if self.hidden is not None:
+            self.hidden[0].reset_parameters()
         self.linear.reset_parameters()
 
     def forward(self, nodes: Tensor, token: Tensor | None, batch: Tensor, num_graphs: int) -> Tensor:
@@ -57,8 +76,14 @@ class GraphHead(nn.Module):
             pooled = global_mean_pool(nodes, batch, size=num_graphs)
         else:
             pooled = global_add_pool(nodes, batch, size=num_graphs)
+        if self.hidden is not None:
+            pooled = self.hidden(pooled)
         return self.linear(pooled)
 
     def __repr__(self) -> str:
-        return (f"{self.__class__.__name__}({self.linear.in_features}, "
-                f"{self.linear.out_features}, readout={self.readout!r})")
+        embed_dim = self.linear.in_features if self.hidden is None else \
+            self.hidden[0].in_features
+        hidden = "" if self.hidden is None else \
+            f", hidden_dim={self.hidden[0].out_features}, dropout={self.hidden[2].p}"
+        return (f"{self.__class__.__name__}({embed_dim}, {self.linear.out_features}, "
+                f"readout={self.readout!r}{hidden})")
