@@ -96,6 +96,12 @@ def test_fit_writes_one_run_folder_tests_best_then_resumes_and_predicts(
     assert table["smiles"].tolist() == SMILES[13:]
     assert table["target"].tolist() == pytest.approx([len(s) / 4.0 for s in SMILES[13:]])
     assert table["target_pred"].tolist() == pytest.approx([preds[i] for i in range(3)], abs=1e-5)
+    # The bootstrap interval of the test MAE: every resample's MAE lies between the smallest
+    # and the largest absolute error of the 3 test molecules.
+    low, high = map(float, re.search(r"Test MAE 95% interval over the 3 test graphs \(bootstrap\):"
+                                     r" ([0-9.]+) to ([0-9.]+)", out).groups())
+    err = (table["target"] - table["target_pred"]).abs()
+    assert err.min() - 1e-4 <= low <= mae <= high <= err.max() + 1e-4
     first = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
 
     # Resume the latest version from its last.ckpt for one more epoch: no new version folder.

@@ -370,6 +370,29 @@ LOSS_LABELS = {"l1": "L1", "mse": "MSE", "bce": "BCE", "cross_entropy": "cross-e
 """How the summary names each training loss (``GraphPropertyModule.loss_name``)."""
 
 
+def test_interval_line(model: LightningModule) -> str | None:
+    """The summary's line on how much the monitored test metric could vary with the test graphs:
+    its 95 % bootstrap interval (:func:`~graph_urpe.tasks.uncertainty.bootstrap_interval`) over
+    the graphs of ``model.test_outputs``; :obj:`None` at node level, for test splits over
+    :data:`~graph_urpe.tasks.uncertainty.MAX_BOOTSTRAP_CELLS` labels, or where it is undefined."""
+    from graph_urpe.tasks.uncertainty import MAX_BOOTSTRAP_CELLS, bootstrap_interval
+
+    outputs = getattr(model, "test_outputs", None)
+    if outputs is None or getattr(model, "level", "graph") != "graph":
+        return None
+    _, pred, target = outputs
+    if target.numel() > MAX_BOOTSTRAP_CELLS:
+        return None
+    metric = model.metric_name
+    interval = bootstrap_interval(pred, target, model.hparams.task, metric)
+    if interval is None:
+        return None
+    label = METRICS[metric].label
+    return (f"Test {label} 95% interval over the {pred.shape[0]} test graphs (bootstrap): "
+            f"{interval[0]:.4f} to {interval[1]:.4f}; the spread over training seeds: "
+            "graph-urpe seeds --seeds 3")
+
+
 def print_fit_summary(trainer: Trainer, metrics: dict[str, float] | None, run_dir: str,
                       record: dict[str, Any] | None = None, resume: str | None = None) -> None:
     """Print the end-of-``fit`` summary (see the module docstring). Every path in it is absolute.
@@ -404,6 +427,9 @@ def print_fit_summary(trainer: Trainer, metrics: dict[str, float] | None, run_di
         for key in sorted(shown, key=lambda k: order.index(k) if k in order else len(order)):
             label = labels.get(key, key.upper())
             lines.append(f"Test {label}: {_format(shown[key])}")
+        interval = test_interval_line(module)
+        if interval:
+            lines.append(interval)
         if record is not None:
             lines.append(record["note"])
         tested = metrics.get("test/num_graphs")

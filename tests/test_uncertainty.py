@@ -1,0 +1,58 @@
+"""The test metric's bootstrap interval, against the normal approximation and hand-made cases."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from graph_urpe.tasks.uncertainty import bootstrap_interval
+
+
+def test_mae_interval_matches_the_normal_approximation_of_a_mean():
+    # MAE is the mean of |error|: for n = 400 its percentile bootstrap interval is close to
+    # mean +- 1.96 * sd / sqrt(n) (central limit theorem), computed here with numpy alone.
+    rng = np.random.default_rng(0)
+    target = rng.normal(size=(400, 1))
+    pred = target + rng.normal(scale=0.5, size=(400, 1))
+    err = np.abs(pred - target).ravel()
+    half = 1.96 * err.std(ddof=1) / math.sqrt(len(err))
+    low, high = bootstrap_interval(torch.tensor(pred), torch.tensor(target), "regression", "mae")
+    assert low < err.mean() < high
+    assert low == pytest.approx(err.mean() - half, rel=0.03)
+    assert high == pytest.approx(err.mean() + half, rel=0.03)
+
+
+def test_interval_is_deterministic_and_masks_missing_labels():
+    rng = np.random.default_rng(1)
+    target = torch.tensor(rng.normal(size=(50, 2)))
+    target[::3, 1] = float("nan")
+    pred = target.nan_to_num(0.0) + 0.1
+    first = bootstrap_interval(pred, target, "regression", "mae")
+    assert first == bootstrap_interval(pred, target, "regression", "mae")
+    # Every labelled error is 0.1 exactly: every resample's MAE is 0.1.
+    assert first == pytest.approx((0.1, 0.1), abs=1e-6)
+
+
+def test_rocauc_interval_brackets_the_value_and_perfect_scores_give_one():
+    labels = torch.tensor([0.0, 1.0] * 30).view(-1, 1)
+    low, high = bootstrap_interval(labels * 2 - 1, labels, "classification", "rocauc")
+    assert low == high == pytest.approx(1.0)
+    rng = np.random.default_rng(2)
+    scores = labels + torch.tensor(rng.normal(size=(60, 1)))
+    low, high = bootstrap_interval(scores, labels, "classification", "rocauc")
+    assert 0.5 < low < high < 1.0
+
+
+def test_undefined_cases_give_none():
+    one_class = torch.ones(10, 1)
+    assert bootstrap_interval(torch.rand(10, 1), one_class, "classification", "rocauc") is None
+    assert bootstrap_interval(torch.rand(1, 1), torch.rand(1, 1), "regression", "mae") is None
+    nan = torch.full((5, 1), float("nan"))
+    assert bootstrap_interval(torch.rand(5, 1), nan, "regression", "mae") is None
+
+
+def test_multiclass_accuracy_interval():
+    target = torch.tensor([0, 1, 2, 1] * 10, dtype=torch.float32).view(-1, 1)
+    logits = torch.nn.functional.one_hot(target.view(-1).long(), 3).float()
+    assert bootstrap_interval(logits, target, "multiclass", "accuracy") == (1.0, 1.0)
