@@ -173,6 +173,19 @@ def test_second_fit_gets_its_own_version_and_last_is_the_latest_state(tmp_path, 
     assert "already holds a trained run" in capsys.readouterr().err
 
 
+def test_metrics_csv_keeps_the_epochs_after_the_best_checkpoint(tmp_path, capsys):
+    # lr 0: every epoch's validation MAE is the same, so best.ckpt stays the first epoch's (a
+    # tie does not replace it). Testing best.ckpt loads it; the three epochs' rows must stay.
+    config, runs = write_config(tmp_path, max_epochs=3)
+    main(["fit", "--config", config, "--model.init_args.optimizer.init_args.lr", "0.0"])
+    out = capsys.readouterr().out
+    best = torch.load(runs / "version_0" / "checkpoints" / "best.ckpt", weights_only=True)
+    assert best["epoch"] == 0 and "Test MAE:" in out
+    metrics = pd.read_csv(runs / "version_0" / "metrics.csv")
+    assert sorted(metrics.loc[metrics["val/mae"].notna(), "epoch"]) == [0, 1, 2]
+    assert metrics["test/mae"].notna().sum() == 1
+
+
 def test_classification_monitors_rocauc_without_editing_the_config(tmp_path, capsys):
     config, runs = write_config(tmp_path, max_epochs=2, task="classification")
     main(["fit", "--config", config])

@@ -29,6 +29,7 @@ from lightning.pytorch.loggers import CSVLogger
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 from lightning.pytorch.loggers.logger import rank_zero_experiment
 from lightning.pytorch.loops import _FitLoop, _Loop
+from lightning.pytorch.trainer.states import TrainerFn
 
 from graph_urpe.files import atomic_save, atomic_write_csv
 from graph_urpe.tasks.metrics import METRICS
@@ -200,7 +201,9 @@ class LogsAtCheckpoint(Callback):
       otherwise holds up to ``flush_logs_every_n_steps`` rows in memory; a kill lost them).
     * On resume, rows of :class:`~lightning.pytorch.loggers.CSVLogger` logged after the
       checkpoint (at a logging step at or beyond the checkpoint's, written by a later flush
-      before the kill) are removed, since the resumed run logs those steps again.
+      before the kill) are removed, since the resumed run logs those steps again. Only when
+      resuming ``fit``: testing ``best.ckpt`` after training loads it too, and must keep the
+      epochs logged after the best one.
     """
 
     def on_save_checkpoint(self, trainer: Trainer, pl_module: LightningModule,
@@ -212,7 +215,7 @@ class LogsAtCheckpoint(Callback):
                            checkpoint: dict[str, Any]) -> None:
         fit = checkpoint.get("loops", {}).get("fit_loop", {})
         step = fit.get("epoch_loop.state_dict", {}).get("_batches_that_stepped")
-        if step is None or not trainer.is_global_zero:
+        if step is None or not trainer.is_global_zero or trainer.state.fn != TrainerFn.FITTING:
             return
         for logger in trainer.loggers:
             path = osp.join(logger.log_dir, "metrics.csv") if isinstance(logger, CSVLogger) \
