@@ -75,7 +75,7 @@ def test_fit_writes_one_run_folder_tests_best_then_resumes_and_predicts(
         assert (run / name).is_file(), name
     assert any(p.name.startswith("events.out.tfevents") for p in run.iterdir())
     mae = float(re.search(r"Test MAE: ([0-9.]+)", out).group(1))
-    best = re.search(r"Best checkpoint: (\S+)", out).group(1)
+    best = re.search(r"Best checkpoint: (\S+)  \(val/mae, tested\)", out).group(1)
     assert best == str(run / "checkpoints" / "best.ckpt")
     # The checkpoint alone rebuilds the trained network (its class path and arguments).
     model = GraphPropertyModule.load_from_checkpoint(best)
@@ -181,6 +181,21 @@ def test_metrics_csv_keeps_the_epochs_after_the_best_checkpoint(tmp_path, capsys
     out = capsys.readouterr().out
     best = torch.load(runs / "version_0" / "checkpoints" / "best.ckpt", weights_only=True)
     assert best["epoch"] == 0 and "Test MAE:" in out
+    # --test_checkpoint last: the end of the schedule is tested instead, and the summary says so.
+    main(["fit", "--config", config, "--test_checkpoint", "last"])
+    out = capsys.readouterr().out
+    last = runs / "version_1" / "checkpoints" / "last.ckpt"
+    assert f"Last checkpoint: {last}  (tested; resume with --ckpt_path last)" in out
+    assert "(val/mae)" in out and "(val/mae, tested)" not in out
+    model = GraphPropertyModule.load_from_checkpoint(str(last))
+    table = pd.read_csv(runs / "version_1" / "test_predictions.csv")
+    dm = CSVDataModule(str(tmp_path / "mols.csv"), split="split", featurization="zinc",
+                       root=str(tmp_path / "data"), batch_size=4)
+    dm.setup("test")
+    model.eval()
+    with torch.no_grad():
+        preds = torch.cat([model.predict_values(b).view(-1) for b in dm.test_dataloader()])
+    assert sorted(table["target_pred"]) == pytest.approx(sorted(preds.tolist()), abs=1e-5)
     metrics = pd.read_csv(runs / "version_0" / "metrics.csv")
     assert sorted(metrics.loc[metrics["val/mae"].notna(), "epoch"]) == [0, 1, 2]
     assert metrics["test/mae"].notna().sum() == 1

@@ -28,15 +28,15 @@ state, also written on Ctrl-C), ``test_predictions.csv``, ``splits.csv`` and ``f
 
 from __future__ import annotations
 
-import os
 import argparse
 import json
 import logging
+import os
 import os.path as osp
 import re
 import shlex
 import sys
-from typing import Any
+from typing import Any, Literal
 
 from lightning.pytorch import LightningDataModule, LightningModule, Trainer
 from lightning.pytorch.callbacks import (
@@ -160,6 +160,11 @@ class GraphURPECLI(LightningCLI):
             "--test_after_fit", type=bool, default=True,
             help="fit: after training, test the best checkpoint, write test_predictions.csv and "
             "the figures into the run folder, and print a summary.",
+        )
+        parser.add_argument(
+            "--test_checkpoint", type=Literal["best", "last"], default="best",
+            help="fit: the checkpoint tested after training: best (the best validation metric) "
+            "or last (the end of the schedule, steadier where the validation split is small).",
         )
         parser.add_argument(
             "--early_stopping_patience", type=int | None, default=None,
@@ -297,8 +302,8 @@ class GraphURPECLI(LightningCLI):
 
     # -------------------------------------------------------------- subcommands
     def fit(self, model: LightningModule, **kwargs: Any) -> None:
-        """``trainer.fit``, then (unless ``--test_after_fit false``) test the best checkpoint,
-        write the run's outputs and print the summary."""
+        """``trainer.fit``, then (unless ``--test_after_fit false``) test the best checkpoint (or
+        the last, ``--test_checkpoint last``), write the run's outputs and print the summary."""
         try:
             self.trainer.fit(model, **kwargs)
         except SystemExit:  # Lightning exits with 1 after a graceful shutdown on Ctrl-C
@@ -317,8 +322,9 @@ class GraphURPECLI(LightningCLI):
             if self.trainer.is_global_zero:
                 print_fit_summary(self.trainer, None, self.run_dir)
             return
-        best = self._best_checkpoint()
-        results = self.trainer.test(model, datamodule=datamodule, ckpt_path=best or None,
+        tested = self._best_checkpoint() if self.config["fit"].get("test_checkpoint") != "last" \
+            else osp.join(self.run_dir, "checkpoints", "last.ckpt")
+        results = self.trainer.test(model, datamodule=datamodule, ckpt_path=tested or None,
                                     verbose=False)
         if self.trainer.is_global_zero:
             metrics = results[0] if results else {}
@@ -326,7 +332,8 @@ class GraphURPECLI(LightningCLI):
             record = trainer_record(self.trainer, metrics)
             if record is not None:
                 write_record(record, self.run_dir)
-            print_fit_summary(self.trainer, metrics, self.run_dir, record)
+            print_fit_summary(self.trainer, metrics, self.run_dir, record,
+                              tested_checkpoint=tested)
 
     def test(self, model: LightningModule, **kwargs: Any) -> Any:
         """``trainer.test``, then one line saying whether the test metric is a leaderboard

@@ -397,7 +397,8 @@ def test_interval_line(model: LightningModule) -> str | None:
 
 
 def print_fit_summary(trainer: Trainer, metrics: dict[str, float] | None, run_dir: str,
-                      record: dict[str, Any] | None = None, resume: str | None = None) -> None:
+                      record: dict[str, Any] | None = None, resume: str | None = None,
+                      tested_checkpoint: str | None = None) -> None:
     """Print the end-of-``fit`` summary (see the module docstring). Every path in it is absolute.
 
     Args:
@@ -409,6 +410,8 @@ def print_fit_summary(trainer: Trainer, metrics: dict[str, float] | None, run_di
             whether the test metric is a leaderboard number (default: :obj:`None`).
         resume (str, optional): the command that resumes the run, printed after an interrupt
             (default: :obj:`None`).
+        tested_checkpoint (str, optional): the checkpoint file the test metrics are from, marked
+            in the checkpoint lines (default: :obj:`None`).
     """
     run_dir = osp.abspath(run_dir)
     lines = ["", "=" * 72, f"Training {how_training_ended(trainer)}"]
@@ -451,12 +454,16 @@ def print_fit_summary(trainer: Trainer, metrics: dict[str, float] | None, run_di
                      + "; see splits.csv for each row's fate.")
     # Read the files, not the callbacks: testing best.ckpt restores the callbacks' states of
     # the moment best.ckpt was written.
+    tested_ckpt = osp.abspath(tested_checkpoint) if tested_checkpoint else None
     for cb in trainer.checkpoint_callbacks:
         if cb.monitor is not None and cb.best_model_path:
-            lines.append(f"Best checkpoint: {osp.abspath(cb.best_model_path)}  ({cb.monitor})")
+            best = osp.abspath(cb.best_model_path)
+            mark = ", tested" if best == tested_ckpt else ""
+            lines.append(f"Best checkpoint: {best}  ({cb.monitor}{mark})")
     last = osp.join(run_dir, "checkpoints", "last.ckpt")
     if osp.isfile(last):
-        lines.append(f"Last checkpoint: {last}  (resume with --ckpt_path last)")
+        mark = "tested; " if last == tested_ckpt else ""
+        lines.append(f"Last checkpoint: {last}  ({mark}resume with --ckpt_path last)")
     if resume and trainer.interrupted:
         lines.append(f"Resume: {resume}")
     lines.append(f"Run folder: {run_dir}  (TensorBoard: tensorboard --logdir {osp.dirname(run_dir)})")
