@@ -187,6 +187,9 @@ def test_metrics_csv_keeps_the_epochs_after_the_best_checkpoint(tmp_path, capsys
     last = runs / "version_1" / "checkpoints" / "last.ckpt"
     assert f"Last checkpoint: {last}  (tested; resume with --ckpt_path last)" in out
     assert "(val/mae)" in out and "(val/mae, tested)" not in out
+    main(["fit", "--config", config, "--test_checkpoint", "auto"])  # regression: last
+    last2 = runs / "version_2" / "checkpoints" / "last.ckpt"
+    assert f"Last checkpoint: {last2}  (tested; " in capsys.readouterr().out
     model = GraphPropertyModule.load_from_checkpoint(str(last))
     table = pd.read_csv(runs / "version_1" / "test_predictions.csv")
     dm = CSVDataModule(str(tmp_path / "mols.csv"), split="split", featurization="zinc",
@@ -203,9 +206,9 @@ def test_metrics_csv_keeps_the_epochs_after_the_best_checkpoint(tmp_path, capsys
 
 def test_classification_monitors_rocauc_without_editing_the_config(tmp_path, capsys):
     config, runs = write_config(tmp_path, max_epochs=2, task="classification")
-    main(["fit", "--config", config])
+    main(["fit", "--config", config, "--test_checkpoint", "auto"])  # classification: best
     out = capsys.readouterr().out
-    assert "Test ROC-AUC:" in out and "(val/rocauc)" in out
+    assert "Test ROC-AUC:" in out and "(val/rocauc, tested)" in out
     assert (runs / "version_0" / "figures" / "roc_pr.png").is_file()
 
 

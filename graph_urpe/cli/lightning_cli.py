@@ -139,6 +139,25 @@ class GraphURPECLI(LightningCLI):
             help="Run version (default: the next free one; with --ckpt_path last the latest one "
             "that has a last.ckpt).",
         )
+        # Options of fit; every subcommand (and run=False) accepts them, so a run's config.yaml
+        # can be passed to validate / test / predict as it is (they ignore them).
+        parser.add_argument(
+            "--test_after_fit", type=bool, default=True,
+            help="fit: after training, test the best checkpoint, write test_predictions.csv and "
+            "the figures into the run folder, and print a summary.",
+        )
+        parser.add_argument(
+            "--test_checkpoint", type=Literal["best", "last", "auto"], default="best",
+            help="fit: the checkpoint tested after training: best (the best validation metric), "
+            "last (the end of the schedule), or auto: last for regression, best otherwise "
+            "(benchmarks/README.md section 12: on small sets the end of the decayed schedule is "
+            "steadier for regression, while classifiers overfit and do better stopped early).",
+        )
+        parser.add_argument(
+            "--early_stopping_patience", type=int | None, default=None,
+            help="fit: stop when the monitored validation metric has not improved for this many "
+            "validations (Lightning's EarlyStopping).",
+        )
 
     def _prepare_subcommand_parser(self, klass: type, subcommand: str, **kwargs: Any):
         self._parsing = subcommand
@@ -154,23 +173,6 @@ class GraphURPECLI(LightningCLI):
                     "csv/template or zinc/zinc-like-rpe (a local file of that name wins; "
                     "`graph-urpe fit --config list` lists them). May be given more than once."
                 )
-        # Options of fit; every subcommand accepts them, so a run's config.yaml can be passed to
-        # validate / test / predict as it is (they ignore them).
-        parser.add_argument(
-            "--test_after_fit", type=bool, default=True,
-            help="fit: after training, test the best checkpoint, write test_predictions.csv and "
-            "the figures into the run folder, and print a summary.",
-        )
-        parser.add_argument(
-            "--test_checkpoint", type=Literal["best", "last"], default="best",
-            help="fit: the checkpoint tested after training: best (the best validation metric) "
-            "or last (the end of the schedule, steadier where the validation split is small).",
-        )
-        parser.add_argument(
-            "--early_stopping_patience", type=int | None, default=None,
-            help="fit: stop when the monitored validation metric has not improved for this many "
-            "validations (Lightning's EarlyStopping).",
-        )
         return parser
 
     # ------------------------------------------------------------------ parsing
@@ -322,7 +324,10 @@ class GraphURPECLI(LightningCLI):
             if self.trainer.is_global_zero:
                 print_fit_summary(self.trainer, None, self.run_dir)
             return
-        tested = self._best_checkpoint() if self.config["fit"].get("test_checkpoint") != "last" \
+        choice = self.config["fit"].get("test_checkpoint", "best")
+        if choice == "auto":
+            choice = "last" if model.hparams.get("task") == "regression" else "best"
+        tested = self._best_checkpoint() if choice == "best" \
             else osp.join(self.run_dir, "checkpoints", "last.ckpt")
         results = self.trainer.test(model, datamodule=datamodule, ckpt_path=tested or None,
                                     verbose=False)
