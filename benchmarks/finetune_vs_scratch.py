@@ -100,8 +100,8 @@ def main() -> None:
                       "command": run["command"]})
                 runs.append(run)
             maes = [r["test_mae"] for r in runs]
-            table.append([dataset, f"{len(reference['train'])}/{len(reference['valid'])}/"
-                          f"{len(reference['test'])}", variant, len(runs),
+            sizes = "/".join(str(len(reference[k])) for k in ("train", "valid", "test"))
+            table.append([dataset, sizes, variant, len(runs),
                           f"{np.mean(maes):.3f} {unit}", f"{min(maes):.3f}-{max(maes):.3f}",
                           f"{np.mean([r['cpu_s'] for r in runs]):.0f}"])
     print(markdown_table(["dataset", "train/valid/test", "variant", "seeds", "test MAE (mean)",

@@ -20,9 +20,9 @@ from lightning.pytorch.cli import LightningCLI
 
 from graph_urpe.cli import main
 from graph_urpe.cli.lightning_cli import GraphURPECLI
+from graph_urpe.cli.plot import main as plot_main
 from graph_urpe.tasks.graph import GraphPropertyModule
 from graph_urpe.trust import UntrustedFileError, allowed_class, check_file_config
-from graph_urpe.cli.plot import main as plot_main
 from tests.test_cli import write_config
 
 REPO = Path(__file__).resolve().parents[1]

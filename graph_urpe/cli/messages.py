@@ -25,10 +25,11 @@ class CLIError(Exception):
 def _user_errors() -> tuple[type[BaseException], ...]:
     """The exception types that are the user's to fix (printed as one line). Imported when an
     error is being reported, so that start-up loads none of their modules."""
+    from lightning.fabric.utilities.exceptions import MisconfigurationException
+
     from graph_urpe.data.cache import CorruptCacheError, UnsafeCacheError
     from graph_urpe.data.zinc import ZincDownloadError
     from graph_urpe.files import OutputError
-    from lightning.fabric.utilities.exceptions import MisconfigurationException
 
     return (CLIError, FileNotFoundError, FileExistsError, ValueError, OutputError,
             ZincDownloadError, UnsafeCacheError, CorruptCacheError, MisconfigurationException)

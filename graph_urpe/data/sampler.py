@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator, Sequence
-
 from typing import Any
 
 import numpy as np
