@@ -392,8 +392,8 @@ def test_interval_line(model: LightningModule) -> str | None:
         return None
     label = METRICS[metric].label
     return (f"Test {label} 95% interval over the {pred.shape[0]} test graphs (bootstrap): "
-            f"{interval[0]:.4f} to {interval[1]:.4f}; the spread over training seeds: "
-            "graph-urpe seeds --seeds 3")
+            f"{interval[0]:.4f} to {interval[1]:.4f}; the spread over training seeds: the same "
+            "command as graph-urpe seeds --seeds 3 --config CONFIG -- OPTIONS")
 
 
 def print_fit_summary(trainer: Trainer, metrics: dict[str, float] | None, run_dir: str,
