@@ -68,7 +68,7 @@ def test_fit_writes_one_run_folder_tests_best_then_resumes_and_predicts(
     out = capsys.readouterr().out
     run = runs / "version_0"
     assert "Training finished the planned schedule: 2 of 2 epochs." in out
-    assert "Warning: the test split holds only 3 graph(s)" in out  # 16 molecules: 3 tested
+    assert "Warning: the test split holds only 3 labelled graph(s)" in out  # 16 molecules: 3 tested
     for name in ("config.yaml", "metrics.csv", "hparams.yaml", "checkpoints/best.ckpt",
                  "checkpoints/last.ckpt", "test_predictions.csv", "splits.csv",
                  "figures/learning_curves.png", "figures/parity.png"):
@@ -98,8 +98,9 @@ def test_fit_writes_one_run_folder_tests_best_then_resumes_and_predicts(
     assert table["target_pred"].tolist() == pytest.approx([preds[i] for i in range(3)], abs=1e-5)
     # The bootstrap interval of the test MAE: every resample's MAE lies between the smallest
     # and the largest absolute error of the 3 test molecules.
-    low, high = map(float, re.search(r"Test MAE 95% interval over the 3 test graphs \(bootstrap\):"
-                                     r" ([0-9.]+) to ([0-9.]+)", out).groups())
+    pattern = (r"Test MAE 95% interval over the 3 labelled test graphs \(bootstrap\): "
+               r"(\S+) to (\S+);")
+    low, high = map(float, re.search(pattern, out).groups())
     err = (table["target"] - table["target_pred"]).abs()
     assert err.min() - 1e-4 <= low <= mae <= high <= err.max() + 1e-4
     first = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
@@ -202,6 +203,26 @@ def test_metrics_csv_keeps_the_epochs_after_the_best_checkpoint(tmp_path, capsys
     metrics = pd.read_csv(runs / "version_0" / "metrics.csv")
     assert sorted(metrics.loc[metrics["val/mae"].notna(), "epoch"]) == [0, 1, 2]
     assert metrics["test/mae"].notna().sum() == 1
+
+
+def test_summary_counts_unlabelled_test_graphs_and_says_when_nothing_was_tested(
+        tmp_path, capsys):
+    config, _ = write_config(tmp_path, max_epochs=1)
+    csv = tmp_path / "mols.csv"
+    frame = pd.read_csv(csv)
+    frame.loc[15, "target"] = float("nan")  # one of the 3 test molecules has no label
+    frame.to_csv(csv, index=False)
+    main(["fit", "--config", config])
+    out = capsys.readouterr().out
+    assert "Test graphs without any label: 1 of 3 (masked" in out
+    assert "Test MAE 95% interval over the 2 labelled test graphs" in out
+    assert "holds only 2 labelled graph(s)" in out
+    frame.loc[13:, "split"] = "train"  # no test part at all
+    frame.to_csv(csv, index=False)
+    main(["fit", "--config", config])
+    out = capsys.readouterr().out
+    assert "No test metrics: the test split is empty." in out
+    assert "Test MAE" not in out and "tested" not in out
 
 
 def test_classification_monitors_rocauc_without_editing_the_config(tmp_path, capsys):

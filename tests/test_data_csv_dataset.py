@@ -259,3 +259,22 @@ def test_empty_and_header_only_files_and_missing_columns(tmp_path):
     with pytest.raises(ValueError, match=r"\['logS'\] not found.*--data\.init_args\.target_columns"):
         SmilesCSVDataset(str(tmp_path / "r4"), str(other), smiles_column="mol",
                          target_columns="logS", log=False)
+
+
+def test_blank_lines_and_empty_smiles_keep_row_numbers_equal_to_csv_lines(tmp_path, csv):
+    # A blank line (line 5) and an empty SMILES cell (line 8), written by hand: row r is line
+    # r + 2 of the file for every row after them too, and both are listed as skipped.
+    with open(csv) as f:
+        lines = f.read().splitlines()
+    lines.insert(4, "")
+    lines[7] = "," + lines[7].split(",", 1)[1]
+    path = tmp_path / "blank.csv"
+    path.write_text("\n".join(lines) + "\n")
+    ds = load(tmp_path, str(path), split="fold")
+    table = ds.split_membership()
+    for row, smiles in zip(table["row"], table["smiles"]):
+        line = lines[row + 1]  # lines[0] is the header (CSV line 1)
+        assert line.split(",")[0] == smiles
+    skipped = table[table["split"] == "skipped"].set_index("row")["reason"]
+    assert skipped[3] == "empty SMILES cell" and skipped[6] == "empty SMILES cell"
+    assert table.loc[table["row"] == 7, "smiles"].item() == "CCCCCCCCCCCC"

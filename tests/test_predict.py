@@ -9,7 +9,11 @@ from torch_geometric.data import Data, InMemoryDataset
 
 from graph_urpe.data.featurize import smiles_to_graph
 from graph_urpe.data.predictions import prediction_table
-from graph_urpe.tasks.graph_predict import training_vocabulary, vocabulary_warnings
+from graph_urpe.tasks.graph_predict import (
+    read_predict_inputs,
+    training_vocabulary,
+    vocabulary_warnings,
+)
 
 
 class _Collated(InMemoryDataset):
@@ -64,3 +68,12 @@ def test_prediction_table_has_row_error_and_warning_in_input_order():
     assert table["row"].tolist() == [0, 1, 2]
     assert table["logP_pred"].tolist()[::2] == [1.5, 2.5] and np.isnan(table["logP_pred"][1])
     assert table["warning"].tolist() == ["", "", "outside: element Cu"]
+
+
+def test_predict_inputs_keep_blank_lines_as_rows(tmp_path):
+    # Row r of the table is CSV line r + 2, blank lines included (the writer reports them).
+    path = tmp_path / "new.csv"
+    path.write_text("smiles,name\nCCO,a\n\nc1ccccc1,b\n")
+    frame = read_predict_inputs(str(path), None, "smiles")
+    assert frame["smiles"].fillna("").tolist() == ["CCO", "", "c1ccccc1"]
+    assert frame["name"].fillna("").tolist() == ["a", "", "b"]

@@ -106,7 +106,7 @@ def parse_smiles(smiles: str) -> Chem.Mol:
             atoms.
     """
     if not isinstance(smiles, str) or not smiles.strip():
-        raise MoleculeError(f"empty or missing SMILES ({smiles!r})")
+        raise MoleculeError("empty SMILES cell")
     with rdBase.BlockLogs():
         mol = Chem.MolFromSmiles(smiles)
         if mol is None:

@@ -131,12 +131,14 @@ def _row_to_graph(item: tuple[int, Any, np.ndarray | None], featurization: str,
                   max_nodes: int | None, pre_transform: Callable[[Data], Data] | None,
                   keep_smiles: bool) -> Data | RowError:
     row, smiles, label = item
+    if not isinstance(smiles, str):  # an empty cell (NaN) or a blank line
+        smiles = ""
     try:
         data = smiles_to_graph(smiles, featurization)
     except MoleculeError as exc:
-        return RowError(row, str(smiles), str(exc))
+        return RowError(row, smiles, str(exc))
     if max_nodes is not None and data.num_nodes > max_nodes:
-        return RowError(row, str(smiles),
+        return RowError(row, smiles,
                         f"graph has {data.num_nodes} nodes > max_nodes={max_nodes}")
     if label is not None:
         data.y = torch.tensor(label, dtype=torch.float32).view(1, -1)

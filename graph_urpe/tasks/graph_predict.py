@@ -51,7 +51,9 @@ def read_predict_inputs(predict_csv: str | None, predict_smiles: list[str] | Non
         ValueError: neither is given, or the CSV lacks ``smiles_column``.
     """
     if predict_csv is not None:
-        frame = pd.read_csv(predict_csv, dtype={smiles_column: str}, keep_default_na=False)
+        # Blank lines stay rows (an empty SMILES, reported), so row r is CSV line r + 2.
+        frame = pd.read_csv(predict_csv, dtype={smiles_column: str}, keep_default_na=False,
+                            skip_blank_lines=False)
         if smiles_column not in frame.columns:
             raise ValueError(
                 f"column {smiles_column!r} not found in {predict_csv}; available: "

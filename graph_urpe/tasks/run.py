@@ -373,7 +373,16 @@ LOSS_LABELS = {"l1": "L1", "mse": "MSE", "bce": "BCE", "cross_entropy": "cross-e
 """How the summary names each training loss (``GraphPropertyModule.loss_name``)."""
 
 
-def test_interval_line(model: LightningModule) -> str | None:
+def unlabelled_test_graphs(model: LightningModule) -> int:
+    """How many graphs of ``model.test_outputs`` have no label at all (NaN in every column;
+    masked by the metrics); 0 without test outputs or at node level."""
+    outputs = getattr(model, "test_outputs", None)
+    if outputs is None or getattr(model, "level", "graph") != "graph":
+        return 0
+    return int(torch.isnan(outputs[2]).all(dim=1).sum())
+
+
+def metric_interval_line(model: LightningModule) -> str | None:
     """The summary's line on how much the monitored test metric could vary with the test graphs:
     its 95 % bootstrap interval (:func:`~graph_urpe.tasks.uncertainty.bootstrap_interval`) over
     the graphs of ``model.test_outputs``; :obj:`None` at node level, for test splits over
@@ -387,11 +396,13 @@ def test_interval_line(model: LightningModule) -> str | None:
     if target.numel() > MAX_BOOTSTRAP_CELLS:
         return None
     metric = model.metric_name
+    labelled = ~torch.isnan(target).all(dim=1)  # graphs with at least one label
+    pred, target = pred[labelled], target[labelled]
     interval = bootstrap_interval(pred, target, model.hparams.task, metric)
     if interval is None:
         return None
     label = METRICS[metric].label
-    return (f"Test {label} 95% interval over the {pred.shape[0]} test graphs (bootstrap): "
+    return (f"Test {label} 95% interval over the {pred.shape[0]} labelled test graphs (bootstrap): "
             f"{interval[0]:.4f} to {interval[1]:.4f}; the spread over training seeds: the same "
             "command as graph-urpe seeds --seeds 3 --config CONFIG -- OPTIONS")
 
@@ -433,18 +444,26 @@ def print_fit_summary(trainer: Trainer, metrics: dict[str, float] | None, run_di
         for key in sorted(shown, key=lambda k: order.index(k) if k in order else len(order)):
             label = labels.get(key, key.upper())
             lines.append(f"Test {label}: {_format(shown[key])}")
-        interval = test_interval_line(module)
+        interval = metric_interval_line(module)
         if interval:
             lines.append(interval)
         if record is not None:
             lines.append(record["note"])
         tested = metrics.get("test/num_graphs")
-        if tested is not None and tested < SMALL_TEST_SPLIT:
+        unlabelled = unlabelled_test_graphs(module)
+        if unlabelled and tested is not None:
+            lines.append(f"Test graphs without any label: {unlabelled} of {int(tested)} "
+                         "(masked: the metrics are over the labelled ones).")
+        if tested is not None and tested - unlabelled < SMALL_TEST_SPLIT:
             lines.append(
-                f"Warning: the test split holds only {int(tested)} graph(s): these metrics say "
-                "little (R2 is undefined below 2). Use more data, or a split with a larger test "
+                f"Warning: the test split holds only {int(tested - unlabelled)} labelled "
+                "graph(s): these metrics say little. Use more data, or a split with a larger test "
                 "part (e.g. --data.init_args.split random on a small file)."
             )
+    elif metrics is not None:
+        tested_checkpoint = None
+        lines.append("No test metrics: the test split is empty. Use more data, or a split with "
+                     "a test part (e.g. --data.init_args.split random on a small file).")
     dm = trainer.datamodule
     loaded = getattr(dm, "loaded", None)
     invalid = getattr(loaded, "invalid_rows", None) or []

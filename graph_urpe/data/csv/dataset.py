@@ -30,9 +30,10 @@ MIN_TRAIN_LABELS = 5
 """Fewest observed labels per label column in the training split: with fewer, the training mean and
 standard deviation (used to standardise regression targets) and any fit are meaningless."""
 
-CACHE_FORMAT = 2
+CACHE_FORMAT = 3
 """Version of what processing stores and refuses; part of the cache key, so caches written by
-code with other checks (format 1 accepted infinite labels) are processed again."""
+code with other checks (format 1 accepted infinite labels; format 2 dropped blank lines, shifting
+the row numbers after them) are processed again."""
 
 
 class SmilesCSVDataset(SafeCacheMixin, InMemoryDataset):
@@ -261,7 +262,9 @@ class SmilesCSVDataset(SafeCacheMixin, InMemoryDataset):
                 "then one molecule per line"
             )
         try:
-            frame = pd.read_csv(self.csv_path, dtype={self.smiles_column: str})
+            # Blank lines stay rows (skipped as empty SMILES, listed), so row r is CSV line r + 2.
+            frame = pd.read_csv(self.csv_path, dtype={self.smiles_column: str},
+                                skip_blank_lines=False)
         except pd.errors.EmptyDataError:
             raise ValueError(
                 f"{self.csv_path} has no header line (only blank content): it needs a header "
