@@ -216,7 +216,7 @@ def test_cli_fits_the_node_level_config_and_writes_a_run_folder(tmp_path, capsys
     out = capsys.readouterr().out
     run = root / "graph-degree-urpe" / "version_0"
     assert (run / "checkpoints" / "best.ckpt").is_file() and (run / "config.yaml").is_file()
-    assert "(val/accuracy)" in out and "Test accuracy:" in out
+    assert "(val/accuracy, tested)" in out and "Test accuracy:" in out
     config = yaml.safe_load((run / "config.yaml").read_text())
     net = config["model"]["init_args"]["model"]["init_args"]
     assert (net["attention"], net["graph_token"], net["centrality_encoding"]) == \
