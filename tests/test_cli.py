@@ -99,7 +99,8 @@ def test_fit_writes_one_run_folder_tests_best_then_resumes_and_predicts(
     # The bootstrap interval of the test MAE: every resample's MAE lies between the smallest
     # and the largest absolute error of the 3 test molecules.
     pattern = (r"Test MAE 95% interval over the 3 labelled test graphs \(bootstrap\): "
-               r"(\S+) to (\S+);")
+               r"(\d+\.\d+) to (\d+\.\d+)\. The spread over training seeds: graph-urpe seeds "
+               r"--seeds 3 --config \S+tiny.yaml\n")
     low, high = map(float, re.search(pattern, out).groups())
     err = (table["target"] - table["target_pred"]).abs()
     assert err.min() - 1e-4 <= low <= mae <= high <= err.max() + 1e-4

@@ -5,6 +5,7 @@ predictions; summaries say whether a number is a leaderboard number (rebuilt dat
 from __future__ import annotations
 
 import glob
+import shlex
 
 import numpy as np
 import pytest
@@ -19,6 +20,7 @@ from graph_urpe.data.ogb import save_submission
 from graph_urpe.tasks.graph import GraphPropertyModule
 from graph_urpe.tasks.leaderboard import read_record
 from graph_urpe.tasks.molecule_data import PCQM4Mv2DataModule
+from graph_urpe.tasks.seeds import build_parser, seeds_command
 
 SMILES = ["C", "N", "O", "CC", "CO", "CN", "C#C", "C=O", "CCO", "CC#N", "C1CC1", "NC=O",
           "OCCO", "CC(C)C", "c1ccccc1", "c1ccncc1", "FC(F)F", "CC(=O)O", "N#N", "O=C=O",
@@ -163,3 +165,17 @@ def test_a_users_own_file_is_not_called_a_rebuild():
     assert record["note"] == ("Not a leaderboard number: my.csv has no official evaluator "
                               "(metrics by torchmetrics).")
     assert not record["leaderboard"]
+
+
+def test_seeds_command_printed_by_fit_parses_as_the_same_fit():
+    # The summary's hint: seeds' own parser reads it back, and the options after `--` are the
+    # fit's, without the seed and run identity (each seed is a new run).
+    fit = ["fit", "--config", "csv/template", "--config=extra.yaml", "--data.init_args.path",
+           "my file.csv", "--seed_everything", "4", "--version=2", "--trainer.max_epochs", "3"]
+    words = shlex.split(seeds_command(fit))
+    assert words[:4] == ["graph-urpe", "seeds", "--seeds", "3"]
+    cut = words.index("--")
+    args = build_parser().parse_args(words[2:cut])
+    assert args.config == ["csv/template", "extra.yaml"] and args.seeds == 3
+    assert words[cut + 1:] == ["--data.init_args.path", "my file.csv", "--trainer.max_epochs", "3"]
+    assert seeds_command(["fit", "--trainer.max_epochs", "1"]) is None  # seeds needs a config

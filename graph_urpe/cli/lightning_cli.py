@@ -66,6 +66,7 @@ from graph_urpe.tasks.run import (
     use_exact_resume,
     write_run_outputs,
 )
+from graph_urpe.tasks.seeds import seeds_command
 from graph_urpe.trust import read_checkpoint, read_run_data
 
 __all__ = ["GRAPH_LINKS", "GraphURPECLI", "run"]
@@ -338,7 +339,8 @@ class GraphURPECLI(LightningCLI):
             if record is not None:
                 write_record(record, self.run_dir)
             print_fit_summary(self.trainer, metrics, self.run_dir, record,
-                              tested_checkpoint=tested)
+                              tested_checkpoint=tested,
+                              seeds_command=seeds_command(self.user_args))
 
     def test(self, model: LightningModule, **kwargs: Any) -> Any:
         """``trainer.test``, then one line saying whether the test metric is a leaderboard

@@ -382,11 +382,13 @@ def unlabelled_test_graphs(model: LightningModule) -> int:
     return int(torch.isnan(outputs[2]).all(dim=1).sum())
 
 
-def metric_interval_line(model: LightningModule) -> str | None:
+def metric_interval_line(model: LightningModule, seeds_command: str | None = None) -> str | None:
     """The summary's line on how much the monitored test metric could vary with the test graphs:
     its 95 % bootstrap interval (:func:`~graph_urpe.tasks.uncertainty.bootstrap_interval`) over
-    the graphs of ``model.test_outputs``; :obj:`None` at node level, for test splits over
-    :data:`~graph_urpe.tasks.uncertainty.MAX_BOOTSTRAP_CELLS` labels, or where it is undefined."""
+    the graphs of ``model.test_outputs`` that have a label, then :obj:`seeds_command` (the
+    command that measures the spread over seeds) if given; :obj:`None` at node level, for test
+    splits over :data:`~graph_urpe.tasks.uncertainty.MAX_BOOTSTRAP_CELLS` labels, or where it is
+    undefined."""
     from graph_urpe.tasks.uncertainty import MAX_BOOTSTRAP_CELLS, bootstrap_interval
 
     outputs = getattr(model, "test_outputs", None)
@@ -403,13 +405,14 @@ def metric_interval_line(model: LightningModule) -> str | None:
         return None
     label = METRICS[metric].label
     return (f"Test {label} 95% interval over the {pred.shape[0]} labelled test graphs (bootstrap): "
-            f"{interval[0]:.4f} to {interval[1]:.4f}; the spread over training seeds: the same "
-            "command as graph-urpe seeds --seeds 3 --config CONFIG -- OPTIONS")
+            f"{interval[0]:.4f} to {interval[1]:.4f}"
+            + (f". The spread over training seeds: {seeds_command}" if seeds_command else ""))
 
 
 def print_fit_summary(trainer: Trainer, metrics: dict[str, float] | None, run_dir: str,
                       record: dict[str, Any] | None = None, resume: str | None = None,
-                      tested_checkpoint: str | None = None) -> None:
+                      tested_checkpoint: str | None = None, seeds_command: str | None = None
+                      ) -> None:
     """Print the end-of-``fit`` summary (see the module docstring). Every path in it is absolute.
 
     Args:
@@ -423,6 +426,8 @@ def print_fit_summary(trainer: Trainer, metrics: dict[str, float] | None, run_di
             (default: :obj:`None`).
         tested_checkpoint (str, optional): the checkpoint file the test metrics are from, marked
             in the checkpoint lines (default: :obj:`None`).
+        seeds_command (str, optional): the ``graph-urpe seeds`` command that repeats this run
+            over seeds, printed after the test metric's interval (default: :obj:`None`).
     """
     run_dir = osp.abspath(run_dir)
     lines = ["", "=" * 72, f"Training {how_training_ended(trainer)}"]
@@ -444,7 +449,7 @@ def print_fit_summary(trainer: Trainer, metrics: dict[str, float] | None, run_di
         for key in sorted(shown, key=lambda k: order.index(k) if k in order else len(order)):
             label = labels.get(key, key.upper())
             lines.append(f"Test {label}: {_format(shown[key])}")
-        interval = metric_interval_line(module)
+        interval = metric_interval_line(module, seeds_command)
         if interval:
             lines.append(interval)
         if record is not None:

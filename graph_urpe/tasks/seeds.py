@@ -19,13 +19,14 @@ from __future__ import annotations
 import argparse
 import os.path as osp
 import re
+import shlex
 import subprocess
 import sys
 from collections.abc import Sequence
 
 from graph_urpe.tasks.collect import main as collect_main
 
-__all__ = ["build_parser", "main"]
+__all__ = ["build_parser", "main", "seeds_command"]
 
 _RUN_FOLDER = re.compile(r"^Run folder: (\S+)")
 
@@ -44,6 +45,40 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--first-seed", type=int, default=0, help="first seed (default: 0)")
     parser.add_argument("--name", default=None, help="run name (default: the config's)")
     return parser
+
+
+def seeds_command(fit_args: Sequence[str], seeds: int = 3) -> str | None:
+    """The ``graph-urpe seeds`` command that repeats a ``graph-urpe fit`` over ``seeds`` seeds.
+
+    Args:
+        fit_args (Sequence[str]): the fit's command line as typed (``fit`` first or not).
+        seeds (int, optional): seeds of the printed command. (default: :obj:`3`)
+
+    Returns:
+        str or None: ``graph-urpe seeds --seeds N --config C ... -- OPTIONS`` (shell-quoted;
+        the fit's ``--config`` files before ``--``, its other options after, ``--seed_everything``,
+        ``--version`` and ``--ckpt_path`` left out: each seed is a new run); :obj:`None` for a
+        fit without ``--config`` (``seeds`` needs one).
+    """
+    args = list(fit_args)
+    if args[:1] == ["fit"]:
+        args = args[1:]
+    configs, rest, i = [], [], 0
+    while i < len(args):
+        arg = args[i]
+        key, has_value, value = arg.partition("=")
+        if key in ("--config", "--seed_everything", "--version", "--ckpt_path"):
+            if not has_value:
+                value, i = (args[i + 1] if i + 1 < len(args) else ""), i + 1
+            if key == "--config":
+                configs += ["--config", value]
+        else:
+            rest.append(arg)
+        i += 1
+    if not configs:
+        return None
+    return shlex.join(["graph-urpe", "seeds", "--seeds", str(seeds), *configs,
+                       *(["--", *rest] if rest else [])])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
