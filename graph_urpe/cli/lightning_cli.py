@@ -116,7 +116,7 @@ def _latest_version(folder: str) -> int | None:
 
 class GraphURPECLI(LightningCLI):
     """LightningCLI with one folder per ``fit`` run, ``fit`` followed by ``test`` on the best
-    checkpoint and a summary, dataset facts linked into the model, and a ``predict`` that requires
+    (or last, ``--test_checkpoint``) checkpoint and a summary, dataset facts linked into the model, and a ``predict`` that requires
     a checkpoint. Models and data modules are subclass-mode (chosen by class path)."""
 
     _parsing: str | None = None  # the subcommand whose parser is being built (None: run=False)
@@ -144,8 +144,8 @@ class GraphURPECLI(LightningCLI):
         # can be passed to validate / test / predict as it is (they ignore them).
         parser.add_argument(
             "--test_after_fit", type=bool, default=True,
-            help="fit: after training, test the best checkpoint, write test_predictions.csv and "
-            "the figures into the run folder, and print a summary.",
+            help="fit: after training, test a checkpoint (--test_checkpoint), write "
+            "test_predictions.csv and the figures into the run folder, and print a summary.",
         )
         parser.add_argument(
             "--test_checkpoint", type=Literal["best", "last", "auto"], default="best",
