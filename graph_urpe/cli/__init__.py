@@ -18,16 +18,19 @@ Modules: this one reads the subcommand and imports only what it needs (``graph-u
 loads neither torch nor Lightning); :mod:`graph_urpe.cli.lightning_cli` holds the LightningCLI
 subcommands (``fit``, ``validate``, ``test``, ``predict``), :mod:`graph_urpe.cli.plot` the ``plot``
 command, :mod:`graph_urpe.cli.configs` the shipped experiment files that ``--config`` names
-without a path, :mod:`graph_urpe.cli.messages` the one-line error messages.
+without a path, :mod:`graph_urpe.cli.messages` the one-line error messages, :mod:`graph_urpe.cli.help_cache` the
+help of the LightningCLI subcommands kept after its first call (0.1 CPU s instead of 8-10).
 """
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import itertools
 import os
 import sys
 
+from graph_urpe.cli.help_cache import capture_help, help_key, help_requested, read_help
 from graph_urpe.cli.messages import quiet_third_party, report_errors
 
 __all__ = ["HELP", "SUBCOMMANDS", "main"]
@@ -124,8 +127,23 @@ def _dispatch(argv: list[str]) -> int:
     if "--config=list" in argv or ("--config", "list") in itertools.pairwise(argv):
         print(list_configs())
         return 0
+    resolved = resolve_config_args(argv)
+    if help_requested(argv):  # LightningCLI's help, kept after the first call (help_cache.py)
+        key = help_key(resolved)
+        text = read_help(key)
+        if text is not None:
+            with contextlib.suppress(BrokenPipeError):
+                sys.stdout.write(text)
+            return 0
+        with capture_help(key):
+            _run_lightning(resolved, argv)
+        return 0
+    _run_lightning(resolved, argv)
+    return 0
+
+
+def _run_lightning(resolved: list[str], argv: list[str]) -> None:
     from graph_urpe.cli.lightning_cli import run
 
-    run(resolve_config_args(argv), user_args=argv)
-    return 0
+    run(resolved, user_args=argv)
 
