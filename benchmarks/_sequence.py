@@ -2,7 +2,7 @@
 
 ``benchmarks/synthetic.py`` and ``benchmarks/lm.py`` read ``configs/<family>/base.yaml`` plus an
 experiment file with the same LightningCLI parser as ``graph-urpe fit`` (data sizes linked into the
-model by :func:`graph_urpe.tasks.sequence_data.sequence_links`), so every model, optimizer and
+model by :func:`graph_urpe.data.modules.sequence.sequence_links`), so every model, optimizer and
 schedule setting is written once, in the config; a benchmark only overrides sizes, steps and seeds
 (``--set KEY=VALUE`` for any other key) and turns off logging and checkpointing.
 """

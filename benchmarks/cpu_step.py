@@ -46,9 +46,9 @@ from _common import emit, machine_info, markdown_table, ratio
 
 import graph_urpe.nn._fused as fused_block
 from graph_urpe.data.featurize import feature_dims
+from graph_urpe.data.modules.molecule import ZincLikeDataModule
 from graph_urpe.dense import to_dense_path_edges
 from graph_urpe.nn import Graphormer
-from graph_urpe.tasks.molecule_data import ZincLikeDataModule
 
 HEAD_DIMS = (4, 6, 8, 10, 12, 14, 16, 20, 24, 32, 48, 64)
 DEFAULT_PAD = getattr(fused_block, "CPU_MIN_HEAD_DIM", 0)  # 0: a version without padding

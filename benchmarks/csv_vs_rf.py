@@ -75,7 +75,7 @@ def fit(name: str, csv: Path, target: str, out_dir: Path, seed: int, max_epochs:
     """Run ``graph-urpe fit`` with the CSV template (``max_epochs`` / ``max_steps``: overrides,
     :obj:`None` keeps the template's); return its test metrics, run folder and wall time."""
     sys.path.insert(0, str(ROOT))
-    from graph_urpe.tasks.collect import read_run
+    from graph_urpe.cli.collect import read_run
 
     run_name = f"{name}-{'default' if max_epochs is None else f'{max_epochs}ep'}"
     cmd = [

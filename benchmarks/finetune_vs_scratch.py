@@ -38,7 +38,7 @@ from csv_vs_rf import DATASETS, ROOT, TEMPLATE, load_dataset, model_test_mae, sp
 def fit(csv: Path, target: str, out: Path, name: str, seed: int, extra: list[str]) -> dict:
     """One ``graph-urpe fit`` of the template; its run folder, test MAE and CPU seconds."""
     sys.path.insert(0, str(ROOT))
-    from graph_urpe.tasks.collect import read_run
+    from graph_urpe.cli.collect import read_run
 
     cmd = [sys.executable, "-m", "graph_urpe.cli", "fit", "--config", str(TEMPLATE),
            "--data.init_args.path", str(csv), "--data.init_args.target_columns", f"[{target}]",

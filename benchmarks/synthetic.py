@@ -3,9 +3,9 @@ Token Prediction (Luo et al., NeurIPS 2022, arXiv 2205.13401, Sec. 5.1 and Fig. 
 
 Each run is the shipped config ``configs/synthetic/base.yaml`` + ``<task>-<position>[-paper].yaml``
 (parsed as ``graph-urpe fit`` parses it, see ``_sequence.py``): it trains
-:class:`graph_urpe.tasks.sequence.SyntheticTaskModule` (a bidirectional
+:class:`graph_urpe.models.sequence.SyntheticTaskModule` (a bidirectional
 :class:`graph_urpe.nn.SequenceTransformer`, no absolute positions unless ``ape``) on fresh random
-sequences from :class:`graph_urpe.tasks.sequence_data.SyntheticDataModule`, then reports the token
+sequences from :class:`graph_urpe.data.modules.sequence.SyntheticDataModule`, then reports the token
 accuracy on a fixed held-out set (the data module's test split, never trained on). The model,
 optimizer and schedule are the config's; the script only overrides steps, vocabulary, seeds,
 device and, with ``--set KEY=VALUE``, any other key.

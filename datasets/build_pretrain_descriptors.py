@@ -14,7 +14,7 @@ column with the mean and standard deviation of the ``train`` rows, clipped to ``
 ``--valid`` molecules are ``valid`` and the ``--valid`` before them ``test``; the rest ``train``.
 Columns: ``smiles, split, moses_row`` and one ``d_<descriptor>`` column each. Beside the CSV,
 ``<out>.stats.json`` holds the descriptors' names, means and standard deviations. The CSV is read by
-``graph_urpe.tasks.molecule_data.CSVDataModule`` (``split: split``), see
+``graph_urpe.data.modules.molecule.CSVDataModule`` (``split: split``), see
 ``configs/pretrain/descriptors.yaml``. Byte-for-byte reproducible. Provenance: ``datasets/README.md``.
 """
 

@@ -18,8 +18,8 @@ from lightning.pytorch.callbacks import Callback
 
 from graph_urpe.cli import main
 from graph_urpe.cli.configs import CONFIG_DIR, DEFAULT_CONFIG
-from graph_urpe.tasks.graph import GraphPropertyModule
-from graph_urpe.tasks.molecule_data import CSVDataModule
+from graph_urpe.data.modules.molecule import CSVDataModule
+from graph_urpe.models.graph import GraphPropertyModule
 
 SMILES = [
     "CCO", "CCN", "CCCC", "c1ccccc1", "CC(=O)O", "CCOC", "c1ccncc1", "CC(C)O",
@@ -51,7 +51,7 @@ def write_config(tmp_path, max_epochs=2, task="regression"):
             "optimizer": {"init_args": {"lr": 3e-3}},
             "lr_scheduler": {"init_args": {"warmup_steps": 2}},
         }},
-        "data": {"class_path": "graph_urpe.tasks.molecule_data.CSVDataModule",
+        "data": {"class_path": "graph_urpe.data.modules.molecule.CSVDataModule",
                  "init_args": {"path": str(csv), "split": "split", "featurization": "zinc",
                                "task": task, "root": str(tmp_path / "data"), "batch_size": 4}},
     }
@@ -309,7 +309,7 @@ def test_shipped_graph_configs_parse(config, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["fit", "--config", str(CONFIG_DIR / config), "--print_config"])
     assert exit_info.value.code in (0, None)
-    assert "graph_urpe.tasks.graph.GraphPropertyModule" in capsys.readouterr().out
+    assert "graph_urpe.models.graph.GraphPropertyModule" in capsys.readouterr().out
 
 
 def test_experiment_files_state_only_what_differs():

@@ -43,6 +43,6 @@ def test_short_keeps_the_innermost_reason_and_names_the_option():
       Given value: urpee
     - Expected a <class 'NoneType'>
   Given value type: <class 'jsonargparse._namespace.Namespace'>
-  Given value: Namespace(class_path='graph_urpe.tasks.graph.GraphPropertyModule', x=1)'''
+  Given value: Namespace(class_path='graph_urpe.models.graph.GraphPropertyModule', x=1)'''
     assert _short(message) == ("Expected a Literal['none', 'rpe', 'urpe']. Got value: urpee "
                                "(option init_args.model.init_args.attention)")

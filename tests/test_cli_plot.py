@@ -12,7 +12,7 @@ pytest.importorskip("matplotlib")  # the optional plotting extra; .[dev] install
 from PIL import Image
 
 from graph_urpe.cli.plot import default_out_dir, main
-from graph_urpe.tasks.graph import GraphPropertyModule
+from graph_urpe.models.graph import GraphPropertyModule
 from graph_urpe.viz.relations import relation_tables_figure, relation_tables_from_state_dict
 
 SMILES = "CC(=O)Nc1ccc(O)cc1"
@@ -29,7 +29,7 @@ def write_checkpoint(path, **kw):
     net_args = {"num_layers": 2, "embed_dim": 16, "num_heads": 4, "ffn_dim": 16,
                 "max_distance": 5, "num_tasks": 1, "atom_categories": [28], "bond_categories": [4]}
     net_args.update(kw)
-    hparams = {"_class_path": "graph_urpe.tasks.graph.GraphPropertyModule",
+    hparams = {"_class_path": "graph_urpe.models.graph.GraphPropertyModule",
                "model": {"class_path": "graph_urpe.nn.Graphormer", "init_args": net_args},
                "task": "regression", "featurization": "zinc"}
     with _given_hyperparameters_context(hparams, "lightning.pytorch.cli.instantiate_module"):

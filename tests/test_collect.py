@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from graph_urpe.tasks.collect import collect_runs, expand_run_dirs, main, read_run, summarize
+from graph_urpe.cli.collect import collect_runs, expand_run_dirs, main, read_run, summarize
 
 # Three runs: test MAE 0.5, 0.7, 0.9 -> mean 0.7, sample std sqrt((0.04 + 0 + 0.04) / 2) = 0.2;
 # test R2 0.8, 0.6, 0.7 -> mean 0.7, sample std sqrt((0.01 + 0.01 + 0) / 2) = 0.1.
@@ -149,7 +149,7 @@ def test_a_refused_fit_in_the_parent_folder_is_skipped_by_name(tmp_path, capsys)
 
 
 def test_table_marks_runs_that_are_not_leaderboard_numbers(runs, capsys):
-    from graph_urpe.tasks.leaderboard import leaderboard_record, write_record
+    from graph_urpe.cli.leaderboard import leaderboard_record, write_record
 
     full = leaderboard_record("ogbg-molhiv", "rocauc", "ogbg-molhiv", True, 50, 50)
     cut = leaderboard_record("ogbg-molhiv", "rocauc", "ogbg-molhiv", True, 20, 50)

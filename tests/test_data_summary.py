@@ -11,9 +11,10 @@ from build_ogb import write_ogb_graphprop_folder
 from build_pcqm4mv2 import write_pcqm4mv2_folder
 from torch_geometric.data import Data
 
+from graph_urpe.cli.summarize import main
 from graph_urpe.data.csv.row_errors import InvalidRowsError
 from graph_urpe.data.registry import load_dataset
-from graph_urpe.data.summary import main, summarize
+from graph_urpe.data.summary import summarize
 
 SMILES = ["CCO", "c1ccccc1", "CC(=O)O", "C", "CCN", "c1ccncc1C", "OCCO", "CCCCCCCCCC",
           "C1CCCCC1", "CC#N"]

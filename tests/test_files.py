@@ -56,7 +56,7 @@ def test_torch_save_runtime_error_on_a_full_disk_is_one_line_and_leaves_no_temp(
     """torch.save reports ENOSPC as a RuntimeError, not an OSError: it must be caught too."""
     import torch
 
-    from graph_urpe.tasks.run import AtomicCheckpointIO
+    from graph_urpe.cli.run import AtomicCheckpointIO
 
     path = tmp_path / "last.ckpt"
     AtomicCheckpointIO().save_checkpoint({"w": torch.ones(2)}, path)
@@ -111,7 +111,7 @@ def test_outputs_honour_the_umask(tmp_path, umask):
 
     import torch
 
-    from graph_urpe.tasks.run import AtomicCheckpointIO
+    from graph_urpe.cli.run import AtomicCheckpointIO
 
     old = os.umask(umask)
     try:

@@ -14,17 +14,17 @@ from lightning.pytorch import Trainer
 from lightning.pytorch.callbacks import Callback
 
 from graph_urpe.cli import main
-from graph_urpe.nn import Graphormer
-from graph_urpe.pretrained import DEFAULT, available
-from graph_urpe.tasks.finetune import (
+from graph_urpe.data.modules.molecule import CSVDataModule
+from graph_urpe.models.finetune import (
     EncoderMismatchError,
     encoder_parameter_groups,
     load_pretrained_encoder,
     read_pretrained_encoder,
 )
-from graph_urpe.tasks.graph import GraphPropertyModule
-from graph_urpe.tasks.molecule_data import CSVDataModule
-from graph_urpe.tasks.optim import PolynomialDecayLR, configure_optimizers
+from graph_urpe.models.graph import GraphPropertyModule
+from graph_urpe.models.optim import PolynomialDecayLR, configure_optimizers
+from graph_urpe.nn import Graphormer
+from graph_urpe.pretrained import DEFAULT, available
 
 SMILES = [
     "CCO", "CCN", "CCCC", "c1ccccc1", "CC(=O)O", "CCOC", "c1ccncc1", "CC(C)O",
@@ -53,7 +53,7 @@ def tiny_config(tmp_path, name, targets, extra_model=None, arch=None):
                     "enable_model_summary": False, "num_sanity_val_steps": 0,
                     "default_root_dir": str(tmp_path / "runs")},
         "model": {"init_args": init},
-        "data": {"class_path": "graph_urpe.tasks.molecule_data.CSVDataModule",
+        "data": {"class_path": "graph_urpe.data.modules.molecule.CSVDataModule",
                  "init_args": {"path": str(csv), "split": "split", "featurization": "ogb",
                                "target_columns": list(targets), "root": str(tmp_path / "data"),
                                "batch_size": 4}},

@@ -16,11 +16,11 @@ from build_pcqm4mv2 import write_pcqm4mv2_folder
 from ogb.lsc import PCQM4Mv2Evaluator
 
 from graph_urpe.cli import main
+from graph_urpe.cli.leaderboard import read_record
+from graph_urpe.cli.seeds import build_parser, seeds_command
+from graph_urpe.data.modules.molecule import PCQM4Mv2DataModule
 from graph_urpe.data.ogb import save_submission
-from graph_urpe.tasks.graph import GraphPropertyModule
-from graph_urpe.tasks.leaderboard import read_record
-from graph_urpe.tasks.molecule_data import PCQM4Mv2DataModule
-from graph_urpe.tasks.seeds import build_parser, seeds_command
+from graph_urpe.models.graph import GraphPropertyModule
 
 SMILES = ["C", "N", "O", "CC", "CO", "CN", "C#C", "C=O", "CCO", "CC#N", "C1CC1", "NC=O",
           "OCCO", "CC(C)C", "c1ccccc1", "c1ccncc1", "FC(F)F", "CC(=O)O", "N#N", "O=C=O",
@@ -39,7 +39,7 @@ def write_config(tmp_path, data_class, init_args) -> str:
         "model": {"init_args": {"model": {"init_args": {
             "num_layers": 1, "embed_dim": 16, "num_heads": 2, "ffn_dim": 16, "max_hops": 4,
             "max_distance": 8, "max_degree": 6}}}},
-        "data": {"class_path": f"graph_urpe.tasks.molecule_data.{data_class}",
+        "data": {"class_path": f"graph_urpe.data.modules.molecule.{data_class}",
                  "init_args": {"root": str(tmp_path / "data"), "batch_size": 3, **init_args}},
     }
     path = tmp_path / "sub.yaml"
@@ -127,7 +127,7 @@ def test_seeds_runs_one_fit_per_seed_and_writes_the_leaderboard_row(tmp_path, ca
                                                                     monkeypatch):
     import pandas as pd
 
-    from graph_urpe.tasks.seeds import main as seeds_main
+    from graph_urpe.cli.seeds import main as seeds_main
 
     monkeypatch.chdir(tmp_path)
     csv = tmp_path / "mols.csv"
@@ -159,7 +159,7 @@ def test_seeds_runs_one_fit_per_seed_and_writes_the_leaderboard_row(tmp_path, ca
 
 
 def test_a_users_own_file_is_not_called_a_rebuild():
-    from graph_urpe.tasks.leaderboard import leaderboard_record
+    from graph_urpe.cli.leaderboard import leaderboard_record
 
     record = leaderboard_record(None, "mae", "my.csv", False, 6, 6)
     assert record["note"] == ("Not a leaderboard number: my.csv has no official evaluator "

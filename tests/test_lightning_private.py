@@ -3,7 +3,7 @@ public counterpart); if an upgrade renames or changes one, these fail and name i
 behaviour that depends on it going silently wrong:
 
 * ``lightning.pytorch.core.mixins.hparams_mixin._given_hyperparameters``: set by LightningCLI while
-  it instantiates a module; :class:`~graph_urpe.tasks.graph.GraphPropertyModule` then keeps the
+  it instantiates a module; :class:`~graph_urpe.models.graph.GraphPropertyModule` then keeps the
   network / optimizer / scheduler configuration in its hyperparameters (a checkpoint rebuilds
   them), and in plain Python leaves the injected objects out;
 * ``Trainer._accelerator_connector.use_distributed_sampler``: the graph loaders split batches
@@ -36,7 +36,7 @@ def test_lightning_cli_still_sets_the_private_hparams_context_graph_module_reads
     var = getattr(hparams_mixin, "_given_hyperparameters", None)
     assert isinstance(var, ContextVar), (
         f"Lightning no longer has {GIVEN} (a ContextVar): update "
-        "GraphPropertyModule.__init__'s save_hyperparameters call (graph_urpe/tasks/graph.py)")
+        "GraphPropertyModule.__init__'s save_hyperparameters call (graph_urpe/models/graph.py)")
     _Probe.seen.clear()
     _Probe(width=3)
     LightningCLI(_Probe, run=False, args=["--model.width", "2"], save_config_callback=None,
@@ -46,7 +46,7 @@ def test_lightning_cli_still_sets_the_private_hparams_context_graph_module_reads
     assert plain is None, f"{GIVEN} is set outside LightningCLI: {plain!r}"
     assert isinstance(cli, dict) and cli.get("width") == 2, (
         f"LightningCLI no longer passes the module's configuration through {GIVEN} (got "
-        f"{cli!r}): update GraphPropertyModule.__init__ (graph_urpe/tasks/graph.py)")
+        f"{cli!r}): update GraphPropertyModule.__init__ (graph_urpe/models/graph.py)")
 
 
 def test_lightning_still_has_the_private_sampler_flag_the_loaders_check():
@@ -58,4 +58,4 @@ def test_lightning_still_has_the_private_sampler_flag_the_loaders_check():
         assert found is flag, (
             "Lightning no longer has Trainer._accelerator_connector.use_distributed_sampler "
             f"(use_distributed_sampler={flag} reads {found!r}): update "
-            "BatchedGraphDataModule._rank (graph_urpe/tasks/graph_data.py)")
+            "BatchedGraphDataModule._rank (graph_urpe/data/modules/graph.py)")

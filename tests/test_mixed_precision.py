@@ -24,8 +24,8 @@ from lightning.pytorch.plugins.precision import MixedPrecision
 
 from graph_urpe.cli.configs import DEFAULT_CONFIG
 from graph_urpe.cli.lightning_cli import GraphURPECLI
+from graph_urpe.models.optim import configure_gradient_clipping
 from graph_urpe.nn.functional import urpe_attention
-from graph_urpe.tasks.optim import configure_gradient_clipping
 
 ROOT = Path(__file__).parents[1]
 

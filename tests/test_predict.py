@@ -8,12 +8,12 @@ import torch
 from torch_geometric.data import Data, InMemoryDataset
 
 from graph_urpe.data.featurize import smiles_to_graph
-from graph_urpe.data.predictions import prediction_table
-from graph_urpe.tasks.graph_predict import (
+from graph_urpe.data.predict_inputs import (
     read_predict_inputs,
     training_vocabulary,
     vocabulary_warnings,
 )
+from graph_urpe.data.predictions import prediction_table
 
 
 class _Collated(InMemoryDataset):

@@ -6,6 +6,7 @@ import lightning as L
 import pytest
 import torch
 
+from graph_urpe.data.modules.sequence import SyntheticDataModule
 from graph_urpe.data.synthetic import (
     SyntheticSequenceDataset,
     even_token_prediction_targets,
@@ -13,10 +14,9 @@ from graph_urpe.data.synthetic import (
     num_classes,
     position_identification_targets,
 )
+from graph_urpe.models.optim import PolynomialDecayLR
+from graph_urpe.models.sequence import SyntheticTaskModule
 from graph_urpe.nn import SequenceTransformer
-from graph_urpe.tasks.optim import PolynomialDecayLR
-from graph_urpe.tasks.sequence import SyntheticTaskModule
-from graph_urpe.tasks.sequence_data import SyntheticDataModule
 
 
 def test_even_token_prediction_hand_made():

@@ -12,14 +12,14 @@ from lightning.pytorch import Trainer, seed_everything
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from torch_geometric.data import Batch
 
+from graph_urpe.cli.predict import predict_smiles
 from graph_urpe.data.featurize import smiles_to_graph
+from graph_urpe.data.modules.graph import IndexedDataset
+from graph_urpe.data.modules.molecule import CSVDataModule
+from graph_urpe.models.graph import GraphPropertyModule, NonFiniteLossError
+from graph_urpe.models.metrics import EpochPredictions, epoch_metrics, masked_loss
+from graph_urpe.models.optim import PolynomialDecayLR, parameter_groups, polynomial_decay_lr
 from graph_urpe.nn import Graphormer
-from graph_urpe.tasks.graph import GraphPropertyModule, NonFiniteLossError
-from graph_urpe.tasks.graph_data import IndexedDataset
-from graph_urpe.tasks.graph_predict import predict_smiles
-from graph_urpe.tasks.metrics import EpochPredictions, epoch_metrics, masked_loss
-from graph_urpe.tasks.molecule_data import CSVDataModule
-from graph_urpe.tasks.optim import PolynomialDecayLR, parameter_groups, polynomial_decay_lr
 from graph_urpe.transforms import AddShortestPathDistance
 
 SMILES = [
@@ -319,7 +319,7 @@ def _build_family(family, root):
     from build_pcqm4mv2 import write_pcqm4mv2_folder
     from build_pyg_zinc import write_pyg_zinc_raw
 
-    from graph_urpe.tasks.molecule_data import OGBDataModule, PCQM4Mv2DataModule, ZINCDataModule
+    from graph_urpe.data.modules.molecule import OGBDataModule, PCQM4Mv2DataModule, ZINCDataModule
 
     targets = [len(s) / 3.0 for s in MORE]
     if family == "zinc":
@@ -383,7 +383,7 @@ def test_epoch_predictions_of_a_single_sample_keep_their_shape():
 def test_target_stats_read_the_collated_labels(tmp_path, family):
     """train_target_stats reads y from the collated storage: the same labels, in the same order,
     as building every training graph; mean and std as numpy computes them."""
-    from graph_urpe.tasks.graph_data import collated_labels
+    from graph_urpe.data.modules.graph import collated_labels
 
     dm, _, _ = _build_family(family, str(tmp_path))
     dm.setup("fit")

@@ -21,12 +21,12 @@ from torch_geometric.loader import DataLoader
 from graph_urpe.cli import main
 from graph_urpe.cli.configs import CONFIG_DIR
 from graph_urpe.data.indexed import IndexedDataset
+from graph_urpe.data.modules.synthetic_graph import SyntheticGraphDataModule, structural_num_classes
 from graph_urpe.data.synthetic_graphs import SyntheticGraphDataset
+from graph_urpe.models.graph import GraphPropertyModule
+from graph_urpe.models.metrics import EpochPredictions, multiclass_loss, multiclass_metrics
+from graph_urpe.models.sample_ids import NODE_ID_STRIDE, node_sample_ids
 from graph_urpe.nn import Graphormer
-from graph_urpe.tasks.graph import GraphPropertyModule
-from graph_urpe.tasks.metrics import EpochPredictions, multiclass_loss, multiclass_metrics
-from graph_urpe.tasks.sample_ids import NODE_ID_STRIDE, node_sample_ids
-from graph_urpe.tasks.synthetic_graph_data import SyntheticGraphDataModule, structural_num_classes
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

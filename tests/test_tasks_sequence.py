@@ -16,9 +16,9 @@ from lightning.pytorch.cli import LightningCLI
 
 from graph_urpe.cli.configs import CONFIG_DIR
 from graph_urpe.cli.lightning_cli import GraphURPECLI
+from graph_urpe.data.modules.sequence import SyntheticDataModule, sequence_links
+from graph_urpe.models.sequence import SyntheticTaskModule
 from graph_urpe.nn import SequenceTransformer
-from graph_urpe.tasks.sequence import SyntheticTaskModule
-from graph_urpe.tasks.sequence_data import SyntheticDataModule, sequence_links
 
 ROOT = Path(__file__).parents[1]
 EXCERPT = Path(__file__).parent / "data" / "shakespeare_excerpt"
@@ -46,7 +46,7 @@ def _excerpt(root: Path) -> Path:
 
 SYNTHETIC = {
     "model": {
-        "class_path": "graph_urpe.tasks.sequence.SyntheticTaskModule",
+        "class_path": "graph_urpe.models.sequence.SyntheticTaskModule",
         "init_args": {
             "model": {"class_path": "graph_urpe.nn.SequenceTransformer",
                       "init_args": {"embed_dim": 16, "num_layers": 1, "num_heads": 2,
@@ -55,20 +55,20 @@ SYNTHETIC = {
         },
     },
     "data": {
-        "class_path": "graph_urpe.tasks.sequence_data.SyntheticDataModule",
+        "class_path": "graph_urpe.data.modules.sequence.SyntheticDataModule",
         "init_args": {"task": "etp", "length": 6, "vocab_size": 5, "batch_size": 4,
                       "train_size": 8, "val_size": 4, "test_size": 4},
     },
 }
 LM = {
     "model": {
-        "class_path": "graph_urpe.tasks.sequence.LanguageModelModule",
+        "class_path": "graph_urpe.models.sequence.LanguageModelModule",
         "init_args": {"model": {"class_path": "graph_urpe.nn.TransformerLM",
                                 "init_args": {"embed_dim": 16, "num_layers": 1, "num_heads": 2,
                                               "tie_weights": False,
                                               "adaptive_cutoffs": [20, 60]}}},
     },
-    "data": {"class_path": "graph_urpe.tasks.sequence_data.WikiTextDataModule",
+    "data": {"class_path": "graph_urpe.data.modules.sequence.WikiTextDataModule",
              "init_args": {"seq_len": 8, "batch_size": 4}},
 }
 
@@ -109,7 +109,7 @@ def test_cli_fit_checkpoint_and_fresh_process_reload(tmp_path, one_thread):
 
     # (b) ETP, length 6, vocabulary 5 -> num_tokens 5, max_length 6, 5 + 1 classes
     hp = torch.load(syn_ckpt, weights_only=True)["hyper_parameters"]
-    assert hp["_class_path"] == "graph_urpe.tasks.sequence.SyntheticTaskModule"
+    assert hp["_class_path"] == "graph_urpe.models.sequence.SyntheticTaskModule"
     assert hp["model"]["class_path"] == "graph_urpe.nn.SequenceTransformer"
     net = hp["model"]["init_args"]
     assert (net["num_tokens"], net["max_length"], net["embed_dim"], net["attention"]) == (
@@ -129,7 +129,7 @@ def test_cli_fit_checkpoint_and_fresh_process_reload(tmp_path, one_thread):
     torch.save({"syn": x_syn, "lm": x_lm}, tmp_path / "inputs.pt")
     script = (
         "import sys, torch\n"
-        "from graph_urpe.tasks.sequence import LanguageModelModule, SyntheticTaskModule\n"
+        "from graph_urpe.models.sequence import LanguageModelModule, SyntheticTaskModule\n"
         "x = torch.load(sys.argv[3])\n"
         "syn = SyntheticTaskModule.load_from_checkpoint(sys.argv[1], map_location='cpu').eval()\n"
         "lm = LanguageModelModule.load_from_checkpoint(sys.argv[2], map_location='cpu').eval()\n"

@@ -12,6 +12,7 @@ import lightning as L
 import pytest
 import torch
 
+from graph_urpe.data.modules.sequence import WikiTextDataModule
 from graph_urpe.data.text import (
     EOS,
     IGNORE_INDEX,
@@ -21,10 +22,9 @@ from graph_urpe.data.text import (
     Vocabulary,
     read_token_lines,
 )
+from graph_urpe.models.optim import PolynomialDecayLR
+from graph_urpe.models.sequence import LanguageModelModule
 from graph_urpe.nn import TransformerLM
-from graph_urpe.tasks.optim import PolynomialDecayLR
-from graph_urpe.tasks.sequence import LanguageModelModule
-from graph_urpe.tasks.sequence_data import WikiTextDataModule
 
 EXCERPT = Path(__file__).parent / "data" / "shakespeare_excerpt"
 ROOT = Path(__file__).parents[1]

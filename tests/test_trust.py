@@ -21,7 +21,7 @@ from lightning.pytorch.cli import LightningCLI
 from graph_urpe.cli import main
 from graph_urpe.cli.lightning_cli import GraphURPECLI
 from graph_urpe.cli.plot import main as plot_main
-from graph_urpe.tasks.graph import GraphPropertyModule
+from graph_urpe.models.graph import GraphPropertyModule
 from graph_urpe.trust import UntrustedFileError, allowed_class, check_file_config
 from tests.test_cli import write_config
 
@@ -41,7 +41,7 @@ def _sequential(marker: Path) -> dict:
 
 
 def _checkpoint(path: Path, network: dict, **extra) -> Path:
-    hparams = {"_class_path": "graph_urpe.tasks.graph.GraphPropertyModule",
+    hparams = {"_class_path": "graph_urpe.models.graph.GraphPropertyModule",
                "_instantiator": "lightning.pytorch.cli.instantiate_module",
                "model": network, "task": "regression", "featurization": "zinc", **extra}
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -134,7 +134,7 @@ def test_hostile_run_folder_runs_nothing(evil, tmp_path, capsys):
                        "torch_geometric.data.LightningDataset")
         assert str(run / "config.yaml") in err and "run folder" in err
     # Nested inside an allowed data module: the inner class is refused.
-    data = {"class_path": "graph_urpe.tasks.molecule_data.CSVDataModule",
+    data = {"class_path": "graph_urpe.data.modules.molecule.CSVDataModule",
             "init_args": {"path": "mols.csv", "transform": _sequential(marker)}}
     (run / "config.yaml").write_text(yaml.safe_dump({"data": data}))
     _refused(capsys, ["test", "--ckpt_path", str(ckpt)], "torch_geometric.nn.Sequential")
@@ -144,7 +144,7 @@ def test_hostile_run_folder_runs_nothing(evil, tmp_path, capsys):
     _refused(capsys, ["test", "--ckpt_path", str(ckpt)], "Python object tag")
     # Another configuration file named by the run folder is not read either.
     (run / "config.yaml").write_text(yaml.safe_dump({"data": {
-        "class_path": "graph_urpe.tasks.molecule_data.CSVDataModule",
+        "class_path": "graph_urpe.data.modules.molecule.CSVDataModule",
         "init_args": {"transform": "other.yaml"}}}))
     _refused(capsys, ["test", "--ckpt_path", str(ckpt)], "other.yaml")
     assert not marker.exists()
@@ -195,12 +195,12 @@ def test_allow_list_holds_every_shipped_configuration_and_nothing_else():
         assert allowed_class(path), path
     for path in ("torch.optim.Adam", "torch.optim.lr_scheduler.CosineAnnealingLR",
                  "torch.optim.lr_scheduler.ReduceLROnPlateau",
-                 "graph_urpe.tasks.graph.GraphPropertyModule"):
+                 "graph_urpe.models.graph.GraphPropertyModule"):
         assert allowed_class(path), path
     for path in ("torch_geometric.nn.Sequential", "os.system", "builtins.eval",
                  "graph_urpe.cli.main",                       # a function, not a class
-                 "graph_urpe.tasks.graph.nn.Sequential",      # torch's class, reached via ours
-                 "graph_urpe.tasks.graph.Tensor", "torch.nn.Linear", "torch.optim.Optimizer.zero_grad",
+                 "graph_urpe.models.graph.nn.Sequential",      # torch's class, reached via ours
+                 "graph_urpe.models.graph.Tensor", "torch.nn.Linear", "torch.optim.Optimizer.zero_grad",
                  "Sequential", "graph_urpe.nope.Nothing", 3):
         assert not allowed_class(path), path
     # Plain data passes: file names, choices, numbers.

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from graph_urpe.tasks.uncertainty import bootstrap_interval
+from graph_urpe.models.uncertainty import bootstrap_interval
 
 
 def test_mae_interval_matches_the_normal_approximation_of_a_mean():

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import importlib
 import itertools
 import os
 import sys
@@ -33,9 +34,18 @@ import sys
 from graph_urpe.cli.help_cache import capture_help, help_key, help_requested, read_help
 from graph_urpe.cli.messages import quiet_third_party, report_errors
 
-__all__ = ["HELP", "SUBCOMMANDS", "main"]
+__all__ = ["COMMANDS", "HELP", "SUBCOMMANDS", "main"]
 
-SUBCOMMANDS = ("fit", "validate", "test", "predict", "summarize", "plot", "collect", "seeds")
+COMMANDS = {
+    "summarize": "graph_urpe.cli.summarize",
+    "plot": "graph_urpe.cli.plot",
+    "collect": "graph_urpe.cli.collect",
+    "seeds": "graph_urpe.cli.seeds",
+}
+"""The subcommands outside LightningCLI: name -> the module whose ``main(argv)`` runs it (imported
+only when that subcommand runs). A new command is one line here and one in :data:`HELP`."""
+
+SUBCOMMANDS = ("fit", "validate", "test", "predict", *COMMANDS)
 """Every subcommand of ``graph-urpe``; the first four are LightningCLI's."""
 
 HELP = """graph-urpe: URPE-Graphormer training, evaluation and prediction (LightningCLI).
@@ -51,7 +61,7 @@ subcommands:
   seeds      fit one experiment over N seeds, then collect it and the leaderboard row (--help)
 
 `graph-urpe SUBCOMMAND --help` lists the options of a subcommand; `--model.help CLASS` and
-`--data.help CLASS` those of a class (e.g. --model.help graph_urpe.tasks.GraphPropertyModule).
+`--data.help CLASS` those of a class (e.g. --model.help graph_urpe.models.GraphPropertyModule).
 
 --config FILE: an experiment file (only what differs from the package's default.yaml). The
 experiments shipped with the package are named without a path, e.g. `--config csv/template`
@@ -106,22 +116,9 @@ def _dispatch(argv: list[str]) -> int:
     if sub not in SUBCOMMANDS:
         print(f"graph-urpe: error: {unknown_subcommand(sub)}", file=sys.stderr)
         return 2
-    if sub == "summarize":
-        from graph_urpe.data.summary import main as summarize_main
-
-        return summarize_main(argv[1:]) or 0
-    if sub == "collect":
-        from graph_urpe.tasks.collect import main as collect_main
-
-        return collect_main(argv[1:]) or 0
-    if sub == "seeds":
-        from graph_urpe.tasks.seeds import main as seeds_main
-
-        return seeds_main(argv[1:]) or 0
-    if sub == "plot":
-        from graph_urpe.cli.plot import main as plot_main
-
-        return plot_main(argv[1:]) or 0
+    if sub in COMMANDS:
+        command = importlib.import_module(COMMANDS[sub])
+        return command.main(argv[1:]) or 0
     from graph_urpe.cli.configs import list_configs, resolve_config_args
 
     if "--config=list" in argv or ("--config", "list") in itertools.pairwise(argv):

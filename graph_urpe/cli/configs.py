@@ -1,8 +1,12 @@
-"""The experiment files shipped with the package (``graph_urpe/configs/``), named by ``--config``
-without a path.
+"""The experiment files, named by ``--config`` without a path.
+
+One set of files: the repository's top-level ``configs/``. The package reads them as
+``graph_urpe/configs/``, a symbolic link to ``../configs`` in a clone (and in an editable install);
+building a wheel copies the files behind the link into the package, so an installed package holds
+the same files under the same names.
 
 ``--config csv/template``, ``--config csv/template.yaml`` and ``--config configs/csv/template.yaml``
-(the path in a clone of the repository) all name ``graph_urpe/configs/csv/template.yaml`` when no
+(the path in a clone of the repository) all name ``configs/csv/template.yaml`` when no
 local file of that name exists; a local file always wins, so a copy edited in the current folder
 is read instead. ``default.yaml`` there is the base that every run reads first.
 """

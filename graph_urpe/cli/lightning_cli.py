@@ -3,7 +3,7 @@
 Imported by :func:`graph_urpe.cli.main` only for these four subcommands (it loads torch,
 Lightning and the task modules).
 
-Configuration: the package's base file (``graph_urpe/configs/default.yaml``: Trainer settings and
+Configuration: the package's base file (``configs/default.yaml``, read as ``graph_urpe/configs/default.yaml``: Trainer settings and
 the default job) is always read first; ``--config`` files state only what differs, and command-line
 options override both. Every option of the Lightning module (``--model.init_args.*``), its network
 (``--model.init_args.model.init_args.*``), the data module (``--data.init_args.*``) and the Trainer
@@ -53,11 +53,10 @@ from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.utilities.model_helpers import is_overridden
 
 from graph_urpe.cli.configs import DEFAULT_CONFIG
+from graph_urpe.cli.leaderboard import trainer_record, write_record
 from graph_urpe.cli.messages import CLIError
-from graph_urpe.files import claim_run_folder
-from graph_urpe.tasks.graph_predict import predict_smiles
-from graph_urpe.tasks.leaderboard import trainer_record, write_record
-from graph_urpe.tasks.run import (
+from graph_urpe.cli.predict import predict_smiles
+from graph_urpe.cli.run import (
     AtomicCheckpointIO,
     LogsAtCheckpoint,
     RNGStateCheckpoint,
@@ -66,7 +65,8 @@ from graph_urpe.tasks.run import (
     use_exact_resume,
     write_run_outputs,
 )
-from graph_urpe.tasks.seeds import seeds_command
+from graph_urpe.cli.seeds import seeds_command
+from graph_urpe.files import claim_run_folder
 from graph_urpe.trust import read_checkpoint, read_run_data
 
 __all__ = ["GRAPH_LINKS", "GraphURPECLI", "run"]
@@ -93,7 +93,7 @@ own property names) share the command."""
 
 def _all_links() -> tuple[tuple[str, str], ...]:
     try:
-        from graph_urpe.tasks.sequence_data import sequence_links
+        from graph_urpe.data.modules.sequence import sequence_links
     except ImportError:  # the sequence family is optional for the graph command
         return GRAPH_LINKS
     return GRAPH_LINKS + tuple(sequence_links())
@@ -344,7 +344,7 @@ class GraphURPECLI(LightningCLI):
 
     def test(self, model: LightningModule, **kwargs: Any) -> Any:
         """``trainer.test``, then one line saying whether the test metric is a leaderboard
-        number (:mod:`graph_urpe.tasks.leaderboard`)."""
+        number (:mod:`graph_urpe.cli.leaderboard`)."""
         results = self.trainer.test(model, **kwargs)
         record = trainer_record(self.trainer, results[0]) if results else None
         if record is not None and self.trainer.is_global_zero:
@@ -375,7 +375,7 @@ class GraphURPECLI(LightningCLI):
 
     def predict(self, model: LightningModule, **kwargs: Any) -> Any:
         """``trainer.predict`` (:meth:`parse_arguments` has made sure of a checkpoint); SMILES
-        inputs through :func:`~graph_urpe.tasks.graph_predict.predict_smiles`, with the
+        inputs through :func:`~graph_urpe.cli.predict.predict_smiles`, with the
         checkpoint's training vocabulary."""
         dm = kwargs.get("datamodule")
         if callable(getattr(dm, "prepare_predict", None)):

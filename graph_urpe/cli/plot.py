@@ -71,13 +71,13 @@ def default_out_dir(path: Path) -> Path:
 def load_graph_model(ckpt: Path) -> tuple[nn.Module, str]:
     """The network and featurisation of a graph checkpoint saved by ``graph-urpe fit``.
 
-    Loads :class:`~graph_urpe.tasks.graph.GraphPropertyModule` with ``weights_only=True`` on the
+    Loads :class:`~graph_urpe.models.graph.GraphPropertyModule` with ``weights_only=True`` on the
     CPU and returns ``(module.model, module.hparams.featurization or "ogb")``.
 
     Raises:
         ValueError: if the checkpoint holds no built graph model.
     """
-    from graph_urpe.tasks.graph import GraphPropertyModule
+    from graph_urpe.models.graph import GraphPropertyModule
 
     try:
         module = GraphPropertyModule.load_from_checkpoint(ckpt, map_location="cpu",

@@ -1,7 +1,7 @@
 """Every dataset of the package as a family (:class:`DatasetFamily`): its facts (task, label
 columns, featurisation, metric, :class:`DatasetFacts`), stated once and known without reading any
 graph, and how it builds its splits (:class:`DatasetSplits`). The data modules of
-:mod:`graph_urpe.tasks.molecule_data` each hold one family; :func:`load_dataset` finds one by name
+:mod:`graph_urpe.data.modules.molecule` each hold one family; :func:`load_dataset` finds one by name
 (``graph-urpe summarize``).
 
 Names:

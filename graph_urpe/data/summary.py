@@ -1,8 +1,10 @@
 """Numbers of graphs, splits and label statistics of a dataset, as a printable table.
 
-    python -m graph_urpe.data.summary zinc-like
-    python -m graph_urpe.data.summary ogbg-molhiv --root data
-    python -m graph_urpe.data.summary csv --csv-path my.csv --target-columns logS --split scaffold
+    graph-urpe summarize zinc-like
+    graph-urpe summarize ogbg-molhiv --root data
+    graph-urpe summarize csv --csv-path my.csv --target-columns logS --split scaffold
+
+(the command is :mod:`graph_urpe.cli.summarize`).
 
 Per-graph edge counts and labels are read without materialising every graph (node counts:
 :func:`graph_urpe.data.sampler.graph_sizes`): for PyG
@@ -12,16 +14,15 @@ storage and its ``slices``; other datasets are iterated.
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Mapping
 
 import torch
 from torch.utils.data import Dataset
 from torch_geometric.data import InMemoryDataset
 
-from graph_urpe.data.registry import DATASET_NAMES, DatasetSplits, load_dataset
+from graph_urpe.data.registry import DatasetSplits
 from graph_urpe.data.sampler import graph_sizes
-from graph_urpe.transforms import AddShortestPathDistance, StandardLayout
+from graph_urpe.transforms import StandardLayout
 
 
 def _storage(dataset: Dataset):
@@ -113,35 +114,3 @@ def summarize(dataset_dict: Mapping[str, Dataset] | DatasetSplits) -> str:
             lines.append(f"{name:<15}{t:>5}{len(known):>10}{len(column) - len(known):>9}"
                          + "".join(f"{float(v):>10.4f}" for v in stats))
     return "\n".join(lines)
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Print graphs, splits and label statistics.")
-    parser.add_argument("name", help=f"dataset name: {', '.join(DATASET_NAMES)}")
-    parser.add_argument("--root", default="data")
-    parser.add_argument("--max-nodes", type=int, default=None)
-    parser.add_argument("--strict", action="store_true")
-    parser.add_argument("--download", action="store_true", help="allow PyG/OGB downloads")
-    parser.add_argument("--num-workers", type=int, default=None)
-    parser.add_argument("--csv-path")
-    parser.add_argument("--smiles-column", default="smiles")
-    parser.add_argument("--target-columns", nargs="+", default=["target"])
-    parser.add_argument("--task", default="regression", choices=["regression", "classification"])
-    parser.add_argument("--split", default="random")
-    parser.add_argument("--featurization", default="ogb", choices=["ogb", "zinc"])
-    parser.add_argument("--no-spd", action="store_true",
-                        help="process without AddShortestPathDistance (by default the summary "
-                             "uses, and so shares the cache of, the training pre_transform)")
-    args = parser.parse_args(argv)
-    pre_transform = None if args.no_spd else AddShortestPathDistance(max_distance=None, paths=True)
-    loaded = load_dataset(
-        args.name, root=args.root, pre_transform=pre_transform, max_nodes=args.max_nodes,
-        strict=args.strict,
-        download=args.download, num_workers=args.num_workers, csv_path=args.csv_path,
-        smiles_column=args.smiles_column, target_columns=args.target_columns, task=args.task,
-        split=args.split, featurization=args.featurization)
-    print(summarize(loaded))
-
-
-if __name__ == "__main__":
-    main()

@@ -236,7 +236,7 @@ class GraphormerEncoder(nn.Module):
 
     def no_weight_decay(self) -> set[str]:
         """Parameters that are embeddings although they are not in an embedding table (the timm
-        convention, read by :func:`graph_urpe.tasks.optim.parameter_groups`): the graph token."""
+        convention, read by :func:`graph_urpe.models.optim.parameter_groups`): the graph token."""
         return {"graph_token"} if self.graph_token is not None else set()
 
     def reset_parameters(self) -> None:

@@ -12,7 +12,7 @@ drawn).
   beside it.
 
 ``viz`` draws; it imports :mod:`graph_urpe.nn` and :mod:`graph_urpe.data`, never
-:mod:`graph_urpe.tasks` (the tasks import ``viz`` to draw a run's figures; the ``graph-urpe plot``
+:mod:`graph_urpe.models` or :mod:`graph_urpe.cli` (the run summary imports ``viz`` to draw a run's figures; the ``graph-urpe plot``
 command, which loads a trained module, is :mod:`graph_urpe.cli.plot`).
 """
 

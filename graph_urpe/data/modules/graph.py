@@ -1,0 +1,479 @@
+"""Lightning data modules for graph property prediction: the shared bases.
+
+:class:`BatchedGraphDataModule` holds what every graph data module shares (size-bucketed
+loaders, DDP splitting, ``sample_id``, the static dataset facts linked into the model); the
+molecular families (:mod:`graph_urpe.data.modules.molecule`: ZINC-like, PyG ZINC, OGB, PCQM4Mv2,
+your CSV) share :class:`GraphDataModule` on top of it.
+
+Every dataset is built with :class:`~graph_urpe.transforms.AddShortestPathDistance` as
+``pre_transform`` (shortest paths computed once and cached on disk). Loaders use
+:class:`~graph_urpe.data.sampler.SizeBucketBatchSampler` (graphs of similar size batched together,
+under a budget) and split batches across DDP ranks themselves, so run the Trainer with
+``use_distributed_sampler=False`` (the shipped configs do). Every graph carries ``sample_id``
+(its index in the split), used to de-duplicate and order epoch metrics and predictions.
+
+Prediction from SMILES works with any of these modules: pass ``predict_smiles`` or
+``predict_csv``; :meth:`GraphDataModule.prepare_predict` featurises them as the checkpoint was
+trained (the model's facts, handed over by ``graph-urpe predict``) and
+:class:`~graph_urpe.cli.predict.SmilesPredictionWriter` writes one output row per input
+row (:mod:`graph_urpe.cli.predict`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+from lightning.pytorch import LightningDataModule
+from torch_geometric.data import Data, InMemoryDataset
+from torch_geometric.loader import DataLoader
+
+from graph_urpe.data.featurize import feature_dims
+from graph_urpe.data.indexed import IndexedDataset
+from graph_urpe.data.predict_inputs import (
+    featurize_inputs,
+    read_predict_inputs,
+    training_vocabulary,
+)
+from graph_urpe.data.registry import DatasetFacts, DatasetFamily, DatasetSplits, LoadOptions
+from graph_urpe.data.sampler import (
+    DEFAULT_MAX_CELLS,
+    ResumableDataLoader,
+    SizeBucketBatchSampler,
+    graph_sizes,
+)
+from graph_urpe.files import check_writable
+from graph_urpe.transforms import AddShortestPathDistance, StandardLayout
+
+__all__ = [
+    "BatchedGraphDataModule",
+    "GraphDataModule",
+    "collated_labels",
+    "spd_pre_transform",
+]
+
+def spd_pre_transform() -> AddShortestPathDistance:
+    """The pre-transform of every dataset here: unclipped SPD and predecessors (so one cache
+    serves any ``max_distance`` / ``max_hops`` of the model)."""
+    return AddShortestPathDistance(max_distance=None, paths=True)
+
+
+def collated_labels(dataset) -> torch.Tensor | None:
+    r"""The labels ``y`` of every graph of a PyG :class:`~torch_geometric.data.InMemoryDataset`
+    (or an indexed subset of one) read from its collated storage, without building any graph.
+
+    Only where access changes nothing in ``y`` but its layout (no transform, or
+    :class:`~graph_urpe.transforms.StandardLayout`, a cast to ``float32``).
+
+    Args:
+        dataset: a PyG dataset.
+
+    Returns:
+        Tensor or None: ``float32`` ``[sum of label rows, ...]`` in dataset order (reshape to
+        ``[-1, T]``); :obj:`None` where the graphs must be built to read ``y``.
+    """
+    slices = getattr(dataset, "slices", None)
+    layout_only = dataset.transform is None or isinstance(dataset.transform, StandardLayout) \
+        if isinstance(dataset, InMemoryDataset) else False
+    if not layout_only or slices is None or "y" not in slices:
+        return None
+    y = dataset._data.y  # PyG's collated storage (InMemoryDataset keeps it in `_data`)
+    bounds = slices["y"]
+    index = dataset.indices()
+    index = index.long() if isinstance(index, torch.Tensor) else \
+        torch.as_tensor(np.asarray(index, dtype=np.int64))
+    start, length = bounds[index], bounds[index + 1] - bounds[index]
+    # Row r of graph g is storage row start[g] + r: one gather for all graphs.
+    rows = torch.repeat_interleave(start - torch.cumsum(length, 0) + length, length)
+    rows = rows + torch.arange(int(length.sum()))
+    return y[rows].float()
+
+
+class BatchedGraphDataModule(LightningDataModule):
+    r"""Base of every graph data module: loaders that batch graphs of similar size under a budget
+    (:class:`~graph_urpe.data.sampler.SizeBucketBatchSampler`), split batches across DDP ranks
+    and give every graph its ``sample_id``; the static dataset facts that ``graph-urpe`` links into
+    the model (:data:`graph_urpe.cli.lightning_cli.GRAPH_LINKS`).
+
+    Subclasses fill :attr:`splits` (``"train"``, ``"val"``, ``"test"``: PyG datasets) in
+    :meth:`setup` and set the facts.
+
+    Args:
+        batch_size (int, optional): at most this many graphs per batch. (default: :obj:`128`)
+        max_nodes_per_batch (int, optional): budget of padded nodes per batch
+            (``graphs x largest graph``). (default: :obj:`None`)
+        max_cells_per_batch (int, optional): budget of padded attention cells per batch
+            (``graphs x largest graph^2``), the memory bound of every loader.
+            (default: :data:`~graph_urpe.data.sampler.DEFAULT_MAX_CELLS`)
+        num_workers (int, optional): DataLoader worker processes. (default: :obj:`0`)
+        seed (int, optional): seed of the batch shuffling. (default: :obj:`0`)
+        bucketing (bool, optional): training batches of graphs of similar size (re-drawn every
+            epoch), or, with :obj:`False`, random batches of :obj:`batch_size` (more padding;
+            for comparisons, see ``benchmarks/README.md``). Validation and test batches are
+            always bucketed (their metrics do not depend on the batching). (default: :obj:`True`)
+
+    Raises:
+        ValueError: for non-positive budgets, or none at all.
+    """
+
+    def __init__(
+        self,
+        batch_size: int | None = 128,
+        max_nodes_per_batch: int | None = None,
+        max_cells_per_batch: int | None = DEFAULT_MAX_CELLS,
+        num_workers: int = 0,
+        seed: int = 0,
+        bucketing: bool = True,
+    ) -> None:
+        super().__init__()
+        for name, value in (
+            ("batch_size", batch_size),
+            ("max_nodes_per_batch", max_nodes_per_batch),
+            ("max_cells_per_batch", max_cells_per_batch),
+        ):
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be a positive integer or None, got {value}.")
+        if batch_size is None and max_nodes_per_batch is None and max_cells_per_batch is None:
+            raise ValueError(
+                "give at least one batch budget: batch_size, max_nodes_per_batch or "
+                "max_cells_per_batch."
+            )
+        self.batch_size = batch_size
+        self.max_nodes_per_batch = max_nodes_per_batch
+        self.max_cells_per_batch = max_cells_per_batch
+        self.num_workers = num_workers
+        self.seed = seed
+        self.bucketing = bucketing
+        self.splits: dict[str, Any] = {}
+
+    # Static facts of the dataset, read from the configuration and dataset metadata without
+    # processing any graph; ``graph-urpe`` links them into the model (see graph_urpe.cli).
+    num_tasks: int = 1
+    """Outputs of the network: label columns ``T`` (regression, classification) or classes
+    (multiclass)."""
+    task_type: str = "regression"
+    """``"regression"``, ``"classification"`` (binary, possibly multi-task) or ``"multiclass"``
+    (one class label)."""
+    metric: str = "mae"
+    """The benchmark's metric (monitored as ``val/<metric>``)."""
+    evaluator: str | None = None
+    """Official evaluator (OGB dataset name or ``"pcqm4mv2"``), or :obj:`None`."""
+    level: str = "graph"
+    """``"graph"`` (labels per graph) or ``"node"`` (labels per node): the network's level."""
+
+    @property
+    def target_names(self) -> list[str]:
+        """Names of the label columns (used for the prediction columns)."""
+        labels = 1 if self.task_type == "multiclass" else self.num_tasks
+        return ["y"] if labels == 1 else [f"y{i}" for i in range(labels)]
+
+    def train_split(self):
+        """The training split (a PyG dataset), for :meth:`train_target_stats`."""
+        return self.splits["train"]
+
+    def train_target_stats(self) -> tuple[list[float], list[float]]:
+        """NaN-aware per-task mean and standard deviation of the training labels (population
+        std; 1 where a task has fewer than two labels or no spread), for target standardisation;
+        node-level labels count every node.
+
+        Returns:
+            tuple[list[float], list[float]]: ``T`` means and ``T`` stds, in the labels' units.
+        """
+        train = self.train_split()
+        ys = collated_labels(train)
+        if ys is None:
+            ys = torch.cat([train[i].y.view(-1, self.num_tasks).float()
+                            for i in range(len(train))])
+        ys = ys.reshape(-1, self.num_tasks)
+        mask = ~torch.isnan(ys)
+        count = mask.sum(0).clamp(min=1)
+        filled = torch.where(mask, ys, torch.zeros(()))
+        mean = filled.sum(0) / count
+        var = torch.where(mask, (ys - mean).square(), torch.zeros(())).sum(0) / count
+        std = var.sqrt()
+        std = torch.where((mask.sum(0) < 2) | (std == 0), torch.ones_like(std), std)
+        return mean.tolist(), std.tolist()
+
+    def _rank(self) -> tuple[int, int]:
+        trainer = self.trainer
+        if trainer is None:
+            return 1, 0
+        # The Trainer's flag is private (no public attribute in Lightning 2.6; fenced by
+        # tests/test_lightning_private.py).
+        if trainer.world_size > 1 and getattr(
+            trainer._accelerator_connector, "use_distributed_sampler", False
+        ):
+            raise ValueError(
+                f"{type(self).__name__} splits batches across ranks itself: run the Trainer "
+                "with use_distributed_sampler=False (--trainer.use_distributed_sampler false)."
+            )
+        return trainer.world_size, trainer.global_rank
+
+    def _loader(self, dataset, shuffle: bool, sizes=None, indexed: bool = True,
+                bucketing: bool = True, resumable: bool = False) -> DataLoader:
+        world, rank = self._rank()
+        sizes = graph_sizes(dataset) if sizes is None else sizes
+        sampler = SizeBucketBatchSampler(
+            sizes,
+            max_nodes=self.max_nodes_per_batch,
+            max_cells=self.max_cells_per_batch,
+            max_batch_size=self.batch_size,
+            shuffle=shuffle,
+            seed=self.seed,
+            num_replicas=world,
+            rank=rank,
+            bucketing=bucketing,
+        )
+        # training resumes mid-epoch where it stopped (Lightning's stateful-loader protocol)
+        loader = ResumableDataLoader if resumable else DataLoader
+        return loader(
+            IndexedDataset(dataset) if indexed else dataset,
+            batch_sampler=sampler,
+            num_workers=self.num_workers,
+            persistent_workers=self.num_workers > 0,
+        )
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader(self.splits["train"], shuffle=True, bucketing=self.bucketing,
+                            resumable=True)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader(self.splits["val"], shuffle=False)
+
+    def test_dataloader(self) -> DataLoader:
+        return self._loader(self.splits["test"], shuffle=False)
+
+
+class GraphDataModule(BatchedGraphDataModule):
+    r"""Base of the molecular data modules: the splits of one dataset family
+    (:class:`~graph_urpe.data.registry.DatasetFamily`), the loaders of
+    :class:`BatchedGraphDataModule`, SMILES prediction.
+
+    Subclasses set :attr:`family`, whose facts (task, label columns, featurisation, metric,
+    evaluator) are the module's, and may override :attr:`test_split` and :meth:`target_names`.
+
+    Args:
+        root (str, optional): data folder (each dataset in its own subfolder, see
+            :class:`~graph_urpe.data.registry.LoadOptions`). (default: ``"data"``)
+        batch_size, max_nodes_per_batch, max_cells_per_batch, num_workers, seed, bucketing: see
+            :class:`BatchedGraphDataModule`.
+        max_graph_nodes (int, optional): refuse larger graphs: in the training data they are
+            reported by the dataset (never silently dropped; with ``strict`` an error), in
+            prediction they get an ``error``. (default: :obj:`None`)
+        strict (bool, optional): refuse the dataset if any input is unusable.
+            (default: :obj:`False`)
+        download (bool, optional): let PyG/OGB download missing data. (default: :obj:`False`)
+        processing_workers (int, optional): worker processes for the one-time processing.
+            (default: :obj:`None`, automatic)
+        predict_smiles (list[str], optional): SMILES to predict. (default: :obj:`None`)
+        predict_csv (str, optional): CSV file with a SMILES column to predict.
+            (default: :obj:`None`)
+        smiles_column (str, optional): SMILES column of ``predict_csv`` (and of a training CSV).
+            (default: ``"smiles"``)
+        predict_output (str, optional): where ``predict`` writes its CSV.
+            (default: ``"predictions.csv"``)
+
+    Raises:
+        ValueError: for non-positive budgets or both ``predict_smiles`` and ``predict_csv``.
+    """
+
+    test_split: str = "test"
+    family: DatasetFamily | None = None
+    """The dataset family: its facts and how it builds its splits (set by each subclass)."""
+
+    def __init__(
+        self,
+        root: str = "data",
+        batch_size: int | None = 128,
+        max_nodes_per_batch: int | None = None,
+        max_cells_per_batch: int | None = DEFAULT_MAX_CELLS,
+        num_workers: int = 0,
+        seed: int = 0,
+        max_graph_nodes: int | None = None,
+        strict: bool = False,
+        download: bool = False,
+        processing_workers: int | None = None,
+        predict_smiles: list[str] | None = None,
+        predict_csv: str | None = None,
+        smiles_column: str = "smiles",
+        predict_output: str = "predictions.csv",
+        bucketing: bool = True,
+    ) -> None:
+        super().__init__(batch_size, max_nodes_per_batch, max_cells_per_batch, num_workers, seed,
+                         bucketing)
+        if max_graph_nodes is not None and max_graph_nodes < 1:
+            raise ValueError(
+                f"max_graph_nodes must be a positive integer or None, got {max_graph_nodes}."
+            )
+        if predict_smiles is not None and predict_csv is not None:
+            raise ValueError("give either predict_smiles or predict_csv, not both.")
+        self.root = root
+        self.max_graph_nodes = max_graph_nodes
+        self.strict = strict
+        self.download = download
+        self.processing_workers = processing_workers
+        self.predict_smiles = predict_smiles
+        self.predict_csv = predict_csv
+        self.smiles_column = smiles_column
+        self.predict_output = predict_output
+        self.loaded: DatasetSplits | None = None
+        self.predict_frame: pd.DataFrame | None = None
+        self.predict_graphs: list[Data] = []
+        self.predict_errors: dict[int, str] = {}
+
+    # ------------------------------------------------------------------- the dataset
+    def _facts(self) -> DatasetFacts:
+        if self.family is None:
+            raise TypeError(
+                f"{type(self).__name__} has no dataset family: use one of the dataset families "
+                "(ZincLikeDataModule, ZINCDataModule, OGBDataModule, PCQM4Mv2DataModule, "
+                "CSVDataModule) or set self.family in your subclass."
+            )
+        return self.family.facts
+
+    # The facts linked into the model (see BatchedGraphDataModule) are the family's.
+    @property
+    def num_tasks(self) -> int:
+        """Label columns ``T``."""
+        return self._facts().num_tasks
+
+    @property
+    def task_type(self) -> str:
+        """``"regression"`` or ``"classification"``."""
+        return self._facts().task
+
+    @property
+    def metric(self) -> str:
+        """The benchmark's metric (monitored as ``val/<metric>``)."""
+        return self._facts().metric
+
+    @property
+    def evaluator(self) -> str | None:
+        """Official evaluator (OGB dataset name or ``"pcqm4mv2"``), or :obj:`None`."""
+        return self._facts().evaluator
+
+    @property
+    def featurization(self) -> str:
+        """How molecules become graphs: ``"zinc"`` or ``"ogb"``."""
+        return self._facts().featurization
+
+    @property
+    def atom_categories(self) -> list[int]:
+        """Vocabulary size of each atom feature column of :attr:`featurization`."""
+        return feature_dims(self.featurization)[0]
+
+    @property
+    def bond_categories(self) -> list[int]:
+        """Vocabulary size of each bond feature column of :attr:`featurization`."""
+        return feature_dims(self.featurization)[1]
+
+    @property
+    def dataset_source(self) -> str:
+        """Where the data come from (recorded in the checkpoint): the loaded dataset's
+        ``source`` once loaded, else the registry name."""
+        if self.loaded is not None and self.loaded.source:
+            return self.loaded.source
+        return self._facts().name
+
+    def load(self) -> DatasetSplits:
+        """Build (first call: process and cache on disk) or load the dataset with its splits."""
+        if self.loaded is None:
+            facts = self._facts()
+            self.loaded = self.family.load(LoadOptions(
+                self.root, pre_transform=spd_pre_transform(), max_nodes=self.max_graph_nodes,
+                strict=self.strict, download=self.download, num_workers=self.processing_workers))
+            for part in ("train", "valid", self.test_split):
+                if part not in self.loaded.splits:
+                    raise ValueError(
+                        f"dataset {facts.name!r} has no {part!r} split; it has "
+                        f"{sorted(self.loaded.splits)}."
+                    )
+        return self.loaded
+
+    def split_membership(self) -> pd.DataFrame | None:
+        """Where every source row went (``row, smiles, split, reason``; skipped rows with their
+        reason), for datasets read from a user's file; :obj:`None` for the benchmark datasets."""
+        fn = self.loaded.split_membership if self.loaded is not None else None
+        return fn() if fn is not None else None
+
+    def train_split(self):
+        """The training split (processing the dataset on first use)."""
+        return self.load().splits["train"]
+
+    # ------------------------------------------------------------------------ hooks
+    def _predicting(self) -> bool:
+        trainer = self.trainer
+        return trainer is not None and trainer.state.fn == "predict"
+
+    def prepare_data(self) -> None:
+        """Process and cache the dataset once (rank 0); nothing when predicting."""
+        if not self._predicting():
+            self.load()
+
+    def setup(self, stage: str) -> None:
+        """Load the cached splits (every rank), or featurise the SMILES to predict."""
+        if stage == "predict":
+            self._setup_predict()
+        elif not self.splits:
+            parts = self.load().splits
+            self.splits = {"train": parts["train"], "val": parts["valid"],
+                           "test": parts[self.test_split]}
+
+    # ---------------------------------------------------------------------- predict
+    def _predict_limit(self, trained_limit: int | None) -> int | None:
+        limits = [trained_limit, self.max_graph_nodes, self.max_nodes_per_batch]
+        if self.max_cells_per_batch is not None:
+            limits.append(math.isqrt(self.max_cells_per_batch))
+        limits = [v for v in limits if v is not None]
+        return min(limits) if limits else None
+
+    def prepare_predict(self, featurization: str | None, max_graph_nodes: int | None = None,
+                        dataset_source: str | None = None) -> None:
+        """Read and featurise the inputs to predict as the model was trained: fills
+        :attr:`predict_frame` (``N`` input rows), :attr:`predict_graphs` and
+        :attr:`predict_errors` (row -> reason). ``graph-urpe predict`` calls it with the
+        checkpoint's facts before ``trainer.predict``; call it yourself in Python.
+
+        Args:
+            featurization (str): the model's ``"ogb"`` / ``"zinc"``.
+            max_graph_nodes (int, optional): the model's node limit (larger inputs get an error).
+            dataset_source (str, optional): the model's data (named if it is not molecular).
+
+        Raises:
+            ValueError: no inputs, a CSV without the SMILES column, or a non-molecular model.
+        """
+        frame = read_predict_inputs(self.predict_csv, self.predict_smiles, self.smiles_column)
+        graphs, errors = featurize_inputs(
+            frame[self.smiles_column].tolist(), featurization,
+            self._predict_limit(max_graph_nodes), spd_pre_transform(), self.processing_workers,
+            dataset_source)
+        self.predict_frame, self.predict_graphs, self.predict_errors = frame, graphs, errors
+
+    def _setup_predict(self) -> None:
+        if self.predict_frame is None:
+            raise ValueError(
+                "call datamodule.prepare_predict(featurization, max_graph_nodes) with the model's "
+                "facts before trainer.predict (graph-urpe predict does it)."
+            )
+
+    def train_vocabulary(self) -> dict[str, list[list[int]]] | None:
+        """The atom / bond feature values of the training split
+        (:func:`~graph_urpe.cli.predict.training_vocabulary`), stored in checkpoints."""
+        return training_vocabulary(self.train_split())
+
+    def predict_dataloader(self) -> DataLoader:
+        graphs = self.predict_graphs
+        sizes = [g.num_nodes for g in graphs]
+        return self._loader(graphs, shuffle=False, sizes=sizes, indexed=False)
+
+    def check_predict_output(self) -> None:
+        """Fail before any work if :attr:`predict_output` cannot be written.
+
+        Raises:
+            graph_urpe.files.OutputError: naming the path and the cause.
+        """
+        check_writable(self.predict_output)
+

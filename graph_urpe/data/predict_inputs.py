@@ -1,0 +1,204 @@
+"""What ``predict`` needs from the data side: the input table, its graphs featurised as the
+checkpoint was trained, and the training vocabulary that flags inputs outside it.
+
+* :func:`read_predict_inputs` and :func:`featurize_inputs`: the input table and its graphs (rows
+  that cannot become a graph get an error instead, never dropped);
+* :func:`training_vocabulary` (at ``fit``, stored in the checkpoint as plain lists) and
+  :func:`vocabulary_warnings`: atom / bond feature values never seen in training (an element, a
+  charge, a bond type: salts, metals, exotic elements).
+
+The command that runs the prediction and writes the table is :mod:`graph_urpe.cli.predict`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+import torch
+
+from graph_urpe.data.processing import molecules_to_graphs
+
+__all__ = [
+    "featurize_inputs",
+    "read_predict_inputs",
+    "training_vocabulary",
+    "vocabulary_warnings",
+]
+
+_ATOM_FEATURES = {
+    "ogb": ("element", "chirality", "degree", "formal charge", "hydrogen count",
+            "radical electrons", "hybridisation", "aromaticity", "ring membership"),
+    "zinc": ("atom type",),
+}
+_BOND_FEATURES = {"ogb": ("bond type", "bond stereo", "conjugation"), "zinc": ("bond type",)}
+
+
+def read_predict_inputs(predict_csv: str | None, predict_smiles: list[str] | None,
+                        smiles_column: str) -> pd.DataFrame:
+    """The input table: ``predict_csv`` as text (no NA parsing), or one column of
+    ``predict_smiles``.
+
+    Raises:
+        ValueError: neither is given, or the CSV lacks ``smiles_column``.
+    """
+    if predict_csv is not None:
+        # Blank lines stay rows (an empty SMILES, reported), so row r is CSV line r + 2.
+        frame = pd.read_csv(predict_csv, dtype={smiles_column: str}, keep_default_na=False,
+                            skip_blank_lines=False)
+        if smiles_column not in frame.columns:
+            raise ValueError(
+                f"column {smiles_column!r} not found in {predict_csv}; available: "
+                f"{list(frame.columns)} (set --data.init_args.smiles_column)."
+            )
+        return frame
+    if predict_smiles is not None:
+        return pd.DataFrame({smiles_column: list(predict_smiles)})
+    raise ValueError(
+        "nothing to predict: pass --data.init_args.predict_csv FILE (with a "
+        f"{smiles_column!r} column) or --data.init_args.predict_smiles '[SMILES, ...]'."
+    )
+
+
+def featurize_inputs(smiles: list[str], featurization: str | None, max_nodes: int | None,
+                     pre_transform: Any = None, processing_workers: int | None = None,
+                     dataset_source: str | None = None) -> tuple[list, dict[int, str]]:
+    """Graphs of the inputs, featurised as the model was trained, with ``sample_id`` = input row.
+
+    Args:
+        smiles (list[str]): ``N`` SMILES.
+        featurization (str): the model's ``"ogb"`` / ``"zinc"`` (:obj:`None`: not a molecular model).
+        max_nodes (int, optional): larger molecules get an error.
+        pre_transform (callable, optional): applied to every graph (the training data's, e.g.
+            :func:`~graph_urpe.data.modules.graph.spd_pre_transform`).
+        processing_workers (int, optional): worker processes (default: automatic).
+        dataset_source (str, optional): the model's data, named when it is not molecular.
+
+    Returns:
+        tuple: the graphs (``torch_geometric.data.Data``, ``sample_id`` = input row) and
+        ``{row: reason}`` for the rows without a graph.
+
+    Raises:
+        ValueError: the model was not trained on molecules.
+    """
+    if featurization is None:
+        raise ValueError(
+            "this model was not trained on molecules"
+            + (f" (its data: {dataset_source})" if dataset_source else "")
+            + ", so it cannot predict SMILES: predict with a checkpoint trained on a "
+            "molecular dataset (ZINC, OGB, PCQM4Mv2 or a SMILES CSV)."
+        )
+    graphs, errors = molecules_to_graphs(
+        smiles, featurization=featurization, max_nodes=max_nodes,
+        pre_transform=pre_transform, keep_smiles=False, num_workers=processing_workers,
+    )
+    for graph in graphs:
+        graph.sample_id = int(graph.row)
+    return graphs, {e.row: e.reason for e in errors}
+
+
+def _columns_seen(values: torch.Tensor) -> list[list[int]]:
+    values = values.view(values.size(0), -1) if values.dim() > 1 else values.view(-1, 1)
+    return [torch.unique(values[:, c]).tolist() for c in range(values.size(1))]
+
+
+def training_vocabulary(split: Any) -> dict[str, list[list[int]]] | None:
+    """The atom and bond feature values seen in a training split, per feature column.
+
+    Reads the collated storage of an in-memory PyG dataset (one pass over its tensors, no
+    per-graph objects); any other dataset is walked graph by graph.
+
+    Args:
+        split: the training split (PyG dataset with integer ``x`` ``[n, F]`` and ``edge_attr``
+            ``[E, F']``).
+
+    Returns:
+        dict: ``{"atom": F lists, "bond": F' lists}`` of sorted ints (plain data, stored in the
+        checkpoint), or :obj:`None` if the graphs have no integer atom features.
+    """
+    data, slices = getattr(split, "_data", None), getattr(split, "slices", None)
+    if data is not None and slices is not None and "x" in slices:
+        indices = getattr(split, "_indices", None)
+        idx = (torch.arange(len(slices["x"]) - 1) if indices is None
+               else torch.as_tensor(list(indices) if not torch.is_tensor(indices) else indices))
+        parts = {}
+        for key in ("x", "edge_attr"):
+            if key not in slices or getattr(data, key, None) is None:
+                continue
+            bounds = slices[key]
+            lengths = bounds[idx + 1] - bounds[idx]
+            starts = torch.repeat_interleave(bounds[idx] - torch.cumsum(lengths, 0) + lengths,
+                                             lengths)
+            rows = torch.arange(int(lengths.sum())) + starts
+            parts[key] = getattr(data, key)[rows]
+    else:
+        graphs = [split[i] for i in range(len(split))]
+        parts = {key: torch.cat([getattr(g, key) for g in graphs])
+                 for key in ("x", "edge_attr") if graphs and getattr(graphs[0], key, None) is not None}
+    x = parts.get("x")
+    if x is None or x.is_floating_point():
+        return None
+    edges = parts.get("edge_attr")
+    return {"atom": _columns_seen(x),
+            "bond": _columns_seen(edges) if edges is not None and len(edges) else []}
+
+
+def _describe(kind: str, featurization: str, column: int, value: int) -> str:
+    names = (_ATOM_FEATURES if kind == "atom" else _BOND_FEATURES).get(featurization, ())
+    name = names[column] if column < len(names) else f"{kind} feature {column}"
+    if featurization == "zinc":
+        from graph_urpe.data.featurize import ZINC_ATOM_TYPES, ZINC_BOND_TYPES
+
+        table = ZINC_ATOM_TYPES if kind == "atom" else ZINC_BOND_TYPES
+        names_of = {v: k for k, v in table.items()}
+        if value in names_of:
+            return f"{name} {names_of[value]}"
+    if featurization == "ogb":
+        # OGB's features are positions in its value lists: name the value, not the position.
+        from ogb.utils.features import allowable_features
+
+        lists = list(allowable_features.values())[(0 if kind == "atom" else 9) + column:]
+        values = lists[0] if lists else []
+        if 0 <= value < len(values):
+            shown = values[value]
+            if kind == "atom" and column == 0 and isinstance(shown, int):
+                from rdkit import Chem
+
+                shown = Chem.GetPeriodicTable().GetElementSymbol(shown)
+            elif isinstance(shown, int) and name == "formal charge":
+                shown = f"{shown:+d}"
+            return f"{name} {shown}"
+    return f"{name} {value}"
+
+
+def vocabulary_warnings(graphs: list, vocabulary: dict | None,
+                        featurization: str | None) -> dict[int, str]:
+    """``{row: warning}`` for inputs with atom or bond feature values never seen in training.
+
+    Args:
+        graphs (list): graphs with ``sample_id`` (the input row), ``x`` and ``edge_attr``.
+        vocabulary (dict, optional): :func:`training_vocabulary` of the checkpoint (:obj:`None`:
+            a checkpoint written before it was stored; nothing is flagged).
+        featurization (str, optional): ``"ogb"`` / ``"zinc"`` (names the features).
+
+    Returns:
+        dict[int, str]: e.g. ``"outside the training vocabulary: element Cu, formal charge 1"``.
+    """
+    if not vocabulary:
+        return {}
+    seen = {kind: [set(col) for col in vocabulary.get(kind, [])] for kind in ("atom", "bond")}
+    warnings: dict[int, str] = {}
+    for graph in graphs:
+        unseen: list[str] = []
+        for kind, key in (("atom", "x"), ("bond", "edge_attr")):
+            values = getattr(graph, key, None)
+            if values is None or not seen[kind] or not len(values):
+                continue
+            values = values.view(values.size(0), -1)
+            for c, known in enumerate(seen[kind][:values.size(1)]):
+                for value in sorted(set(values[:, c].tolist()) - known):
+                    unseen.append(_describe(kind, featurization or "", c, value))
+        if unseen:
+            warnings[int(graph.sample_id)] = ("outside the training vocabulary: "
+                                              + ", ".join(unseen))
+    return warnings

@@ -1,0 +1,18 @@
+"""Lightning modules: the training logic (as Chemprop's ``chemprop/models``).
+
+* :class:`~graph_urpe.models.graph.GraphPropertyModule`: graph- or node-level property
+  prediction with a :class:`~graph_urpe.nn.Graphormer` (regression, binary / multi-task and
+  multi-class classification; fine-tuning from a checkpoint's encoder, :mod:`.finetune`);
+* the sequence modules of :mod:`graph_urpe.models.sequence` (the paper's synthetic tasks, language
+  modelling);
+* :mod:`graph_urpe.models.optim` (weight-decay groups, the warm-up + decay schedule),
+  :mod:`graph_urpe.models.metrics` (masked losses, epoch metrics exact under DDP),
+  :mod:`graph_urpe.models.sample_ids` (the ids that de-duplicate them),
+  :mod:`graph_urpe.models.uncertainty` (bootstrap intervals of a test metric).
+
+The data modules are in :mod:`graph_urpe.data.modules`, the commands in :mod:`graph_urpe.cli`.
+"""
+
+from graph_urpe.models.graph import GraphPropertyModule
+
+__all__ = ["GraphPropertyModule"]

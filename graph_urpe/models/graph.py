@@ -1,0 +1,476 @@
+"""Lightning module for graph- and node-level prediction with an injected network (URPE-Graphormer).
+
+:class:`GraphPropertyModule` trains any network that maps a PyG batch to ``[num_graphs,
+num_outputs]`` (graph level) or ``[num_nodes, num_outputs]`` (node level, a network whose
+``level`` attribute is ``"node"``, e.g. ``Graphormer(level="node")``), by default
+:class:`~graph_urpe.nn.Graphormer`, for regression (ZINC, PCQM4Mv2, your CSV), multi-task binary
+classification (OGB ``ogbg-mol*``, your CSV) or single-label multi-class classification (the
+synthetic structural tasks of :mod:`graph_urpe.data.synthetic_graphs`): missing labels masked,
+regression targets standardised with the training split's statistics (kept in the checkpoint;
+loss in standardised units, metrics and predictions in the labels' units), epoch metrics exact
+under DDP (:mod:`graph_urpe.models.metrics`; node-level rows are identified by
+:func:`node_sample_ids`), an injected optimizer and scheduler (:mod:`graph_urpe.models.optim`).
+Gradient clipping is a Trainer option.
+
+The network, optimizer and scheduler are written once, in their own classes: in YAML ::
+
+    model:
+      class_path: graph_urpe.models.GraphPropertyModule
+      init_args:
+        model:
+          class_path: graph_urpe.nn.Graphormer
+          init_args: {num_layers: 12, embed_dim: 80, num_heads: 8, attention: urpe}
+
+with the dataset's sizes (``num_tasks``, ``atom_categories``, ``bond_categories``) and facts
+(``task``, ``metric``, ...) linked from the data module by ``graph-urpe``. In Python ::
+
+    net = Graphormer(num_tasks=1, atom_categories=[28], bond_categories=[4])
+    module = GraphPropertyModule(net, task="regression", metric="mae")
+
+A checkpoint written under ``graph-urpe`` stores the network's class path and arguments, so
+``GraphPropertyModule.load_from_checkpoint(path)`` rebuilds it alone; a module built in Python
+from a network *instance* is loaded with ``load_from_checkpoint(path, model=net)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import torch
+from lightning.pytorch import Callback, LightningModule
+from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
+from lightning.pytorch.core.mixins.hparams_mixin import _given_hyperparameters
+from lightning.pytorch.utilities import rank_zero_info
+from torch import Tensor, nn
+
+from graph_urpe.choices import check_choice
+from graph_urpe.models import finetune
+from graph_urpe.models.metrics import (
+    METRICS,
+    EpochPredictions,
+    epoch_metrics,
+    masked_loss,
+    multiclass_loss,
+    multiclass_metrics,
+)
+from graph_urpe.models.optim import (
+    PolynomialDecayLR,
+    configure_gradient_clipping,
+    configure_optimizers,
+)
+from graph_urpe.models.sample_ids import NODE_ID_STRIDE, node_sample_ids, sample_ids
+from graph_urpe.trust import TrustedLoadMixin
+
+__all__ = [
+    "NODE_ID_STRIDE",
+    "GraphPropertyModule",
+    "NonFiniteLossError",
+    "node_sample_ids",
+]
+
+#: Task types of :class:`GraphPropertyModule`; losses and monitored metrics it accepts.
+Task = Literal["regression", "classification", "multiclass"]
+LossName = Literal["l1", "mse", "bce", "cross_entropy"]
+MetricName = Literal["mae", "rmse", "r2", "rocauc", "ap", "accuracy", "f1_macro"]
+_LEVELS = ("graph", "node")
+
+class NonFiniteLossError(RuntimeError):
+    """Training produced a NaN / infinite loss: the run is stopped instead of continuing."""
+
+
+class GraphPropertyModule(TrustedLoadMixin, LightningModule):
+    r"""Graph- or node-level regression / binary / multi-class classification with an injected
+    network.
+
+    The level is the network's ``level`` attribute (``"graph"`` when it has none). Graph level:
+    outputs ``[num_graphs, num_outputs]``, labels ``batch.y`` ``[num_graphs, T]`` (or ``[G]``);
+    node level: outputs ``[num_nodes, num_outputs]``, labels per node ``[num_nodes, T]`` (or
+    ``[num_nodes]``), epoch metrics over all nodes of the split, each node counted once under DDP
+    (rows identified by :func:`node_sample_ids`). Tasks:
+
+    * ``"regression"`` / ``"classification"`` (binary, multi-task): ``num_outputs = T`` values /
+      logits; NaN labels are missing;
+    * ``"multiclass"``: one class label per graph / node (``T = 1``, an integer in
+      ``[0, num_classes)``; NaN or negative = missing), ``num_outputs = num_classes`` logits;
+      cross-entropy; metrics ``accuracy``, ``f1_macro`` and ``baseline_accuracy``
+      (:func:`multiclass_metrics`).
+
+    Args:
+        model (nn.Module): the network, ``batch -> [num_graphs or num_nodes, num_outputs]``
+            (logits for classification), e.g. :class:`~graph_urpe.nn.Graphormer`; its
+            ``num_tasks`` (or ``out_channels``) is ``num_outputs``.
+        task (str, optional): ``"regression"``, ``"classification"`` or ``"multiclass"``.
+            (default: ``"regression"``; linked from the data module)
+        metric (str, optional): the monitored metric, ``"mae"``, ``"rmse"``, ``"r2"``,
+            ``"rocauc"``, ``"ap"``, ``"accuracy"`` or ``"f1_macro"``. (default: :obj:`None`:
+            ``mae`` / ``rocauc`` / ``accuracy``)
+        evaluator (str, optional): official evaluator (``"ogbg-..."``, ``"pcqm4mv2"``).
+            (default: :obj:`None`)
+        target_names (list[str], optional): names of the outputs. (default: ``y0, y1, ...``)
+        featurization (str, optional): how SMILES become graphs (``"zinc"``/``"ogb"``), used by
+            ``predict``. (default: :obj:`None`)
+        max_graph_nodes (int, optional): the node-count limit of training, enforced by
+            ``predict``. (default: :obj:`None`)
+        dataset_source (str, optional): where the training data came from (recorded in the
+            checkpoint and logs). (default: :obj:`None`)
+        loss (str, optional): ``"l1"``, ``"mse"``, ``"bce"`` or ``"cross_entropy"``; :obj:`None`
+            picks ``"bce"`` for classification, ``"cross_entropy"`` for multi-class, ``"mse"``
+            for RMSE-scored and ``"l1"`` for other regression. (default: :obj:`None`)
+        num_classes (int, optional): classes of a ``"multiclass"`` task; must equal the
+            network's ``num_outputs``. (default: :obj:`None`: ``num_outputs``)
+        standardize (bool, optional): train regression on targets standardised per task with
+            the training split's NaN-aware mean and std. (default: :obj:`True`)
+        optimizer (OptimizerCallable, optional): ``params -> Optimizer``; parameters are split by
+            :func:`~graph_urpe.models.optim.parameter_groups` (no weight decay on biases, norms,
+            embeddings and the ``B`` / ``C`` tables). (default: :class:`torch.optim.AdamW`)
+        lr_scheduler (LRSchedulerCallable, optional): ``optimizer -> LRScheduler``, stepped every
+            update. (default: :class:`~graph_urpe.models.optim.PolynomialDecayLR`)
+        compile (bool, optional): run the network through :func:`torch.compile`. Offered on
+            accelerators only: on a CPU run :meth:`setup` refuses it, since it made the training
+            step slower than eager there (``benchmarks/README.md``, section 7).
+            (default: :obj:`False`)
+        pretrained (str, optional): start the network's encoder from this graph-urpe checkpoint
+            or shipped encoder name (:mod:`graph_urpe.pretrained`), loaded at ``fit`` (not when
+            resuming) by :func:`~graph_urpe.models.finetune.load_pretrained_encoder`; the head stays
+            new. (default: :obj:`None`: from scratch)
+        encoder_lr_factor (float, optional): the encoder's learning rate as a fraction of the
+            optimizer's (the head's), in ``(0, 1]``. (default: :obj:`1.0`)
+        freeze_encoder (float, optional): fraction of the run's updates, in ``[0, 1)``, during
+            which the encoder is frozen (only the head trains). (default: :obj:`0.0`)
+
+    Raises:
+        ValueError: for unknown ``task`` / ``loss`` / ``metric`` values, a loss or metric that
+            does not fit the task, a network ``level`` other than ``"graph"`` / ``"node"``, or a
+            ``num_classes`` that is not the network's output count (or is given for another task),
+            fine-tuning options out of range or given for a network without ``encoder``;
+            (in :meth:`setup`) for ``compile=True`` on a CPU run.
+        NonFiniteLossError: (during training) when a loss is NaN or infinite.
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        task: Task = "regression",
+        metric: MetricName | None = None,
+        evaluator: str | None = None,
+        target_names: list[str] | None = None,
+        featurization: str | None = None,
+        max_graph_nodes: int | None = None,
+        dataset_source: str | None = None,
+        loss: LossName | None = None,
+        num_classes: int | None = None,
+        standardize: bool = True,
+        optimizer: OptimizerCallable = torch.optim.AdamW,
+        lr_scheduler: LRSchedulerCallable | None = PolynomialDecayLR,
+        compile: bool = False,
+        pretrained: str | None = None,
+        encoder_lr_factor: float = 1.0,
+        freeze_encoder: float = 0.0,
+    ) -> None:
+        super().__init__()
+        # Under LightningCLI the configurations of the network, optimizer and scheduler (class
+        # paths, arguments) are saved, so a checkpoint rebuilds them; objects given in Python are
+        # never pickled into a checkpoint (it stays loadable with weights_only=True). LightningCLI
+        # says it is instantiating through a private context variable (no public flag in
+        # Lightning 2.6; fenced by tests/test_lightning_private.py).
+        injected = ["model", "optimizer", "lr_scheduler"]
+        self.save_hyperparameters(ignore=None if _given_hyperparameters.get() else injected)
+        check_choice("task", task, Task)
+        if loss is not None:
+            check_choice("loss", loss, LossName)
+        if metric is not None:
+            check_choice("metric", metric, MetricName)
+        fitting = {"regression": ("l1", "mse"), "classification": ("bce",),
+                   "multiclass": ("cross_entropy",)}
+        if self.loss_name not in fitting[task]:
+            raise ValueError(
+                f"loss {self.loss_name!r} does not fit a {task} task: use 'bce' for "
+                "classification, 'cross_entropy' for multiclass and 'l1' or 'mse' for regression."
+            )
+        if metric is not None and (task == "multiclass") != (METRICS[metric].task == "multiclass"):
+            multi = [m for m, info in METRICS.items() if info.task == "multiclass"]
+            others = [m for m in METRICS if m not in multi]
+            raise ValueError(
+                f"metric {metric!r} does not fit a {task} task: multiclass tasks are scored by "
+                f"{', '.join(multi)}, the others by {', '.join(others)}."
+            )
+        self.level = getattr(model, "level", "graph")
+        if self.level not in _LEVELS:
+            raise ValueError(
+                f"the network's level is {self.level!r}; it must be one of {_LEVELS} (its "
+                "outputs: one row per graph or one per node)."
+            )
+        self.model = model
+        self.num_outputs = _num_outputs(model)
+        if task == "multiclass":
+            if num_classes is not None and num_classes != self.num_outputs:
+                raise ValueError(
+                    f"num_classes={num_classes} but the network has {self.num_outputs} outputs: "
+                    "give it one output (logit) per class (its num_tasks)."
+                )
+            if self.num_outputs < 2:
+                raise ValueError(
+                    f"a multiclass task needs a network with at least 2 outputs (one logit per "
+                    f"class), got {self.num_outputs}."
+                )
+        elif num_classes is not None:
+            raise ValueError(
+                f"num_classes is for task='multiclass'; this task is {task!r}: leave it unset."
+            )
+        self.num_classes = self.num_outputs if task == "multiclass" else None
+        finetune.check_finetune_options(model, pretrained, encoder_lr_factor, freeze_encoder)
+        self._encoder_frozen = False
+        # Label columns (the network's num_tasks are its outputs): one class label
+        # (multiclass), else one per output.
+        self.num_labels = 1 if task == "multiclass" else self.num_outputs
+        self.optimizer = optimizer
+        self.lr_scheduler = lr_scheduler
+        # Kept out of the module registry: the compiled wrapper shares the model's parameters and
+        # must not add a second copy of them to the state dict.
+        self.__dict__["_forward"] = torch.compile(model) if compile else model
+        # Target standardisation (regression): y_std = (y - mean) / std, set from the training
+        # split at fit time; identity until then. Buffers, so checkpoints carry them.
+        self.register_buffer("target_mean", torch.zeros(self.num_labels))
+        self.register_buffer("target_std", torch.ones(self.num_labels))
+        # The atom / bond feature values seen in training (plain lists; set at fit, kept in the
+        # checkpoint): predict flags inputs outside them.
+        self.training_vocabulary: dict[str, list[list[int]]] | None = None
+        # Rows of (id, outputs, labels); multiclass rows hold the label in every column (the
+        # collector keeps predictions and labels of one width).
+        self.epoch_predictions = nn.ModuleDict(
+            {s: EpochPredictions(self.num_outputs) for s in ("val", "test")}
+        )
+
+    # --------------------------------------------------------------------------- facts
+    @property
+    def loss_name(self) -> str:
+        """The loss in use: ``loss``, else ``bce`` (classification), ``cross_entropy``
+        (multiclass), ``mse`` (RMSE-scored regression) or ``l1``."""
+        hp = self.hparams
+        if hp.get("loss") is not None:
+            return hp.loss
+        if hp.get("task") == "classification":
+            return "bce"
+        if hp.get("task") == "multiclass":
+            return "cross_entropy"
+        return "mse" if hp.get("metric") == "rmse" else "l1"
+
+    @property
+    def metric_name(self) -> str:
+        """The monitored metric: ``metric``, else ``mae`` / ``rocauc`` / ``accuracy``."""
+        if self.hparams.get("metric") is not None:
+            return self.hparams.metric
+        return {"classification": "rocauc", "multiclass": "accuracy"}.get(
+            self.hparams.get("task"), "mae")
+
+    @property
+    def metric_mode(self) -> str:
+        """``"max"`` or ``"min"``: how the monitored metric improves."""
+        return "max" if METRICS[self.metric_name].higher_is_better else "min"
+
+    @property
+    def target_names(self) -> list[str]:
+        """Names of the outputs (``target_names`` or ``y0, y1, ...``)."""
+        names = self.hparams.target_names
+        if names:
+            return list(names)
+        return ["y"] if self.num_labels == 1 else [f"y{i}" for i in range(self.num_labels)]
+
+    # ----------------------------------------------------------------------- setup
+    def setup(self, stage: str) -> None:
+        """Refuse ``compile=True`` on a CPU run (see the class docstring); at ``fit``: load the
+        ``pretrained`` encoder (unless resuming) and take the target statistics of the data
+        module's training split (``train_target_stats()``; regression with ``standardize``)."""
+        if self.hparams.get("compile") and self.trainer.strategy.root_device.type == "cpu":
+            raise ValueError(
+                "compile=True is not offered on CPU: torch.compile was slower than eager there, "
+                "and its compilation alone costs more than a short run (benchmarks/README.md, "
+                "section 7). Remove "
+                "--model.init_args.compile (or `compile: true` from the config), or train on a GPU."
+            )
+        pretrained = self.hparams.get("pretrained")
+        if stage == "fit" and pretrained and self.trainer.ckpt_path is None:
+            pre = finetune.load_pretrained_encoder(self.model, pretrained,
+                                                   self.hparams.get("featurization"))
+            rank_zero_info(f"Fine-tuning from the pretrained encoder {pre.source}")
+        dm = getattr(self.trainer, "datamodule", None)
+        vocabulary = getattr(dm, "train_vocabulary", None)
+        if stage == "fit" and callable(vocabulary):
+            self.training_vocabulary = vocabulary()
+        if stage != "fit" or self.hparams.task != "regression" or not self.hparams.standardize:
+            return
+        stats = getattr(dm, "train_target_stats", None)
+        if not callable(stats):
+            return
+        mean, std = stats()
+        self.target_mean.copy_(torch.as_tensor(mean, dtype=torch.float32))
+        self.target_std.copy_(torch.as_tensor(std, dtype=torch.float32).clamp(min=1e-12))
+
+    # --------------------------------------------------------------------- forward
+    def forward(self, batch) -> Tensor:
+        """Raw network outputs ``[R, num_outputs]`` (``R`` graphs or nodes) in standardised
+        units (regression) or logits (classification, multiclass)."""
+        return self._forward(batch)
+
+    def predict_values(self, batch) -> Tensor:
+        """Predictions ``[R, num_outputs]`` in the labels' units (regression), probabilities
+        (classification) or class probabilities (multiclass, softmax)."""
+        out = self(batch).float()
+        if self.hparams.task == "classification":
+            return torch.sigmoid(out)
+        if self.hparams.task == "multiclass":
+            return torch.softmax(out, dim=-1)
+        return out * self.target_std + self.target_mean
+
+    # ------------------------------------------------------------------------ steps
+    def _row_ids(self, batch) -> Tensor:
+        """Ids of the output rows: ``sample_id`` per graph, :func:`node_sample_ids` per node."""
+        return node_sample_ids(batch) if self.level == "node" else sample_ids(batch)
+
+    def _target(self, batch, rows: int) -> Tensor:
+        """``batch.y`` as ``[rows, num_labels]`` float32."""
+        y = batch.y
+        if y.shape[0] != rows:
+            per = "node" if self.level == "node" else "graph"
+            raise ValueError(
+                f"the network predicts {rows} rows (level={self.level!r}: one per {per}) but "
+                f"batch.y has {y.shape[0]}: a {per}-level network needs labels per {per} "
+                f"(y [num_{per}s] or [num_{per}s, T]); set the network's level to fit the data."
+            )
+        return y.reshape(rows, self.num_labels).to(torch.float32)
+
+    def _scaled(self, target: Tensor) -> Tensor:
+        if self.hparams.task != "regression":
+            return target
+        return (target - self.target_mean) / self.target_std
+
+    def _loss(self, pred: Tensor, target: Tensor) -> Tensor:
+        """Training-units loss of ``[R, num_outputs]`` outputs against ``[R, num_labels]`` labels."""
+        if self.loss_name == "cross_entropy":
+            return multiclass_loss(pred, target)
+        return masked_loss(pred, self._scaled(target), self.loss_name)
+
+    def training_step(self, batch, batch_idx: int) -> Tensor:
+        pred = self(batch)
+        loss = self._loss(pred, self._target(batch, pred.shape[0]))
+        if not torch.isfinite(loss):
+            raise NonFiniteLossError(
+                f"training loss is {loss.item()} at epoch {self.current_epoch}, step "
+                f"{self.global_step}: the labels or the learning rate are out of range (check for "
+                "huge label values; lower the optimizer's lr). Training stopped; the last good "
+                "checkpoint is kept."
+            )
+        self.log("train/loss", loss, prog_bar=True, batch_size=pred.shape[0])
+        return loss
+
+    def _eval_step(self, batch, stage: str) -> None:
+        pred = self.predict_values(batch) if self.hparams.task == "regression" else self(batch)
+        target = self._target(batch, pred.shape[0])
+        if self.hparams.task == "multiclass":
+            target = target.expand(-1, self.num_outputs)
+        self.epoch_predictions[stage].update(self._row_ids(batch), pred, target)
+
+    def validation_step(self, batch, batch_idx: int) -> None:
+        self._eval_step(batch, "val")
+
+    def test_step(self, batch, batch_idx: int) -> None:
+        self._eval_step(batch, "test")
+
+    def _eval_epoch_end(self, stage: str) -> None:
+        collector = self.epoch_predictions[stage]
+        ids, pred, target = collector.rows()
+        collector.reset()
+        if self.trainer.sanity_checking:
+            return
+        task = self.hparams.task
+        if task == "multiclass":
+            target = target[:, :1]
+        # Loss over the de-duplicated rows (exact under DDP), in training units.
+        raw = (pred - self.target_mean) / self.target_std if task == "regression" else pred
+        loss = self._loss(raw, target)
+        if task == "multiclass":
+            values = multiclass_metrics(pred, target)
+        else:
+            values = epoch_metrics(pred, target, task, self.hparams.evaluator)
+        values = {f"{stage}/{k}": v for k, v in values.items()}
+        values[f"{stage}/loss"] = float(loss)
+        graph_ids = ids
+        if self.level == "node":
+            values[f"{stage}/num_nodes"] = float(ids.numel())
+            graph_ids = torch.unique(torch.div(ids, NODE_ID_STRIDE, rounding_mode="floor"))
+        values[f"{stage}/num_graphs"] = float(graph_ids.numel())
+        monitored = f"{stage}/{self.metric_name}"
+        for key, value in values.items():
+            # Every rank holds the same gathered values: no further reduction needed.
+            self.log(key, value, prog_bar=key == monitored, sync_dist=False)
+        if stage == "test":
+            # What the run's test_predictions.csv is written from (graph_urpe.cli.run): one
+            # row per graph (node level: per node, ids from node_sample_ids); outputs as
+            # collected (labels' units, or logits).
+            self.test_outputs = (ids, pred, target)
+
+    def on_validation_epoch_end(self) -> None:
+        self._eval_epoch_end("val")
+
+    def on_test_epoch_end(self) -> None:
+        self._eval_epoch_end("test")
+
+    def predict_step(self, batch, batch_idx: int) -> dict[str, Tensor]:
+        """``{"sample_id": [R], "prediction": [R, num_outputs]}`` in the labels' units
+        (probabilities for classification); node level: one row per node, ids from
+        :func:`node_sample_ids`."""
+        return {"sample_id": self._row_ids(batch), "prediction": self.predict_values(batch)}
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """Store :attr:`training_vocabulary` (plain lists) for ``predict``'s ``warning`` column."""
+        if self.training_vocabulary is not None:
+            checkpoint["training_vocabulary"] = self.training_vocabulary
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """Restore :attr:`training_vocabulary` (absent in older checkpoints: :obj:`None`)."""
+        self.training_vocabulary = checkpoint.get("training_vocabulary")
+
+    def configure_callbacks(self) -> Sequence[Callback] | Callback:
+        """When testing, the data module's submission writer (``submission_writer()``:
+        OGB's file for PCQM4Mv2's hidden test splits)."""
+        trainer = self._trainer
+        if trainer is None or trainer.state.fn != "test":
+            return []
+        make = getattr(getattr(trainer, "datamodule", None), "submission_writer", None)
+        writer = make() if callable(make) else None
+        return [writer] if writer is not None else []
+
+    def on_train_batch_start(self, batch, batch_idx: int) -> None:
+        """Freeze the encoder during the first ``freeze_encoder`` of the run's updates."""
+        fraction = self.hparams.get("freeze_encoder") or 0.0
+        frozen = self.global_step < round(fraction * self.trainer.estimated_stepping_batches)
+        if frozen != self._encoder_frozen:
+            finetune.set_encoder_frozen(self.model, frozen)
+            self._encoder_frozen = frozen
+
+    def configure_optimizers(self) -> dict[str, Any]:
+        """The injected optimizer over :func:`~graph_urpe.models.optim.parameter_groups` (the
+        encoder's at ``encoder_lr_factor`` times the rate), and the scheduler stepped every
+        update, sized from the run."""
+        factor = self.hparams.get("encoder_lr_factor", 1.0)
+        groups = None if factor == 1.0 else finetune.encoder_parameter_groups(self.model, factor)
+        return configure_optimizers(self, self.optimizer, self.lr_scheduler, groups)
+
+    #: Gradient clipping that also works for fused optimizers under mixed precision.
+    configure_gradient_clipping = configure_gradient_clipping
+
+    #: Gradient clipping that also works for fused optimizers under mixed precision.
+    configure_gradient_clipping = configure_gradient_clipping
+
+
+def _num_outputs(model: nn.Module) -> int:
+    """Outputs per graph of a network: its ``num_tasks`` (Graphormer) or ``out_channels``."""
+    for name in ("num_tasks", "out_channels"):
+        value = getattr(model, name, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    raise ValueError(
+        f"cannot tell how many outputs {type(model).__name__} has: give it a positive integer "
+        "attribute `num_tasks` (or `out_channels`)."
+    )
