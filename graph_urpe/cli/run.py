@@ -449,6 +449,9 @@ def print_fit_summary(trainer: Trainer, metrics: dict[str, float] | None, run_di
         for key in sorted(shown, key=lambda k: order.index(k) if k in order else len(order)):
             label = labels.get(key, key.upper())
             lines.append(f"Test {label}: {_format(shown[key])}")
+        weights = getattr(module, "pos_weight_summary", None)
+        if callable(weights) and weights():
+            lines.append(weights())
         interval = metric_interval_line(module, seeds_command)
         if interval:
             lines.append(interval)

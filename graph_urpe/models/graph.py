@@ -49,6 +49,7 @@ from graph_urpe.models import finetune
 from graph_urpe.models.metrics import (
     METRICS,
     EpochPredictions,
+    balanced_pos_weight,
     epoch_metrics,
     masked_loss,
     multiclass_loss,
@@ -138,12 +139,21 @@ class GraphPropertyModule(TrustedLoadMixin, LightningModule):
             optimizer's (the head's), in ``(0, 1]``. (default: :obj:`1.0`)
         freeze_encoder (float, optional): fraction of the run's updates, in ``[0, 1)``, during
             which the encoder is frozen (only the head trains). (default: :obj:`0.0`)
+        pos_weight (list[float] or str, optional): positive-class weight per task in the BCE
+            loss (classification; :func:`~graph_urpe.tasks.metrics.masked_loss`), for imbalanced
+            classes: ``"balanced"`` takes ``n_negative / n_positive`` of each task's training
+            labels at ``fit`` (:func:`~graph_urpe.tasks.metrics.balanced_pos_weight`), or one
+            positive number per task. The weights are kept in the checkpoint and printed in the
+            summary; weighted training shifts the predicted probabilities towards the positive
+            class (ROC-AUC and AP only rank them). (default: :obj:`None`: unweighted)
 
     Raises:
         ValueError: for unknown ``task`` / ``loss`` / ``metric`` values, a loss or metric that
             does not fit the task, a network ``level`` other than ``"graph"`` / ``"node"``, or a
             ``num_classes`` that is not the network's output count (or is given for another task),
             fine-tuning options out of range or given for a network without ``encoder``;
+            ``pos_weight`` for a task other than classification, of the wrong length, or not
+            positive and finite;
             (in :meth:`setup`) for ``compile=True`` on a CPU run.
         NonFiniteLossError: (during training) when a loss is NaN or infinite.
     """
@@ -167,6 +177,7 @@ class GraphPropertyModule(TrustedLoadMixin, LightningModule):
         pretrained: str | None = None,
         encoder_lr_factor: float = 1.0,
         freeze_encoder: float = 0.0,
+        pos_weight: list[float] | Literal["balanced"] | None = None,
     ) -> None:
         super().__init__()
         # Under LightningCLI the configurations of the network, optimizer and scheduler (class
@@ -233,6 +244,10 @@ class GraphPropertyModule(TrustedLoadMixin, LightningModule):
         # split at fit time; identity until then. Buffers, so checkpoints carry them.
         self.register_buffer("target_mean", torch.zeros(self.num_labels))
         self.register_buffer("target_std", torch.ones(self.num_labels))
+        if pos_weight is not None:
+            # A buffer only when asked for, so checkpoints written without one still load.
+            self.register_buffer("bce_pos_weight", _pos_weight_tensor(pos_weight, task,
+                                                                     self.num_labels))
         # The atom / bond feature values seen in training (plain lists; set at fit, kept in the
         # checkpoint): predict flags inputs outside them.
         self.training_vocabulary: dict[str, list[list[int]]] | None = None
@@ -298,9 +313,12 @@ class GraphPropertyModule(TrustedLoadMixin, LightningModule):
         vocabulary = getattr(dm, "train_vocabulary", None)
         if stage == "fit" and callable(vocabulary):
             self.training_vocabulary = vocabulary()
+        stats = getattr(dm, "train_target_stats", None)
+        if stage == "fit" and self.hparams.get("pos_weight") == "balanced" and callable(stats):
+            positive_fraction = stats()[0]  # the mean of 0/1 labels
+            self.bce_pos_weight.copy_(torch.tensor(balanced_pos_weight(positive_fraction)))
         if stage != "fit" or self.hparams.task != "regression" or not self.hparams.standardize:
             return
-        stats = getattr(dm, "train_target_stats", None)
         if not callable(stats):
             return
         mean, std = stats()
@@ -349,7 +367,20 @@ class GraphPropertyModule(TrustedLoadMixin, LightningModule):
         """Training-units loss of ``[R, num_outputs]`` outputs against ``[R, num_labels]`` labels."""
         if self.loss_name == "cross_entropy":
             return multiclass_loss(pred, target)
-        return masked_loss(pred, self._scaled(target), self.loss_name)
+        return masked_loss(pred, self._scaled(target), self.loss_name,
+                           getattr(self, "bce_pos_weight", None))
+
+    def pos_weight_summary(self) -> str | None:
+        """The summary's line on the BCE loss's positive-class weights (``pos_weight``), or
+        :obj:`None` when the loss is unweighted."""
+        weight = getattr(self, "bce_pos_weight", None)
+        if weight is None:
+            return None
+        source = ("balanced: n_negative / n_positive of the training labels"
+                  if self.hparams.get("pos_weight") == "balanced" else "given")
+        values = ", ".join(f"{name} {w:.3g}" for name, w in zip(self.target_names,
+                                                                weight.tolist()))
+        return f"Positive-class weights in the BCE loss ({source}): {values}"
 
     def training_step(self, batch, batch_idx: int) -> Tensor:
         pred = self(batch)
@@ -462,6 +493,27 @@ class GraphPropertyModule(TrustedLoadMixin, LightningModule):
 
     #: Gradient clipping that also works for fused optimizers under mixed precision.
     configure_gradient_clipping = configure_gradient_clipping
+
+
+def _pos_weight_tensor(pos_weight: list[float] | str, task: str, num_labels: int) -> Tensor:
+    """The ``[num_labels]`` buffer of ``pos_weight`` (ones for ``"balanced"``, set at ``fit``);
+    refuses it for other tasks, a wrong length or values that are not positive and finite."""
+    if task != "classification":
+        raise ValueError(
+            f"pos_weight weighs the positive class of a binary classification task; this task is "
+            f"{task!r}: leave pos_weight unset."
+        )
+    if isinstance(pos_weight, str):
+        check_choice("pos_weight", pos_weight, Literal["balanced"])
+        return torch.ones(num_labels)
+    weight = torch.as_tensor(list(pos_weight), dtype=torch.float32).reshape(-1)
+    if weight.numel() != num_labels or not bool(torch.isfinite(weight).all() & (weight > 0).all()):
+        raise ValueError(
+            f"pos_weight={list(pos_weight)}: give {num_labels} positive number(s), one per task "
+            "(e.g. n_negative / n_positive of its training labels), or 'balanced' to take them "
+            "from the training labels."
+        )
+    return weight
 
 
 def _num_outputs(model: nn.Module) -> int:

@@ -20,6 +20,7 @@ Metrics (:func:`epoch_metrics`), all from :mod:`torchmetrics.functional` on the 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal, NamedTuple, get_args
 
 import numpy as np
@@ -42,6 +43,7 @@ __all__ = [
     "METRICS",
     "EpochPredictions",
     "MetricInfo",
+    "balanced_pos_weight",
     "epoch_metrics",
     "masked_loss",
     "multiclass_loss",
@@ -76,25 +78,39 @@ METRICS: dict[str, MetricInfo] = {
 """Every metric a task can monitor (``val/<name>``), in the order tables show them."""
 
 
-def masked_loss(pred: Tensor, target: Tensor, loss: Loss) -> Tensor:
-    """Mean loss over the labelled (non-NaN) entries of ``target``.
+def masked_loss(pred: Tensor, target: Tensor, loss: Loss,
+                pos_weight: Tensor | None = None) -> Tensor:
+    r"""Mean loss over the labelled (non-NaN) entries of ``target``.
+
+    With ``pos_weight`` (``"bce"`` only) the loss of a labelled entry of task :math:`t` is
+    :math:`-[w_t\, y \log \sigma(x) + (1 - y) \log(1 - \sigma(x))]` (PyTorch's
+    :func:`~torch.nn.functional.binary_cross_entropy_with_logits`), still averaged over the
+    labelled entries: :math:`w_t > 1` makes a missed positive of task :math:`t` cost more.
 
     Args:
         pred (Tensor): predictions (logits for ``"bce"``), ``[G, T]`` float.
         target (Tensor): labels, ``[G, T]`` float, NaN = missing.
         loss (str): ``"l1"``, ``"mse"`` or ``"bce"`` (binary cross-entropy with logits).
+        pos_weight (Tensor, optional): ``[T]`` positive-class weight per task (``"bce"``).
+            (default: :obj:`None`: every entry weighs 1)
 
     Returns:
         Tensor: scalar float32; ``0`` (with gradient) when nothing is labelled.
 
     Raises:
-        ValueError: for an unknown ``loss`` or mismatched shapes.
+        ValueError: for an unknown ``loss``, mismatched shapes, or ``pos_weight`` with a loss
+            other than ``"bce"`` or of a length other than ``T``.
     """
     check_choice("loss", loss, Loss)
     if pred.shape != target.shape:
         raise ValueError(
             f"predictions {tuple(pred.shape)} and labels {tuple(target.shape)} differ in shape; "
             f"the model's num_tasks must equal the number of label columns."
+        )
+    if pos_weight is not None and (loss != "bce" or pos_weight.numel() != target.shape[-1]):
+        raise ValueError(
+            f"pos_weight ({pos_weight.numel()} values) weighs the BCE loss of each of the "
+            f"{target.shape[-1]} tasks: give one value per task, with loss 'bce' (got {loss!r})."
         )
     mask = ~torch.isnan(target)
     p, t = pred[mask].float(), target[mask].float()
@@ -104,7 +120,25 @@ def masked_loss(pred: Tensor, target: Tensor, loss: Loss) -> Tensor:
         return F.l1_loss(p, t)
     if loss == "mse":
         return F.mse_loss(p, t)
-    return F.binary_cross_entropy_with_logits(p, t)
+    weight = None if pos_weight is None else pos_weight.float().expand_as(target)[mask]
+    return F.binary_cross_entropy_with_logits(p, t, pos_weight=weight)
+
+
+def balanced_pos_weight(positive_fraction: Sequence[float]) -> list[float]:
+    """Positive-class weights that balance each task's classes: ``n_negative / n_positive``
+    of its labelled training entries (PyTorch's advice for ``pos_weight``; the ratio of
+    scikit-learn's ``class_weight="balanced"``), so positives and negatives weigh the same in
+    the BCE loss.
+
+    Args:
+        positive_fraction (Sequence[float]): per task, the share of positive (1) labels among its
+            labelled training entries, in ``[0, 1]``.
+
+    Returns:
+        list[float]: ``(1 - p) / p`` per task; ``1.0`` for a task with no positive or no
+        negative label (nothing to balance).
+    """
+    return [(1.0 - p) / p if 0.0 < p < 1.0 else 1.0 for p in map(float, positive_fraction)]
 
 
 class EpochPredictions(Metric):
