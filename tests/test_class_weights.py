@@ -12,10 +12,10 @@ import torch
 import yaml
 
 from graph_urpe.cli import main
+from graph_urpe.data.modules import CSVDataModule
+from graph_urpe.models import GraphPropertyModule
+from graph_urpe.models.metrics import balanced_pos_weight, masked_loss
 from graph_urpe.nn import Graphormer
-from graph_urpe.tasks.graph import GraphPropertyModule
-from graph_urpe.tasks.metrics import balanced_pos_weight, masked_loss
-from graph_urpe.tasks.molecule_data import CSVDataModule
 
 
 def naive_weighted_bce(logits, labels, weights):
@@ -92,7 +92,7 @@ def test_fit_balances_the_training_labels_and_reports_them(tmp_path, capsys, mon
                                     "ffn_dim": 16, "max_hops": 4, "max_distance": 8,
                                     "max_degree": 6}},
         }},
-        "data": {"class_path": "graph_urpe.tasks.molecule_data.CSVDataModule",
+        "data": {"class_path": "graph_urpe.data.modules.CSVDataModule",
                  "init_args": {"path": str(csv), "split": "split", "featurization": "zinc",
                                "task": "classification", "target_columns": ["a", "b"],
                                "root": str(tmp_path / "data"), "batch_size": 4}},

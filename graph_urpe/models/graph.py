@@ -140,9 +140,9 @@ class GraphPropertyModule(TrustedLoadMixin, LightningModule):
         freeze_encoder (float, optional): fraction of the run's updates, in ``[0, 1)``, during
             which the encoder is frozen (only the head trains). (default: :obj:`0.0`)
         pos_weight (list[float] or str, optional): positive-class weight per task in the BCE
-            loss (classification; :func:`~graph_urpe.tasks.metrics.masked_loss`), for imbalanced
+            loss (classification; :func:`~graph_urpe.models.metrics.masked_loss`), for imbalanced
             classes: ``"balanced"`` takes ``n_negative / n_positive`` of each task's training
-            labels at ``fit`` (:func:`~graph_urpe.tasks.metrics.balanced_pos_weight`), or one
+            labels at ``fit`` (:func:`~graph_urpe.models.metrics.balanced_pos_weight`), or one
             positive number per task. The weights are kept in the checkpoint and printed in the
             summary; weighted training shifts the predicted probabilities towards the positive
             class (ROC-AUC and AP only rank them). (default: :obj:`None`: unweighted)
