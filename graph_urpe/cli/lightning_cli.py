@@ -155,6 +155,12 @@ class GraphURPECLI(LightningCLI):
             "steadier for regression, while classifiers overfit and do better stopped early).",
         )
         parser.add_argument(
+            "--ensemble_size", type=int, default=1,
+            help="fit: train a deep ensemble of this many networks (different initial weights, "
+            "one run folder, one checkpoint); predictions and the test report give the members' "
+            "mean and, for regression, their spread (Chemprop's --ensemble-size).",
+        )
+        parser.add_argument(
             "--early_stopping_patience", type=int | None, default=None,
             help="fit: stop when the monitored validation metric has not improved for this many "
             "validations (Lightning's EarlyStopping).",
@@ -234,6 +240,26 @@ class GraphURPECLI(LightningCLI):
     def _parse_ckpt_path(self) -> None:
         """Disables Lightning's own reading of ``--ckpt_path`` hyperparameters (it parses them over
         the user's options, unchecked): :meth:`parse_arguments` has done it."""
+
+    def before_instantiate_classes(self) -> None:
+        """``fit``: ``--ensemble_size`` into the model, and a mean-variance head (the network's
+        ``outputs_per_task: 2``) for ``--model.init_args.loss mve``."""
+        if self.subcommand != "fit":
+            return
+        config = self.config["fit"]
+        model = config.get("model")
+        init = model.get("init_args") if model is not None else None
+        if init is None or "ensemble_size" not in init:
+            if config.get("ensemble_size", 1) != 1:
+                raise CLIError("--ensemble_size is for graph_urpe.models.GraphPropertyModule; "
+                               "this model has no ensembles: leave it at 1.")
+            return
+        if config.get("ensemble_size", 1) != 1:
+            init["ensemble_size"] = config["ensemble_size"]
+        network = init.get("model")
+        if init.get("loss") == "mve" and network is not None \
+                and network.get("init_args") is not None:
+            network["init_args"]["outputs_per_task"] = 2
 
     # ------------------------------------------------------------------ trainer
     def instantiate_trainer(self, **kwargs: Any) -> Trainer:

@@ -24,6 +24,10 @@ from graph_urpe.models.metrics import EpochPredictions
 __all__ = ["SmilesPredictionWriter", "predict_smiles"]
 
 
+UNCERTAINTY_KEYS = ("std", "lower", "upper")
+"""What ``predict_step`` may give beside each prediction (written as ``<target>_<key>``)."""
+
+
 class SmilesPredictionWriter(BasePredictionWriter):
     """Collects predictions (all DDP ranks) and writes one CSV row per input row.
 
@@ -42,28 +46,36 @@ class SmilesPredictionWriter(BasePredictionWriter):
         self.output, self.target_names = output, list(target_names)
         self._ids: list[torch.Tensor] = []
         self._preds: list[torch.Tensor] = []
+        self._keys: list[str] = ["prediction"]
         self.table: pd.DataFrame | None = None
 
     def write_on_batch_end(self, trainer, pl_module, prediction, batch_indices, batch, batch_idx,
                            dataloader_idx=0) -> None:
+        # The prediction and what the module gives beside it (std, lower, upper), side by side.
+        self._keys = [k for k in ("prediction", *UNCERTAINTY_KEYS) if k in prediction]
         self._ids.append(prediction["sample_id"].detach().cpu())
-        self._preds.append(prediction["prediction"].detach().float().cpu())
+        self._preds.append(torch.cat([prediction[k].detach().float().cpu() for k in self._keys],
+                                     dim=-1))
 
     def on_predict_epoch_end(self, trainer, pl_module) -> None:
-        collector = EpochPredictions(len(self.target_names)).to(pl_module.device)
+        width = len(self.target_names)
+        collector = EpochPredictions(width * len(self._keys)).to(pl_module.device)
         for ids, preds in zip(self._ids, self._preds):
             collector.update(ids, preds, torch.full_like(preds, float("nan")))
         self._ids, self._preds = [], []
         ids, preds, _ = collector.rows()  # gathered over DDP ranks, one row per input
+        parts = dict(zip(self._keys, preds.cpu().numpy().reshape(len(ids), -1, width)
+                         .transpose(1, 0, 2)))
         if trainer.is_global_zero:
-            self.write(ids.cpu().numpy(), preds.cpu().numpy())
+            self.write(ids.cpu().numpy(), parts.pop("prediction"), parts)
 
-    def write(self, rows, predictions) -> pd.DataFrame:
-        """Write the table (``rows`` ``[G]`` input rows, ``predictions`` ``[G, T]``) and print
-        how many rows were predicted, failed and flagged."""
+    def write(self, rows, predictions, uncertainty: dict | None = None) -> pd.DataFrame:
+        """Write the table (``rows`` ``[G]`` input rows, ``predictions`` ``[G, T]``, optional
+        ``uncertainty`` ``{"std" | "lower" | "upper": [G, T]}``) and print how many rows were
+        predicted, failed and flagged."""
         errors, flagged = self.errors, self.warnings
         self.table = prediction_table(self.frame, rows, predictions, errors, self.target_names,
-                                      flagged)
+                                      flagged, uncertainty)
         atomic_write_csv(self.table, self.output)
         total = len(self.table)
         failed = f"{len(errors)} failed (reason in the 'error' column)" if errors else "0 failed"

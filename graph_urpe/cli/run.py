@@ -273,7 +273,8 @@ def test_prediction_table(model: LightningModule, test_split: Any) -> pd.DataFra
     index in the dataset), ``smiles`` (when the graphs carry it), at node level ``node`` (the node's index in
     its graph), then per target ``T``: ``T`` (label; empty = missing) and ``T_pred`` (prediction
     in the labels' units; a probability for classification; the predicted class for multi-class,
-    followed by ``T_prob_<k>``, the probability of class ``k``).
+    followed by ``T_prob_<k>``, the probability of class ``k``); regression: ``T_std``,
+    ``T_lower``, ``T_upper`` (calibrated on the validation split; the 95 % interval).
 
     Args:
         model (LightningModule): a :class:`~graph_urpe.models.graph.GraphPropertyModule` after
@@ -317,9 +318,14 @@ def test_prediction_table(model: LightningModule, test_split: Any) -> pd.DataFra
         return pd.DataFrame(table)
     if task == "classification":
         pred = torch.sigmoid(pred)
+    # Regression: the calibrated std and 95 % interval (GraphPropertyModule.calibrated).
+    extra = dict(zip(("std", "lower", "upper"), (
+        t.detach().cpu()[order].float() for t in getattr(model, "test_uncertainty", None) or ())))
     for t, name in enumerate(model.target_names):
         table[name] = target[:, t].numpy()
         table[f"{name}_pred"] = pred[:, t].numpy()
+        for key, values in extra.items():
+            table[f"{name}_{key}"] = values[:, t].numpy()
     return pd.DataFrame(table)
 
 
@@ -365,11 +371,20 @@ def write_run_outputs(
     return written
 
 
+UNCERTAINTY_LABELS = {
+    "coverage95": "coverage of the 95% intervals (calibrated on the validation split)",
+    "spearman": "Spearman correlation of |error| with the std",
+    "nll": "NLL (Gaussian, calibrated std, labels' units)",
+}
+"""How the summary names the calibration metrics of regression (models/calibration.py)."""
+
+
 def _format(value: float) -> str:
     return "nan" if value is None or not np.isfinite(value) else f"{value:.4f}"
 
 
-LOSS_LABELS = {"l1": "L1", "mse": "MSE", "bce": "BCE", "cross_entropy": "cross-entropy"}
+LOSS_LABELS = {"l1": "L1", "mse": "MSE", "mve": "Gaussian NLL", "bce": "BCE",
+               "cross_entropy": "cross-entropy"}
 """How the summary names each training loss (``GraphPropertyModule.loss_name``)."""
 
 
@@ -435,9 +450,10 @@ def print_fit_summary(trainer: Trainer, metrics: dict[str, float] | None, run_di
         shown = {k[5:]: v for k, v in metrics.items()
                  if k.startswith("test/") and "/" not in k[5:]
                  and k[5:] not in ("num_graphs", "num_nodes")}
-        order = [*METRICS, "baseline_accuracy", "loss"]
+        order = [*METRICS, "baseline_accuracy", "loss", *UNCERTAINTY_LABELS]
         labels = {**{m: info.label for m, info in METRICS.items()}, "loss": "loss",
-                  "baseline_accuracy": "accuracy of the majority class (baseline)"}
+                  "baseline_accuracy": "accuracy of the majority class (baseline)",
+                  **UNCERTAINTY_LABELS}
         module = trainer.lightning_module
         hparams = getattr(module, "hparams", {})
         loss = getattr(module, "loss_name", None)

@@ -19,6 +19,7 @@ def prediction_table(
     errors: dict[int, str],
     target_names: list[str],
     warnings: dict[int, str] | None = None,
+    uncertainty: dict[str, np.ndarray] | None = None,
 ) -> pd.DataFrame:
     """The output table: ``row`` (the 0-based input row, as in ``test_predictions.csv``; a CSV's
     line is row + 2), the input columns, ``<target>_pred`` columns (named as in
@@ -32,6 +33,9 @@ def prediction_table(
         target_names (list[str]): ``T`` names.
         warnings (dict[int, str], optional): input row -> why the prediction is doubtful.
             (default: :obj:`None`)
+        uncertainty (dict[str, numpy.ndarray], optional): ``[G, T]`` arrays aligned with
+            ``rows``, written after each target's prediction as ``<target>_<key>``: ``std``,
+            ``lower``, ``upper`` (the 95 % interval). (default: :obj:`None`)
 
     Returns:
         pandas.DataFrame: ``N`` rows in input order; predictions empty (NaN) where ``error`` is set.
@@ -42,11 +46,15 @@ def prediction_table(
     out = frame.copy()
     if "row" not in out.columns:
         out.insert(0, "row", np.arange(len(frame)))
-    values = np.full((len(frame), len(target_names)), np.nan)
-    if len(rows):
-        values[rows] = predictions
+    columns = {"pred": predictions, **(uncertainty or {})}
+    for key, array in columns.items():
+        values = np.full((len(frame), len(target_names)), np.nan)
+        if len(rows):
+            values[rows] = array
+        columns[key] = values
     for t, name in enumerate(target_names):
-        out[f"{name}_pred"] = values[:, t]
+        for key, values in columns.items():
+            out[f"{name}_{key}"] = values[:, t]
     reason = [errors.get(i, "") for i in range(len(frame))]
     missing = sorted(set(range(len(frame))) - set(np.asarray(rows).tolist()) - set(errors))
     if missing:

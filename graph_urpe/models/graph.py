@@ -44,8 +44,20 @@ from lightning.pytorch.core.mixins.hparams_mixin import _given_hyperparameters
 from lightning.pytorch.utilities import rank_zero_info
 from torch import Tensor, nn
 
-from graph_urpe.choices import check_choice
+from graph_urpe.choices import check_at_least, check_choice
 from graph_urpe.models import finetune
+from graph_urpe.models.calibration import (
+    LEVEL,
+    calibration_metrics,
+    fit_calibration,
+    masked_gaussian_nll,
+)
+from graph_urpe.models.ensemble import (
+    combine_members,
+    member_copies,
+    member_spread,
+    mve_outputs,
+)
 from graph_urpe.models.metrics import (
     METRICS,
     EpochPredictions,
@@ -72,7 +84,7 @@ __all__ = [
 
 #: Task types of :class:`GraphPropertyModule`; losses and monitored metrics it accepts.
 Task = Literal["regression", "classification", "multiclass"]
-LossName = Literal["l1", "mse", "bce", "cross_entropy"]
+LossName = Literal["l1", "mse", "mve", "bce", "cross_entropy"]
 MetricName = Literal["mae", "rmse", "r2", "rocauc", "ap", "accuracy", "f1_macro"]
 _LEVELS = ("graph", "node")
 
@@ -115,9 +127,11 @@ class GraphPropertyModule(TrustedLoadMixin, LightningModule):
             ``predict``. (default: :obj:`None`)
         dataset_source (str, optional): where the training data came from (recorded in the
             checkpoint and logs). (default: :obj:`None`)
-        loss (str, optional): ``"l1"``, ``"mse"``, ``"bce"`` or ``"cross_entropy"``; :obj:`None`
-            picks ``"bce"`` for classification, ``"cross_entropy"`` for multi-class, ``"mse"``
-            for RMSE-scored and ``"l1"`` for other regression. (default: :obj:`None`)
+        loss (str, optional): ``"l1"``, ``"mse"``, ``"mve"`` (regression with a mean-variance
+            head: Gaussian negative log-likelihood; the network has ``outputs_per_task=2``, which
+            ``graph-urpe fit`` sets), ``"bce"`` or ``"cross_entropy"``; :obj:`None` picks
+            ``"bce"`` for classification, ``"cross_entropy"`` for multi-class, ``"mse"`` for
+            RMSE-scored and ``"l1"`` for other regression. (default: :obj:`None`)
         num_classes (int, optional): classes of a ``"multiclass"`` task; must equal the
             network's ``num_outputs``. (default: :obj:`None`: ``num_outputs``)
         standardize (bool, optional): train regression on targets standardised per task with
@@ -146,6 +160,15 @@ class GraphPropertyModule(TrustedLoadMixin, LightningModule):
             positive number per task. The weights are kept in the checkpoint and printed in the
             summary; weighted training shifts the predicted probabilities towards the positive
             class (ROC-AUC and AP only rank them). (default: :obj:`None`: unweighted)
+        ensemble_size (int, optional): members of a deep ensemble (:mod:`~graph_urpe.models.
+            ensemble`): ``model`` and ``ensemble_size - 1`` copies re-initialised with seeds
+            drawn from torch's generator, trained side by side (each on its own loss; gradients
+            clipped per member), evaluated and predicted as one model (members' mean; regression
+            also their spread). ``graph-urpe fit --ensemble_size N`` sets it. (default: :obj:`1`)
+
+    Regression predictions come with a standard deviation and a 95 % interval, calibrated on the
+    validation split at every validation (:mod:`~graph_urpe.models.calibration`; the factors are
+    the buffers ``uncertainty_scale`` and ``interval_factor``, kept in checkpoints).
 
     Raises:
         ValueError: for unknown ``task`` / ``loss`` / ``metric`` values, a loss or metric that
@@ -178,6 +201,7 @@ class GraphPropertyModule(TrustedLoadMixin, LightningModule):
         encoder_lr_factor: float = 1.0,
         freeze_encoder: float = 0.0,
         pos_weight: list[float] | Literal["balanced"] | None = None,
+        ensemble_size: int = 1,
     ) -> None:
         super().__init__()
         # Under LightningCLI the configurations of the network, optimizer and scheduler (class
@@ -192,12 +216,13 @@ class GraphPropertyModule(TrustedLoadMixin, LightningModule):
             check_choice("loss", loss, LossName)
         if metric is not None:
             check_choice("metric", metric, MetricName)
-        fitting = {"regression": ("l1", "mse"), "classification": ("bce",),
+        fitting = {"regression": ("l1", "mse", "mve"), "classification": ("bce",),
                    "multiclass": ("cross_entropy",)}
         if self.loss_name not in fitting[task]:
             raise ValueError(
                 f"loss {self.loss_name!r} does not fit a {task} task: use 'bce' for "
-                "classification, 'cross_entropy' for multiclass and 'l1' or 'mse' for regression."
+                "classification, 'cross_entropy' for multiclass and 'l1', 'mse' or 'mve' for "
+                "regression."
             )
         if metric is not None and (task == "multiclass") != (METRICS[metric].task == "multiclass"):
             multi = [m for m, info in METRICS.items() if info.task == "multiclass"]
@@ -214,6 +239,15 @@ class GraphPropertyModule(TrustedLoadMixin, LightningModule):
             )
         self.model = model
         self.num_outputs = _num_outputs(model)
+        self.mve = self.loss_name == "mve"
+        if self.mve != (getattr(model, "outputs_per_task", 1) == 2):
+            raise ValueError(
+                "loss='mve' needs a network with two outputs per task (mean, variance), and only "
+                "it does: set the network's outputs_per_task to 2 with loss mve, 1 otherwise "
+                "(graph-urpe fit sets it from --model.init_args.loss)."
+            )
+        check_at_least(1, ensemble_size=ensemble_size)
+        self.ensemble = nn.ModuleList(member_copies(model, ensemble_size - 1))
         if task == "multiclass":
             if num_classes is not None and num_classes != self.num_outputs:
                 raise ValueError(
@@ -234,12 +268,12 @@ class GraphPropertyModule(TrustedLoadMixin, LightningModule):
         self._encoder_frozen = False
         # Label columns (the network's num_tasks are its outputs): one class label
         # (multiclass), else one per output.
-        self.num_labels = 1 if task == "multiclass" else self.num_outputs
+        self.num_labels = 1 if task == "multiclass" else self.num_outputs // (1 + self.mve)
         self.optimizer = optimizer
         self.lr_scheduler = lr_scheduler
         # Kept out of the module registry: the compiled wrapper shares the model's parameters and
         # must not add a second copy of them to the state dict.
-        self.__dict__["_forward"] = torch.compile(model) if compile else model
+        self.__dict__["_forwards"] = [torch.compile(m) if compile else m for m in self.members]
         # Target standardisation (regression): y_std = (y - mean) / std, set from the training
         # split at fit time; identity until then. Buffers, so checkpoints carry them.
         self.register_buffer("target_mean", torch.zeros(self.num_labels))
@@ -248,14 +282,25 @@ class GraphPropertyModule(TrustedLoadMixin, LightningModule):
             # A buffer only when asked for, so checkpoints written without one still load.
             self.register_buffer("bce_pos_weight", _pos_weight_tensor(pos_weight, task,
                                                                      self.num_labels))
+        # Regression: sigma -> calibrated std (z-scaling) and 95 % interval half-width / sigma
+        # (conformal), fitted on the validation split; NaN until then.
+        for name in ("uncertainty_scale", "interval_factor"):
+            self.register_buffer(name, torch.full((self.num_labels,), float("nan")))
         # The atom / bond feature values seen in training (plain lists; set at fit, kept in the
         # checkpoint): predict flags inputs outside them.
         self.training_vocabulary: dict[str, list[list[int]]] | None = None
         # Rows of (id, outputs, labels); multiclass rows hold the label in every column (the
         # collector keeps predictions and labels of one width).
+        # (Regression: the means, then the variances, with the labels twice.)
+        width = 2 * self.num_labels if task == "regression" else self.num_outputs
         self.epoch_predictions = nn.ModuleDict(
-            {s: EpochPredictions(self.num_outputs) for s in ("val", "test")}
+            {s: EpochPredictions(width) for s in ("val", "test")}
         )
+
+    @property
+    def members(self) -> list[nn.Module]:
+        """The networks of the ensemble: ``model`` first (one unless ``ensemble_size``)."""
+        return [self.model, *self.ensemble]
 
     # --------------------------------------------------------------------------- facts
     @property
@@ -306,8 +351,9 @@ class GraphPropertyModule(TrustedLoadMixin, LightningModule):
             )
         pretrained = self.hparams.get("pretrained")
         if stage == "fit" and pretrained and self.trainer.ckpt_path is None:
-            pre = finetune.load_pretrained_encoder(self.model, pretrained,
-                                                   self.hparams.get("featurization"))
+            for member in self.members:
+                pre = finetune.load_pretrained_encoder(member, pretrained,
+                                                       self.hparams.get("featurization"))
             rank_zero_info(f"Fine-tuning from the pretrained encoder {pre.source}")
         dm = getattr(self.trainer, "datamodule", None)
         vocabulary = getattr(dm, "train_vocabulary", None)
@@ -326,20 +372,46 @@ class GraphPropertyModule(TrustedLoadMixin, LightningModule):
         self.target_std.copy_(torch.as_tensor(std, dtype=torch.float32).clamp(min=1e-12))
 
     # --------------------------------------------------------------------- forward
+    def member_outputs(self, batch) -> Tensor:
+        """Every member's outputs ``[M, R, num_outputs]`` (``loss="mve"``: means, then
+        variances after softplus)."""
+        outs = [f(batch) for f in self._forwards]
+        return torch.stack([mve_outputs(o.float()) for o in outs] if self.mve else outs)
+
     def forward(self, batch) -> Tensor:
-        """Raw network outputs ``[R, num_outputs]`` (``R`` graphs or nodes) in standardised
-        units (regression) or logits (classification, multiclass)."""
-        return self._forward(batch)
+        """The ensemble's outputs ``[R, num_outputs]`` (``R`` graphs or nodes), as one network's:
+        standardised values (regression; ``mve``: means and variances), logits (classification,
+        multiclass); :func:`~graph_urpe.models.ensemble.combine_members`."""
+        return combine_members(self.member_outputs(batch), self.hparams.task, self.mve)
 
     def predict_values(self, batch) -> Tensor:
-        """Predictions ``[R, num_outputs]`` in the labels' units (regression), probabilities
+        """Predictions ``[R, num_labels]`` in the labels' units (regression), probabilities
         (classification) or class probabilities (multiclass, softmax)."""
         out = self(batch).float()
         if self.hparams.task == "classification":
             return torch.sigmoid(out)
         if self.hparams.task == "multiclass":
             return torch.softmax(out, dim=-1)
-        return out * self.target_std + self.target_mean
+        return out[:, :self.num_labels] * self.target_std + self.target_mean
+
+    def mean_and_variance(self, batch) -> tuple[Tensor, Tensor]:
+        """Regression: predictions and their raw variances ``[R, T]`` in the labels' units
+        (MVE mixture, else the members' spread, else 1 standardised unit), not yet calibrated."""
+        outs = self.member_outputs(batch).float()
+        out = combine_members(outs, "regression", self.mve)
+        spread = member_spread(outs, "regression", self.mve)
+        var = out[:, self.num_labels:] if self.mve else \
+            (spread if spread is not None else torch.ones_like(out))
+        return out[:, :self.num_labels] * self.target_std + self.target_mean, \
+            var * self.target_std.square()
+
+    def calibrated(self, mean: Tensor, variance: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """``(std, lower, upper)`` ``[R, T]``: z-scaled standard deviations and the conformal
+        95 % interval (uncalibrated: the raw std and the Gaussian's 1.96 std)."""
+        sigma = variance.clamp(min=0).sqrt().clamp(min=1e-12)
+        scale = torch.nan_to_num(self.uncertainty_scale, nan=1.0)
+        half = torch.nan_to_num(self.interval_factor, nan=1.959964) * sigma
+        return sigma * scale, mean - half, mean + half
 
     # ------------------------------------------------------------------------ steps
     def _row_ids(self, batch) -> Tensor:
@@ -367,6 +439,8 @@ class GraphPropertyModule(TrustedLoadMixin, LightningModule):
         """Training-units loss of ``[R, num_outputs]`` outputs against ``[R, num_labels]`` labels."""
         if self.loss_name == "cross_entropy":
             return multiclass_loss(pred, target)
+        if self.mve:
+            return masked_gaussian_nll(*pred.chunk(2, dim=-1), self._scaled(target))
         return masked_loss(pred, self._scaled(target), self.loss_name,
                            getattr(self, "bce_pos_weight", None))
 
@@ -383,8 +457,10 @@ class GraphPropertyModule(TrustedLoadMixin, LightningModule):
         return f"Positive-class weights in the BCE loss ({source}): {values}"
 
     def training_step(self, batch, batch_idx: int) -> Tensor:
-        pred = self(batch)
-        loss = self._loss(pred, self._target(batch, pred.shape[0]))
+        outs = self.member_outputs(batch)  # each member trains on its own loss
+        target = self._target(batch, outs.shape[1])
+        loss = sum(self._loss(pred, target) for pred in outs)
+        pred = outs[0]
         if not torch.isfinite(loss):
             raise NonFiniteLossError(
                 f"training loss is {loss.item()} at epoch {self.current_epoch}, step "
@@ -392,12 +468,16 @@ class GraphPropertyModule(TrustedLoadMixin, LightningModule):
                 "huge label values; lower the optimizer's lr). Training stopped; the last good "
                 "checkpoint is kept."
             )
-        self.log("train/loss", loss, prog_bar=True, batch_size=pred.shape[0])
+        self.log("train/loss", loss / len(outs), prog_bar=True, batch_size=pred.shape[0])
         return loss
 
     def _eval_step(self, batch, stage: str) -> None:
-        pred = self.predict_values(batch) if self.hparams.task == "regression" else self(batch)
-        target = self._target(batch, pred.shape[0])
+        if self.hparams.task == "regression":
+            pred = torch.cat(self.mean_and_variance(batch), dim=-1)
+            target = self._target(batch, pred.shape[0]).repeat(1, 2)
+        else:
+            pred = self(batch)
+            target = self._target(batch, pred.shape[0])
         if self.hparams.task == "multiclass":
             target = target.expand(-1, self.num_outputs)
         self.epoch_predictions[stage].update(self._row_ids(batch), pred, target)
@@ -417,8 +497,14 @@ class GraphPropertyModule(TrustedLoadMixin, LightningModule):
         task = self.hparams.task
         if task == "multiclass":
             target = target[:, :1]
+        raw, variance = pred, None
+        if task == "regression":
+            pred, variance, target = pred[:, :self.num_labels], pred[:, self.num_labels:], \
+                target[:, :self.num_labels]
+            raw = (pred - self.target_mean) / self.target_std
+            if self.mve:
+                raw = torch.cat([raw, variance / self.target_std.square()], dim=-1)
         # Loss over the de-duplicated rows (exact under DDP), in training units.
-        raw = (pred - self.target_mean) / self.target_std if task == "regression" else pred
         loss = self._loss(raw, target)
         if task == "multiclass":
             values = multiclass_metrics(pred, target)
@@ -431,6 +517,8 @@ class GraphPropertyModule(TrustedLoadMixin, LightningModule):
             values[f"{stage}/num_nodes"] = float(ids.numel())
             graph_ids = torch.unique(torch.div(ids, NODE_ID_STRIDE, rounding_mode="floor"))
         values[f"{stage}/num_graphs"] = float(graph_ids.numel())
+        if variance is not None:
+            values.update(self._uncertainty_epoch(stage, pred, variance, target))
         monitored = f"{stage}/{self.metric_name}"
         for key, value in values.items():
             # Every rank holds the same gathered values: no further reduction needed.
@@ -447,11 +535,37 @@ class GraphPropertyModule(TrustedLoadMixin, LightningModule):
     def on_test_epoch_end(self) -> None:
         self._eval_epoch_end("test")
 
+    def _uncertainty_epoch(self, stage: str, mean: Tensor, variance: Tensor, target: Tensor
+                           ) -> dict[str, float]:
+        """Validation: fit the calibration; test: keep ``test_uncertainty`` (std, lower, upper)
+        and return the calibration metrics (``test/coverage95``, ``test/spearman``,
+        ``test/nll``)."""
+        if stage == "val":
+            scale, factor = fit_calibration(mean, variance.clamp(min=0).sqrt().clamp(min=1e-12),
+                                            target, LEVEL)
+            self.uncertainty_scale.copy_(scale)
+            self.interval_factor.copy_(factor)
+            return {}
+        self.test_uncertainty = self.calibrated(mean, variance)
+        scores = calibration_metrics(mean, *self.test_uncertainty, target)
+        return {"test/coverage95": scores["coverage"], "test/spearman": scores["spearman"],
+                "test/nll": scores["nll"]}
+
     def predict_step(self, batch, batch_idx: int) -> dict[str, Tensor]:
-        """``{"sample_id": [R], "prediction": [R, num_outputs]}`` in the labels' units
-        (probabilities for classification); node level: one row per node, ids from
-        :func:`node_sample_ids`."""
-        return {"sample_id": self._row_ids(batch), "prediction": self.predict_values(batch)}
+        """``{"sample_id": [R], "prediction": [R, T]}`` in the labels' units (probabilities for
+        classification), with ``std``, ``lower``, ``upper`` ``[R, T]`` for regression (calibrated;
+        see :meth:`calibrated`) and ``std`` (the members' spread of the probability) for an
+        ensemble classifier; node level: one row per node, ids from :func:`node_sample_ids`."""
+        out = {"sample_id": self._row_ids(batch)}
+        task = self.hparams.task
+        if task == "regression":
+            mean, variance = self.mean_and_variance(batch)
+            std, lower, upper = self.calibrated(mean, variance)
+            return {**out, "prediction": mean, "std": std, "lower": lower, "upper": upper}
+        out["prediction"] = self.predict_values(batch)
+        spread = member_spread(self.member_outputs(batch).float(), task) \
+            if task == "classification" else None
+        return out if spread is None else {**out, "std": spread.sqrt()}
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         """Store :attr:`training_vocabulary` (plain lists) for ``predict``'s ``warning`` column."""
@@ -459,8 +573,13 @@ class GraphPropertyModule(TrustedLoadMixin, LightningModule):
             checkpoint["training_vocabulary"] = self.training_vocabulary
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        """Restore :attr:`training_vocabulary` (absent in older checkpoints: :obj:`None`)."""
+        """Restore :attr:`training_vocabulary` (absent in older checkpoints: :obj:`None`); a
+        checkpoint written before calibration existed loads as uncalibrated."""
         self.training_vocabulary = checkpoint.get("training_vocabulary")
+        state = checkpoint.get("state_dict")
+        for name in ("uncertainty_scale", "interval_factor"):
+            if state is not None and name not in state:
+                state[name] = torch.full((self.num_labels,), float("nan"))
 
     def configure_callbacks(self) -> Sequence[Callback] | Callback:
         """When testing, the data module's submission writer (``submission_writer()``:
@@ -477,7 +596,8 @@ class GraphPropertyModule(TrustedLoadMixin, LightningModule):
         fraction = self.hparams.get("freeze_encoder") or 0.0
         frozen = self.global_step < round(fraction * self.trainer.estimated_stepping_batches)
         if frozen != self._encoder_frozen:
-            finetune.set_encoder_frozen(self.model, frozen)
+            for member in self.members:
+                finetune.set_encoder_frozen(member, frozen)
             self._encoder_frozen = frozen
 
     def configure_optimizers(self) -> dict[str, Any]:
@@ -485,14 +605,16 @@ class GraphPropertyModule(TrustedLoadMixin, LightningModule):
         encoder's at ``encoder_lr_factor`` times the rate), and the scheduler stepped every
         update, sized from the run."""
         factor = self.hparams.get("encoder_lr_factor", 1.0)
-        groups = None if factor == 1.0 else finetune.encoder_parameter_groups(self.model, factor)
+        groups = None if factor == 1.0 else [
+            g for m in self.members for g in finetune.encoder_parameter_groups(m, factor)]
         return configure_optimizers(self, self.optimizer, self.lr_scheduler, groups)
 
-    #: Gradient clipping that also works for fused optimizers under mixed precision.
-    configure_gradient_clipping = configure_gradient_clipping
-
-    #: Gradient clipping that also works for fused optimizers under mixed precision.
-    configure_gradient_clipping = configure_gradient_clipping
+    def configure_gradient_clipping(self, optimizer, gradient_clip_val=None,
+                                    gradient_clip_algorithm=None) -> None:
+        """:func:`~graph_urpe.models.optim.configure_gradient_clipping` (also fused optimizers
+        under mixed precision), per member of an ensemble, so each trains as it would alone."""
+        configure_gradient_clipping(self, optimizer, gradient_clip_val, gradient_clip_algorithm,
+                                    [list(m.parameters()) for m in self.members])
 
 
 def _pos_weight_tensor(pos_weight: list[float] | str, task: str, num_labels: int) -> Tensor:
@@ -517,11 +639,12 @@ def _pos_weight_tensor(pos_weight: list[float] | str, task: str, num_labels: int
 
 
 def _num_outputs(model: nn.Module) -> int:
-    """Outputs per graph of a network: its ``num_tasks`` (Graphormer) or ``out_channels``."""
+    """Outputs per graph of a network: its ``num_tasks`` (Graphormer; times its
+    ``outputs_per_task``) or ``out_channels``."""
     for name in ("num_tasks", "out_channels"):
         value = getattr(model, name, None)
         if isinstance(value, int) and value > 0:
-            return value
+            return value * getattr(model, "outputs_per_task", 1)
     raise ValueError(
         f"cannot tell how many outputs {type(model).__name__} has: give it a positive integer "
         "attribute `num_tasks` (or `out_channels`)."

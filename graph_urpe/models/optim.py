@@ -36,7 +36,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from lightning.pytorch.plugins.precision import MixedPrecision
-from torch import nn
+import torch
+from torch import Tensor, nn
 from torch.optim import Optimizer
 from torch.optim.lr_scheduler import LRScheduler
 
@@ -147,6 +148,7 @@ def configure_gradient_clipping(
     optimizer: Optimizer,
     gradient_clip_val: float | None = None,
     gradient_clip_algorithm: str | None = None,
+    parameter_sets: list[list[Tensor]] | None = None,
 ) -> None:
     """Lightning's ``configure_gradient_clipping`` hook, also for fused optimizers under mixed
     precision (see the module doc).
@@ -165,9 +167,19 @@ def configure_gradient_clipping(
             nothing. (default: :obj:`None`)
         gradient_clip_algorithm (str, optional): ``"norm"`` (total 2-norm, Lightning's default)
             or ``"value"``. (default: :obj:`None`, ``"norm"``)
+        parameter_sets (list[list[Tensor]], optional): clip the norm of each set on its own
+            (the members of an ensemble), instead of the total norm of all parameters.
+            (default: :obj:`None`)
     """
     plugin = module.trainer.precision_plugin
     fused = getattr(optimizer, "_step_supports_amp_scaling", False)
+    if gradient_clip_val and gradient_clip_algorithm != "value" and parameter_sets \
+            and len(parameter_sets) > 1:
+        if fused and isinstance(plugin, MixedPrecision) and plugin.scaler is not None:
+            plugin.scaler.unscale_(optimizer)  # Lightning unscales the others before this hook
+        for params in parameter_sets:
+            torch.nn.utils.clip_grad_norm_(params, gradient_clip_val)
+        return
     if not (fused and isinstance(plugin, MixedPrecision)):
         module.clip_gradients(optimizer, gradient_clip_val, gradient_clip_algorithm)
         return

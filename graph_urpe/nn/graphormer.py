@@ -81,6 +81,7 @@ __all__ = ["GraphHead", "Graphormer", "GraphormerEncoder"]
 
 EdgeEncoding = Literal["none", "multi_hop"]
 Level = Literal["graph", "node"]
+EmbedLayer = Literal["encoder", "hidden"]
 
 AttentionMaps = list[tuple[Tensor, Tensor]]
 
@@ -364,6 +365,9 @@ class Graphormer(nn.Module):
             (:class:`GraphHead`'s ``hidden_dim``, an MLP head as Chemprop's); :obj:`None` for
             Graphormer's linear head. (default: :obj:`None`)
         head_dropout (float, optional): dropout in that hidden layer. (default: :obj:`0.0`)
+        outputs_per_task (int, optional): outputs per task: ``2`` for a mean-variance head
+            (``loss="mve"``: ``num_tasks`` means, then ``num_tasks`` variances before softplus,
+            as Chemprop's ``MveFFN``). (default: :obj:`1`)
         **kwargs: the architecture, passed to :class:`GraphormerEncoder` (``num_layers``,
             ``embed_dim``, ``num_heads``, ``ffn_dim``, ``attention``, ``max_distance``,
             ``max_degree``, ``max_hops``, ``edge_encoding``, ``bias_per_layer``,
@@ -376,8 +380,8 @@ class Graphormer(nn.Module):
           :class:`~torch_geometric.data.Data`) with ``x`` ``[n, F]`` long, ``edge_index``
           ``[2, E]``, ``edge_attr`` ``[E, Fe]`` long, ``spd`` (and ``spd_pred``), ``batch``,
           ``ptr``.
-        - **output**: ``[num_graphs, num_tasks]`` (graph level) or ``[num_nodes, num_tasks]``
-          (node level); with ``return_attention=True`` also the per-layer attention maps of
+        - **output**: ``[num_graphs, num_tasks * outputs_per_task]`` (graph level) or
+          ``[num_nodes, num_tasks * outputs_per_task]`` (node level); with ``return_attention=True`` also the per-layer attention maps of
           :class:`GraphormerEncoder`.
 
     Raises:
@@ -396,10 +400,11 @@ class Graphormer(nn.Module):
         readout: Readout | None = None,
         head_hidden_dim: int | None = None,
         head_dropout: float = 0.0,
+        outputs_per_task: int = 1,
         **kwargs,
     ) -> None:
         super().__init__()
-        check_at_least(1, num_tasks=num_tasks)
+        check_at_least(1, num_tasks=num_tasks, outputs_per_task=outputs_per_task)
         check_choice("level", level, Level)
         self.encoder = GraphormerEncoder(atom_categories, bond_categories, **kwargs)
         has_token = self.encoder.graph_token is not None
@@ -411,14 +416,16 @@ class Graphormer(nn.Module):
                 "readout='mean' or 'sum'."
             )
         self.num_tasks = num_tasks
+        self.outputs_per_task = outputs_per_task
         self.level = level
         self.readout = readout
         embed_dim = self.encoder.embed_dim
         if level == "node" and head_hidden_dim is not None:
             raise ValueError("head_hidden_dim is for level='graph'; the node-level head is "
                              "linear: leave it unset.")
-        self.head = (GraphHead(embed_dim, num_tasks, readout, head_hidden_dim, head_dropout)
-                     if level == "graph" else nn.Linear(embed_dim, num_tasks))
+        width = num_tasks * outputs_per_task
+        self.head = (GraphHead(embed_dim, width, readout, head_hidden_dim, head_dropout)
+                     if level == "graph" else nn.Linear(embed_dim, width))
         self.reset_parameters()
 
     @property
@@ -470,25 +477,42 @@ class Graphormer(nn.Module):
         self.encoder.reset_parameters()
         _init_linear(self.head, 0.02 / math.sqrt(self.encoder.num_layers))
 
+    def _encode(self, batch: Data, return_attention: bool = False):
+        vec, ptr = batch.get("batch"), batch.get("ptr")
+        num_graphs = batch.num_graphs if ptr is not None or vec is not None else 1
+        res = self.encoder(batch.x, batch.edge_index, batch.get("spd"), batch=vec, ptr=ptr,
+                           edge_attr=batch.get("edge_attr"), spd_pred=batch.get("spd_pred"),
+                           num_graphs=num_graphs, return_attention=return_attention)
+        if vec is None and self.level == "graph":
+            vec = batch_vector(res[0].shape[0], node_counts(batch.spd, None, ptr, num_graphs))
+        return res, vec, num_graphs
+
     def forward(
         self, batch: Data, return_attention: bool = False
     ) -> Tensor | tuple[Tensor, AttentionMaps]:
         """Predict for a PyG batch; see the class docstring."""
-        vec, ptr = batch.get("batch"), batch.get("ptr")
-        num_graphs = batch.num_graphs if ptr is not None or vec is not None else 1
-        res = self.encoder(
-            batch.x, batch.edge_index, batch.get("spd"), batch=vec, ptr=ptr,
-            edge_attr=batch.get("edge_attr"), spd_pred=batch.get("spd_pred"),
-            num_graphs=num_graphs, return_attention=return_attention,
-        )
+        res, vec, num_graphs = self._encode(batch, return_attention)
         nodes, token = res[0], res[1]
-        if self.level == "node":
-            out = self.head(nodes)
-        else:
-            if vec is None:
-                vec = batch_vector(nodes.shape[0], node_counts(batch.spd, None, ptr, num_graphs))
-            out = self.head(nodes, token, vec, num_graphs)
+        out = self.head(nodes) if self.level == "node" else \
+            self.head(nodes, token, vec, num_graphs)
         return (out, res[2]) if return_attention else out
+
+    def embed(self, batch: Data, layer: EmbedLayer = "encoder") -> Tensor:
+        r"""Learned fingerprints ``[num_graphs, D]`` (as Chemprop's ``fingerprint``): the head's
+        readout of the encoder (``"encoder"``, ``D = embed_dim``) or the head's hidden layer after
+        its ReLU (``"hidden"``, ``D = head_hidden_dim``; call ``eval()`` first to skip dropout).
+
+        Raises:
+            ValueError: at node level, an unknown layer, or ``"hidden"`` for a linear head.
+        """
+        check_choice("layer", layer, EmbedLayer)
+        if self.level != "graph" or (layer == "hidden" and self.head.hidden is None):
+            raise ValueError(f"layer={layer!r} needs a graph-level network"
+                             + (" with a hidden head layer (head_hidden_dim)" * (layer == "hidden"))
+                             + ": use layer='encoder' with a graph-level network.")
+        res, vec, num_graphs = self._encode(batch)
+        pooled = self.head.pool(res[0], res[1], vec, num_graphs)
+        return self.head.hidden(pooled) if layer == "hidden" else pooled
 
     def __repr__(self) -> str:
         return (

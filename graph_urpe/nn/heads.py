@@ -65,17 +65,21 @@ class GraphHead(nn.Module):
             self.hidden[0].reset_parameters()
         self.linear.reset_parameters()
 
-    def forward(self, nodes: Tensor, token: Tensor | None, batch: Tensor, num_graphs: int) -> Tensor:
-        """Predict ``[num_graphs, num_tasks]``; see the class docstring."""
+    def pool(self, nodes: Tensor, token: Tensor | None, batch: Tensor, num_graphs: int) -> Tensor:
+        """The readout alone: the molecule embedding ``[num_graphs, embed_dim]`` the head reads
+        (the graph token's embedding, or the mean / sum of each graph's node embeddings)."""
         if self.readout == "graph_token":
             if token is None:
                 raise ValueError("readout='graph_token' needs the graph token; build the encoder "
                                  "with graph_token=True or use readout='mean' / 'sum'.")
-            pooled = token
-        elif self.readout == "mean":
-            pooled = global_mean_pool(nodes, batch, size=num_graphs)
-        else:
-            pooled = global_add_pool(nodes, batch, size=num_graphs)
+            return token
+        if self.readout == "mean":
+            return global_mean_pool(nodes, batch, size=num_graphs)
+        return global_add_pool(nodes, batch, size=num_graphs)
+
+    def forward(self, nodes: Tensor, token: Tensor | None, batch: Tensor, num_graphs: int) -> Tensor:
+        """Predict ``[num_graphs, num_tasks]``; see the class docstring."""
+        pooled = self.pool(nodes, token, batch, num_graphs)
         if self.hidden is not None:
             pooled = self.hidden(pooled)
         return self.linear(pooled)

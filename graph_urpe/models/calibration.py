@@ -1,0 +1,119 @@
+"""Calibrated regression uncertainty: fitted on the validation split, scored on the test split.
+
+A regression model gives each prediction a raw standard deviation :math:`\\sigma` (an ensemble's
+spread, a mean-variance head's, both, or 1 for a single plain network). On the validation split
+(labels the model did not train on), per target:
+
+* **z-scaling** (Levi et al., Sensors 2022; Chemprop's ``ZScalingCalibrator``): the factor
+  :math:`s = \\sqrt{\\mathrm{mean}(z^2)}`, :math:`z = (y - \\mu) / \\sigma`, the maximum-likelihood
+  scale of a Gaussian; the reported standard deviation is :math:`s\\,\\sigma` (for a plain
+  network: the validation RMSE);
+* **a conformal 95 % interval** (split conformal prediction with normalised residuals, Lei et al.,
+  JASA 2018; Chemprop's ``RegressionConformalCalibrator``): :math:`q` = the
+  :math:`\\lceil (n + 1)\\,0.95 \\rceil`-th smallest of the :math:`n` values :math:`|z|`, and the
+  interval :math:`\\mu \\pm q\\,\\sigma`, which covers a new label with probability at least 95 %
+  when validation and test molecules are exchangeable (a scaffold split makes them less so: the
+  test coverage says how much).
+
+:func:`calibration_metrics` scores them on the test split: the interval's coverage, the Spearman
+correlation of :math:`|y - \\mu|` with the standard deviation (does a larger uncertainty go with a
+larger error?) and the Gaussian negative log-likelihood.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+from scipy.stats import spearmanr
+from torch import Tensor
+
+__all__ = ["LEVEL", "calibration_metrics", "fit_calibration", "masked_gaussian_nll"]
+
+LEVEL = 0.95
+"""The level of the prediction intervals (``<target>_lower`` / ``<target>_upper``)."""
+
+_HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
+
+
+def masked_gaussian_nll(mean: Tensor, variance: Tensor, target: Tensor) -> Tensor:
+    r"""Mean Gaussian negative log-likelihood over the labelled (non-NaN) entries:
+    :math:`\frac12\log(2\pi\sigma^2) + \frac{(y-\mu)^2}{2\sigma^2}` (the loss of a mean-variance
+    head, :func:`torch.nn.functional.gaussian_nll_loss` with ``full=True``).
+
+    Args:
+        mean (Tensor): ``[R, T]`` predicted means.
+        variance (Tensor): ``[R, T]`` predicted variances, positive.
+        target (Tensor): ``[R, T]`` labels, NaN = missing.
+
+    Returns:
+        Tensor: scalar; ``0`` (with gradient) when nothing is labelled.
+    """
+    mask = ~torch.isnan(target)
+    if not mask.any():
+        return mean.sum() * 0.0
+    return torch.nn.functional.gaussian_nll_loss(mean[mask], target[mask], variance[mask],
+                                                 full=True)
+
+
+def fit_calibration(mean: Tensor, sigma: Tensor, target: Tensor, level: float = LEVEL
+                    ) -> tuple[Tensor, Tensor]:
+    """The z-scaling factor and the conformal interval factor of each target (module docstring).
+
+    Args:
+        mean (Tensor): ``[R, T]`` validation predictions.
+        sigma (Tensor): ``[R, T]`` their raw standard deviations, positive.
+        target (Tensor): ``[R, T]`` validation labels, NaN = missing.
+        level (float, optional): the interval's level. (default: :obj:`0.95`)
+
+    Returns:
+        tuple[Tensor, Tensor]: ``scale [T]`` and ``quantile [T]`` (NaN for a target without
+        validation labels; ``quantile`` is the largest :math:`|z|` when fewer than
+        :math:`1 / (1 - \\text{level}) - 1` labels leave no higher order statistic).
+    """
+    z = ((target - mean) / sigma).abs()
+    scale = torch.full((target.shape[1],), float("nan"))
+    quantile = torch.full((target.shape[1],), float("nan"))
+    for t in range(target.shape[1]):
+        values = z[~torch.isnan(z[:, t]), t].double().cpu()
+        n = values.numel()
+        if n == 0:
+            continue
+        scale[t] = float(values.square().mean().sqrt())
+        k = min(math.ceil((n + 1) * level), n)  # the k-th smallest, 1-based
+        quantile[t] = float(values.sort().values[k - 1])
+    return scale, quantile
+
+
+def calibration_metrics(mean: Tensor, std: Tensor, lower: Tensor, upper: Tensor,
+                        target: Tensor) -> dict[str, float]:
+    """How well calibrated uncertainties did on labelled rows, averaged over the targets.
+
+    Args:
+        mean (Tensor): ``[R, T]`` predictions.
+        std (Tensor): ``[R, T]`` calibrated standard deviations.
+        lower (Tensor): ``[R, T]`` lower ends of the intervals.
+        upper (Tensor): ``[R, T]`` upper ends.
+        target (Tensor): ``[R, T]`` labels, NaN = missing.
+
+    Returns:
+        dict[str, float]: ``coverage`` (fraction of labels inside their interval), ``spearman``
+        (Spearman's rank correlation of ``|label - mean|`` with ``std``; NaN for fewer than 3
+        labels or a constant ``std``) and ``nll`` (mean Gaussian negative log-likelihood per
+        label, with ``std``, in the labels' units); NaN where no target has labels.
+    """
+    per: dict[str, list[float]] = {"coverage": [], "spearman": [], "nll": []}
+    for t in range(target.shape[1]):
+        keep = ~torch.isnan(target[:, t])
+        if not keep.any():
+            continue
+        y, mu, sd = (v[keep, t].double().cpu().numpy() for v in (target, mean, std))
+        lo, hi = lower[keep, t].double().cpu().numpy(), upper[keep, t].double().cpu().numpy()
+        per["coverage"].append(float(np.mean((y >= lo) & (y <= hi))))
+        err = np.abs(y - mu)
+        constant = np.ptp(sd) == 0 or np.ptp(err) == 0
+        per["spearman"].append(float("nan") if len(y) < 3 or constant
+                               else float(spearmanr(err, sd).statistic))
+        per["nll"].append(float(np.mean(_HALF_LOG_2PI + np.log(sd) + 0.5 * (err / sd) ** 2)))
+    return {k: float(np.mean(v)) if v else float("nan") for k, v in per.items()}

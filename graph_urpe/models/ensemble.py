@@ -1,0 +1,110 @@
+"""Deep ensembles and mean-variance outputs: N networks trained side by side in one module.
+
+A deep ensemble (Lakshminarayanan et al., NeurIPS 2017; Chemprop's ``--ensemble-size``) is N
+copies of one network that differ in their random initialisation (and their dropout masks); each
+is trained on its own loss, and their predictions are combined:
+
+* regression: the members' mean; the spread of the members' means is the model (epistemic)
+  uncertainty. With a mean-variance head (MVE, Nix & Weigend 1994; each member predicts a mean
+  :math:`\\mu_m` and a variance :math:`\\sigma^2_m`, trained by the Gaussian negative
+  log-likelihood) the mixture's variance is
+  :math:`\\frac1M\\sum_m(\\sigma^2_m + \\mu_m^2) - \\mu^2` (Lakshminarayanan et al., Eq. 4 ff.);
+* binary classification: the mean of the members' probabilities (returned as its logit);
+* multi-class: the mean of the members' class probabilities (returned as its log).
+
+One member gives back its own outputs unchanged.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+__all__ = ["MIN_VARIANCE", "combine_members", "member_copies", "member_spread", "mve_outputs"]
+
+MIN_VARIANCE = 1e-6
+"""Smallest predicted variance of a mean-variance head, in standardised units (softplus + this)."""
+
+
+def member_copies(network: nn.Module, count: int) -> list[nn.Module]:
+    """``count`` copies of ``network``, each re-initialised by its ``reset_parameters()`` under its
+    own seed, drawn from torch's global generator (so ``seed_everything`` fixes them all).
+
+    Args:
+        network (nn.Module): the first member; it has a ``reset_parameters()`` method.
+        count (int): how many more members to make (``ensemble_size - 1``).
+
+    Returns:
+        list[nn.Module]: the new members (``network`` itself is left as it is).
+
+    Raises:
+        ValueError: if ``network`` has no ``reset_parameters()`` (its copies would be identical).
+    """
+    if count > 0 and not callable(getattr(network, "reset_parameters", None)):
+        raise ValueError(
+            f"an ensemble needs members initialised differently, and {type(network).__name__} has "
+            "no reset_parameters(): give the network one, or set ensemble_size 1."
+        )
+    seeds = torch.randint(0, 2**31 - 1, (count,)).tolist()
+    members = []
+    for seed in seeds:
+        member = copy.deepcopy(network)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            member.reset_parameters()
+        members.append(member)
+    return members
+
+
+def mve_outputs(raw: Tensor) -> Tensor:
+    """A mean-variance head's raw outputs ``[R, 2T]`` as ``[R, 2T]`` means and variances:
+    ``softplus`` of the second half plus :data:`MIN_VARIANCE` (Chemprop's ``MveFFN``)."""
+    mean, var = raw.chunk(2, dim=-1)
+    return torch.cat([mean, F.softplus(var) + MIN_VARIANCE], dim=-1)
+
+
+def combine_members(outputs: Tensor, task: str, mve: bool = False) -> Tensor:
+    r"""The ensemble's output from its members' outputs, in the members' units.
+
+    Args:
+        outputs (Tensor): ``[M, R, K]`` float: per member, standardised values (regression),
+            ``[means, variances]`` (``mve``: ``K = 2T``), logits (classification) or class logits
+            (multiclass).
+        task (str): ``"regression"``, ``"classification"`` or ``"multiclass"``.
+        mve (bool, optional): regression outputs are means and variances. (default: :obj:`False`)
+
+    Returns:
+        Tensor: ``[R, K]``: the mean (regression; ``mve``: mixture mean and variance), the logit
+        of the mean probability (classification), the log of the mean class probabilities
+        (multiclass). ``M = 1``: ``outputs[0]``, unchanged.
+    """
+    if outputs.shape[0] == 1:
+        return outputs[0]
+    log_m = math.log(outputs.shape[0])
+    if task == "classification":  # logit(mean sigmoid): log mean p - log mean (1 - p)
+        return (torch.logsumexp(F.logsigmoid(outputs), 0)
+                - torch.logsumexp(F.logsigmoid(-outputs), 0))
+    if task == "multiclass":
+        return torch.logsumexp(torch.log_softmax(outputs, dim=-1), 0) - log_m
+    if not mve:
+        return outputs.mean(0)
+    means, variances = outputs.chunk(2, dim=-1)
+    mean = means.mean(0)
+    variance = (variances + means.square()).mean(0) - mean.square()
+    return torch.cat([mean, variance.clamp(min=MIN_VARIANCE)], dim=-1)
+
+
+def member_spread(outputs: Tensor, task: str, mve: bool = False) -> Tensor | None:
+    """The members' disagreement ``[R, T]``: the population variance of their means
+    (regression, standardised units) or of their probabilities (classification); :obj:`None`
+    for one member or a multiclass task."""
+    if outputs.shape[0] == 1 or task == "multiclass":
+        return None
+    if task == "classification":
+        return torch.sigmoid(outputs).var(0, unbiased=False)
+    means = outputs.chunk(2, dim=-1)[0] if mve else outputs
+    return means.var(0, unbiased=False)
