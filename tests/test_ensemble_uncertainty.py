@@ -13,10 +13,10 @@ from torch_geometric.data import Batch
 
 from graph_urpe.cli import main
 from graph_urpe.data.featurize import smiles_to_graph
-from graph_urpe.nn import Graphormer
 from graph_urpe.models.calibration import calibration_metrics, fit_calibration, masked_gaussian_nll
 from graph_urpe.models.ensemble import combine_members, member_copies
 from graph_urpe.models.graph import GraphPropertyModule
+from graph_urpe.nn import Graphormer
 from graph_urpe.transforms import AddShortestPathDistance
 
 TINY = {"num_layers": 1, "embed_dim": 16, "num_heads": 2, "ffn_dim": 16, "max_hops": 4,

@@ -142,7 +142,7 @@ class _Tee(io.TextIOBase):
         return self.stream.isatty()
 
     @property
-    def encoding(self):  # noqa: D102 (argparse / rich look at it)
+    def encoding(self):
         return getattr(self.stream, "encoding", "utf-8")
 
 

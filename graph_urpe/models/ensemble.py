@@ -12,7 +12,9 @@ is trained on its own loss, and their predictions are combined:
 * binary classification: the mean of the members' probabilities (returned as its logit);
 * multi-class: the mean of the members' class probabilities (returned as its log).
 
-One member gives back its own outputs unchanged.
+One member gives back its own outputs unchanged. :class:`EnsembleMixin` gives
+:class:`~graph_urpe.models.GraphPropertyModule` its members' forward, the regression uncertainty
+and its calibration on the validation split (:mod:`~graph_urpe.models.calibration`).
 """
 
 from __future__ import annotations
@@ -24,7 +26,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-__all__ = ["MIN_VARIANCE", "combine_members", "member_copies", "member_spread", "mve_outputs"]
+from graph_urpe.models.calibration import LEVEL, calibration_metrics, fit_calibration
+
+__all__ = ["MIN_VARIANCE", "EnsembleMixin", "combine_members", "member_copies", "member_spread",
+           "mve_outputs"]
 
 MIN_VARIANCE = 1e-6
 """Smallest predicted variance of a mean-variance head, in standardised units (softplus + this)."""
@@ -108,3 +113,71 @@ def member_spread(outputs: Tensor, task: str, mve: bool = False) -> Tensor | Non
         return torch.sigmoid(outputs).var(0, unbiased=False)
     means = outputs.chunk(2, dim=-1)[0] if mve else outputs
     return means.var(0, unbiased=False)
+
+
+class EnsembleMixin:
+    """The members' forward, predictions with uncertainty and calibration of a
+    :class:`~graph_urpe.models.GraphPropertyModule` (which holds ``_forwards``, ``mve``,
+    ``num_labels``, the target statistics and the buffers ``uncertainty_scale`` and
+    ``interval_factor``)."""
+
+    def member_outputs(self, batch) -> Tensor:
+        """Every member's outputs ``[M, R, num_outputs]`` (``loss="mve"``: means, then
+        variances after softplus)."""
+        outs = [f(batch) for f in self._forwards]
+        return torch.stack([mve_outputs(o.float()) for o in outs] if self.mve else outs)
+
+    def forward(self, batch) -> Tensor:
+        """The ensemble's outputs ``[R, num_outputs]`` (``R`` graphs or nodes), as one network's:
+        standardised values (regression; ``mve``: means and variances), logits (classification,
+        multiclass); :func:`combine_members`."""
+        return combine_members(self.member_outputs(batch), self.hparams.task, self.mve)
+
+    def mean_and_variance(self, batch) -> tuple[Tensor, Tensor]:
+        """Regression: predictions and their raw variances ``[R, T]`` in the labels' units
+        (MVE mixture, else the members' spread, else 1 standardised unit), not yet calibrated."""
+        outs = self.member_outputs(batch).float()
+        out = combine_members(outs, "regression", self.mve)
+        spread = member_spread(outs, "regression", self.mve)
+        var = out[:, self.num_labels:] if self.mve else \
+            (spread if spread is not None else torch.ones_like(out))
+        return out[:, :self.num_labels] * self.target_std + self.target_mean, \
+            var * self.target_std.square()
+
+    def calibrated(self, mean: Tensor, variance: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """``(std, lower, upper)`` ``[R, T]``: z-scaled standard deviations and the conformal
+        95 % interval (uncalibrated: the raw std and the Gaussian's 1.96 std)."""
+        sigma = variance.clamp(min=0).sqrt().clamp(min=1e-12)
+        scale = torch.nan_to_num(self.uncertainty_scale, nan=1.0)
+        half = torch.nan_to_num(self.interval_factor, nan=1.959964) * sigma
+        return sigma * scale, mean - half, mean + half
+
+    def _uncertainty_epoch(self, stage: str, mean: Tensor, variance: Tensor, target: Tensor
+                           ) -> dict[str, float]:
+        """Validation: fit the calibration; test: keep ``test_uncertainty`` (std, lower, upper)
+        and return the calibration metrics (``test/coverage95``, ``test/spearman``,
+        ``test/nll``)."""
+        if stage == "val":
+            scale, factor = fit_calibration(mean, variance.clamp(min=0).sqrt().clamp(min=1e-12),
+                                            target, LEVEL)
+            self.uncertainty_scale.copy_(scale)
+            self.interval_factor.copy_(factor)
+            return {}
+        self.test_uncertainty = self.calibrated(mean, variance)
+        scores = calibration_metrics(mean, *self.test_uncertainty, target)
+        return {"test/coverage95": scores["coverage"], "test/spearman": scores["spearman"],
+                "test/nll": scores["nll"]}
+
+    def predict_outputs(self, batch) -> dict[str, Tensor]:
+        """``{"prediction": [R, T]}`` in the labels' units (probabilities for classification),
+        with ``std``, ``lower``, ``upper`` ``[R, T]`` for regression (:meth:`calibrated`) and
+        ``std`` (the members' spread of the probability) for an ensemble classifier."""
+        task = self.hparams.task
+        if task == "regression":
+            mean, variance = self.mean_and_variance(batch)
+            std, lower, upper = self.calibrated(mean, variance)
+            return {"prediction": mean, "std": std, "lower": lower, "upper": upper}
+        out = {"prediction": self.predict_values(batch)}
+        spread = member_spread(self.member_outputs(batch).float(), task) \
+            if task == "classification" else None
+        return out if spread is None else {**out, "std": spread.sqrt()}

@@ -46,18 +46,8 @@ from torch import Tensor, nn
 
 from graph_urpe.choices import check_at_least, check_choice
 from graph_urpe.models import finetune
-from graph_urpe.models.calibration import (
-    LEVEL,
-    calibration_metrics,
-    fit_calibration,
-    masked_gaussian_nll,
-)
-from graph_urpe.models.ensemble import (
-    combine_members,
-    member_copies,
-    member_spread,
-    mve_outputs,
-)
+from graph_urpe.models.calibration import masked_gaussian_nll
+from graph_urpe.models.ensemble import EnsembleMixin, member_copies
 from graph_urpe.models.metrics import (
     METRICS,
     EpochPredictions,
@@ -92,7 +82,7 @@ class NonFiniteLossError(RuntimeError):
     """Training produced a NaN / infinite loss: the run is stopped instead of continuing."""
 
 
-class GraphPropertyModule(TrustedLoadMixin, LightningModule):
+class GraphPropertyModule(EnsembleMixin, TrustedLoadMixin, LightningModule):
     r"""Graph- or node-level regression / binary / multi-class classification with an injected
     network.
 
@@ -372,18 +362,6 @@ class GraphPropertyModule(TrustedLoadMixin, LightningModule):
         self.target_std.copy_(torch.as_tensor(std, dtype=torch.float32).clamp(min=1e-12))
 
     # --------------------------------------------------------------------- forward
-    def member_outputs(self, batch) -> Tensor:
-        """Every member's outputs ``[M, R, num_outputs]`` (``loss="mve"``: means, then
-        variances after softplus)."""
-        outs = [f(batch) for f in self._forwards]
-        return torch.stack([mve_outputs(o.float()) for o in outs] if self.mve else outs)
-
-    def forward(self, batch) -> Tensor:
-        """The ensemble's outputs ``[R, num_outputs]`` (``R`` graphs or nodes), as one network's:
-        standardised values (regression; ``mve``: means and variances), logits (classification,
-        multiclass); :func:`~graph_urpe.models.ensemble.combine_members`."""
-        return combine_members(self.member_outputs(batch), self.hparams.task, self.mve)
-
     def predict_values(self, batch) -> Tensor:
         """Predictions ``[R, num_labels]`` in the labels' units (regression), probabilities
         (classification) or class probabilities (multiclass, softmax)."""
@@ -393,25 +371,6 @@ class GraphPropertyModule(TrustedLoadMixin, LightningModule):
         if self.hparams.task == "multiclass":
             return torch.softmax(out, dim=-1)
         return out[:, :self.num_labels] * self.target_std + self.target_mean
-
-    def mean_and_variance(self, batch) -> tuple[Tensor, Tensor]:
-        """Regression: predictions and their raw variances ``[R, T]`` in the labels' units
-        (MVE mixture, else the members' spread, else 1 standardised unit), not yet calibrated."""
-        outs = self.member_outputs(batch).float()
-        out = combine_members(outs, "regression", self.mve)
-        spread = member_spread(outs, "regression", self.mve)
-        var = out[:, self.num_labels:] if self.mve else \
-            (spread if spread is not None else torch.ones_like(out))
-        return out[:, :self.num_labels] * self.target_std + self.target_mean, \
-            var * self.target_std.square()
-
-    def calibrated(self, mean: Tensor, variance: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """``(std, lower, upper)`` ``[R, T]``: z-scaled standard deviations and the conformal
-        95 % interval (uncalibrated: the raw std and the Gaussian's 1.96 std)."""
-        sigma = variance.clamp(min=0).sqrt().clamp(min=1e-12)
-        scale = torch.nan_to_num(self.uncertainty_scale, nan=1.0)
-        half = torch.nan_to_num(self.interval_factor, nan=1.959964) * sigma
-        return sigma * scale, mean - half, mean + half
 
     # ------------------------------------------------------------------------ steps
     def _row_ids(self, batch) -> Tensor:
@@ -535,37 +494,10 @@ class GraphPropertyModule(TrustedLoadMixin, LightningModule):
     def on_test_epoch_end(self) -> None:
         self._eval_epoch_end("test")
 
-    def _uncertainty_epoch(self, stage: str, mean: Tensor, variance: Tensor, target: Tensor
-                           ) -> dict[str, float]:
-        """Validation: fit the calibration; test: keep ``test_uncertainty`` (std, lower, upper)
-        and return the calibration metrics (``test/coverage95``, ``test/spearman``,
-        ``test/nll``)."""
-        if stage == "val":
-            scale, factor = fit_calibration(mean, variance.clamp(min=0).sqrt().clamp(min=1e-12),
-                                            target, LEVEL)
-            self.uncertainty_scale.copy_(scale)
-            self.interval_factor.copy_(factor)
-            return {}
-        self.test_uncertainty = self.calibrated(mean, variance)
-        scores = calibration_metrics(mean, *self.test_uncertainty, target)
-        return {"test/coverage95": scores["coverage"], "test/spearman": scores["spearman"],
-                "test/nll": scores["nll"]}
-
     def predict_step(self, batch, batch_idx: int) -> dict[str, Tensor]:
-        """``{"sample_id": [R], "prediction": [R, T]}`` in the labels' units (probabilities for
-        classification), with ``std``, ``lower``, ``upper`` ``[R, T]`` for regression (calibrated;
-        see :meth:`calibrated`) and ``std`` (the members' spread of the probability) for an
-        ensemble classifier; node level: one row per node, ids from :func:`node_sample_ids`."""
-        out = {"sample_id": self._row_ids(batch)}
-        task = self.hparams.task
-        if task == "regression":
-            mean, variance = self.mean_and_variance(batch)
-            std, lower, upper = self.calibrated(mean, variance)
-            return {**out, "prediction": mean, "std": std, "lower": lower, "upper": upper}
-        out["prediction"] = self.predict_values(batch)
-        spread = member_spread(self.member_outputs(batch).float(), task) \
-            if task == "classification" else None
-        return out if spread is None else {**out, "std": spread.sqrt()}
+        """``{"sample_id": [R], **predict_outputs(batch)}``: node level one row per node, ids
+        from :func:`node_sample_ids`."""
+        return {"sample_id": self._row_ids(batch), **self.predict_outputs(batch)}
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         """Store :attr:`training_vocabulary` (plain lists) for ``predict``'s ``warning`` column."""
