@@ -1,6 +1,7 @@
 """SMILES featurisation: ZINC atom/bond types and OGB features, checked against hand-worked
 molecules and direct RDKit queries."""
 
+import os.path as osp
 import re
 
 import networkx as nx
@@ -153,3 +154,38 @@ def test_indexed_dataset_adds_sample_id_without_touching_the_data():
     assert [view[i].sample_id for i in range(3)] == [0, 1, 2]
     assert torch.equal(view[2].x, graphs[2].x)
     assert "sample_id" not in graphs[2]
+
+
+def test_ogb_features_equal_smiles2graph():
+    """The one-parse featuriser gives OGB's smiles2graph ids, edge order and dtypes exactly."""
+    import gzip
+
+    from ogb.utils import smiles2graph
+    from rdkit import rdBase
+
+    import graph_urpe
+
+    path = osp.join(osp.dirname(graph_urpe.__file__), "data", "embedded", "zinc_like_12k.csv.gz")
+    with gzip.open(path, "rt") as handle:
+        zinc = [line.split(",")[0] for line in handle.read().splitlines()[1:400]]
+    odd = ["[NH3+]CC(=O)[O-].[Na+]", "[2H]OC", "[Cl-]", "C/C=C/C", "F/C=C\\F", "[CH2]C", "[Fe+3]",
+           "C[C@H](N)O", "C[C@@H](F)Cl", "[U]", "C#N", "[O-][N+](=O)c1ccccc1", "[C]", "[SiH4]",
+           "C1=CC=CC=C1", "[Co-6]", "[CH3+]", "c1cc[nH]c1", "F[P-](F)(F)(F)(F)F", "[He]"]
+    for smiles in zinc + odd:
+        with rdBase.BlockLogs():
+            ref = smiles2graph(smiles)
+        data = smiles_to_ogb_graph(smiles)
+        assert data.x.tolist() == ref["node_feat"].tolist(), smiles
+        assert data.edge_index.tolist() == ref["edge_index"].tolist(), smiles
+        assert data.edge_attr.tolist() == ref["edge_feat"].tolist(), smiles
+        assert data.edge_attr.shape == ref["edge_feat"].shape and data.num_nodes == ref["num_nodes"]
+        assert data.x.dtype == data.edge_index.dtype == data.edge_attr.dtype == torch.long
+
+
+def test_canonical_key_equal_for_the_same_molecule():
+    from graph_urpe.data.processing import canonical_key
+
+    same = [canonical_key(parse_smiles(s)) for s in ("CCO", "OCC", "C(O)C")]
+    assert len(set(same)) == 1
+    assert canonical_key(parse_smiles("CCN")) != same[0]
+    assert canonical_key(parse_smiles("C[C@H](N)O")) != canonical_key(parse_smiles("C[C@@H](N)O"))

@@ -9,6 +9,7 @@ with PyG's :class:`~torch_geometric.data.InMemoryDataset` machinery.
 from __future__ import annotations
 
 import functools
+import hashlib
 import multiprocessing
 import os
 import pickle
@@ -18,12 +19,13 @@ from typing import Any
 
 import numpy as np
 import torch
+from rdkit import Chem
 from torch_geometric.data import Data
 from tqdm.auto import tqdm
 
 from graph_urpe.choices import check_choice
 from graph_urpe.data.csv.row_errors import RowError
-from graph_urpe.data.featurize import Featurization, MoleculeError, smiles_to_graph
+from graph_urpe.data.featurize import Featurization, MoleculeError, mol_to_graph, parse_smiles
 
 PROGRESS_MIN_ITEMS = 1000
 """With ``progress=None``, inputs of at least this many items show a progress bar (about a second
@@ -91,22 +93,28 @@ def parallel_map(fn: Callable[[Any], Any], items: Sequence[Any], num_workers: in
     if progress is None:
         progress = len(items) >= PROGRESS_MIN_ITEMS
     bar = functools.partial(tqdm, total=len(items), desc=desc, disable=not progress,
-                            file=sys.stderr)
+                            file=sys.stderr, unit="mol" if desc else "it", smoothing=0.1)
     if workers == 0:
         return [fn(item) for item in bar(items)]
     if chunksize is None:
         chunksize = max(1, min(1000, len(items) // (8 * workers)))
-    with multiprocessing.get_context().Pool(workers) as pool:
-        packed = pool.imap(functools.partial(_call_packed, fn), items, chunksize=chunksize)
-        return [_unpack(pickle.loads(blob)) for blob in bar(packed)]
+    chunks = [items[i:i + chunksize] for i in range(0, len(items), chunksize)]
+    results: list[Any] = []
+    with multiprocessing.get_context().Pool(workers) as pool, bar() as progress_bar:
+        # One task (and one pickle each way) per chunk of items, not per item.
+        for blob in pool.imap(functools.partial(_call_packed, fn), chunks):
+            done = [_unpack(result) for result in pickle.loads(blob)]
+            results.extend(done)
+            progress_bar.update(len(done))
+    return results
 
 
-def _call_packed(fn: Callable[[Any], Any], item: Any) -> bytes:
-    # Results travel back as plain pickle bytes of NumPy arrays: the pool's own pickler would move
-    # every tensor into its own shared-memory segment (torch.multiprocessing's reducers), and
-    # plain pickling of a Data object's tensors costs about 5 ms per molecule (more than computing
-    # it); NumPy arrays pickle in microseconds.
-    return pickle.dumps(_pack(fn(item)), protocol=pickle.HIGHEST_PROTOCOL)
+def _call_packed(fn: Callable[[Any], Any], chunk: Sequence[Any]) -> bytes:
+    # Results travel back as plain pickle bytes of NumPy arrays, one blob per chunk: the pool's own
+    # pickler would move every tensor into its own shared-memory segment (torch.multiprocessing's
+    # reducers), and plain pickling of a Data object's tensors costs about 5 ms per molecule (more
+    # than computing it); NumPy arrays pickle in microseconds.
+    return pickle.dumps([_pack(fn(item)) for item in chunk], protocol=pickle.HIGHEST_PROTOCOL)
 
 
 class _PackedData(dict):
@@ -127,16 +135,27 @@ def _unpack(result: Any) -> Any:
                            for k, v in result.items()})
 
 
+def canonical_key(mol: Chem.Mol) -> int:
+    """A signed 64-bit hash (BLAKE2b) of the molecule's canonical SMILES
+    (:func:`rdkit.Chem.MolToSmiles`): equal for two SMILES of the same molecule, so duplicates can
+    be found from the integers alone (a collision needs about 2^32 molecules)."""
+    digest = hashlib.blake2b(Chem.MolToSmiles(mol).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little", signed=True)
+
+
 def _row_to_graph(item: tuple[int, Any, np.ndarray | None], featurization: str,
                   max_nodes: int | None, pre_transform: Callable[[Data], Data] | None,
-                  keep_smiles: bool) -> Data | RowError:
+                  keep_smiles: bool, canonical: bool = False) -> Data | RowError:
     row, smiles, label = item
     if not isinstance(smiles, str):  # an empty cell (NaN) or a blank line
         smiles = ""
     try:
-        data = smiles_to_graph(smiles, featurization)
+        mol = parse_smiles(smiles)  # the one parse: features and canonical key come from it
+        data = mol_to_graph(mol, featurization)
     except MoleculeError as exc:
         return RowError(row, smiles, str(exc))
+    if canonical:
+        data.canonical_key = canonical_key(mol)
     if max_nodes is not None and data.num_nodes > max_nodes:
         return RowError(row, smiles,
                         f"graph has {data.num_nodes} nodes > max_nodes={max_nodes}")
@@ -167,6 +186,7 @@ def molecules_to_graphs(
     chunksize: int | None = None,
     desc: str | None = "Featurising molecules",
     progress: bool | None = None,
+    canonical: bool = False,
 ) -> tuple[list[Data], list[RowError]]:
     r"""Featurises SMILES strings into graphs, in parallel, keeping labels with their graphs.
 
@@ -193,6 +213,9 @@ def molecules_to_graphs(
         progress (bool, optional): show a progress bar (on stderr) over featurisation and
             :obj:`pre_transform` (e.g. the SPD); :obj:`None` shows one for inputs of at least
             :data:`PROGRESS_MIN_ITEMS` molecules. (default: :obj:`None`)
+        canonical (bool, optional): store ``canonical_key`` (int, :func:`canonical_key` of the
+            molecule, from the same RDKit parse as the features) on each graph, for duplicate
+            checks without parsing the SMILES again. (default: :obj:`False`)
 
     Returns:
         ``(graphs, errors)``: the graphs in input order, and the failed rows in input order.
@@ -215,7 +238,8 @@ def molecules_to_graphs(
     rows = list(range(n)) if rows is None else [int(r) for r in rows]
     items = [(rows[i], smiles[i], None if labels is None else labels[i]) for i in range(n)]
     fn = functools.partial(_row_to_graph, featurization=featurization, max_nodes=max_nodes,
-                           pre_transform=pre_transform, keep_smiles=keep_smiles)
+                           pre_transform=pre_transform, keep_smiles=keep_smiles,
+                           canonical=canonical)
     results = parallel_map(fn, items, num_workers=num_workers, chunksize=chunksize, desc=desc,
                            progress=progress)
     graphs = [r for r in results if isinstance(r, Data)]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 
 import torch
 from rdkit import Chem
@@ -52,7 +52,7 @@ def _canonical(smiles: str) -> str:
 
 
 def warn_duplicate_smiles(smiles: Sequence[str], splits: Mapping[str, torch.Tensor],
-                          source: str) -> dict[str, int]:
+                          source: str, keys: Sequence[Hashable] | None = None) -> dict[str, int]:
     """Warn for every split that lists one molecule (same canonical SMILES) more than once: its
     labels then weigh more in training, or in the metrics of the split.
 
@@ -60,11 +60,14 @@ def warn_duplicate_smiles(smiles: Sequence[str], splits: Mapping[str, torch.Tens
         smiles (sequence of str): SMILES of every graph ``[N]``.
         splits (mapping): split name -> ``[N_split]`` long indices.
         source (str): the file, for the message.
+        keys (sequence, optional): one key per graph that is equal exactly for equal molecules,
+            e.g. :func:`graph_urpe.data.processing.canonical_key` computed at featurisation
+            (default: :obj:`None`: each SMILES is parsed and canonicalised here).
 
     Returns:
         dict[str, int]: per split with duplicates, the number of surplus rows.
     """
-    canonical = [_canonical(s) for s in smiles]
+    canonical = [_canonical(s) for s in smiles] if keys is None else list(keys)
     found = {}
     for name, idx in splits.items():
         counts = Counter(canonical[i] for i in idx.tolist())
@@ -73,7 +76,9 @@ def warn_duplicate_smiles(smiles: Sequence[str], splits: Mapping[str, torch.Tens
             continue
         surplus = sum(c - 1 for c in repeated.values())
         found[name] = surplus
-        example, times = max(repeated.items(), key=lambda item: item[1])
+        key, times = max(repeated.items(), key=lambda item: item[1])
+        example = key if keys is None else smiles[next(i for i in idx.tolist()
+                                                       if canonical[i] == key)]
         log.warning(
             "duplicate SMILES: %d of the %d rows of the %s split of %s repeat a molecule already "
             "in it (%d molecules more than once, e.g. %s %d times), so their labels count more "

@@ -30,10 +30,10 @@ MIN_TRAIN_LABELS = 5
 """Fewest observed labels per label column in the training split: with fewer, the training mean and
 standard deviation (used to standardise regression targets) and any fit are meaningless."""
 
-CACHE_FORMAT = 3
+CACHE_FORMAT = 4
 """Version of what processing stores and refuses; part of the cache key, so caches written by
 code with other checks (format 1 accepted infinite labels; format 2 dropped blank lines, shifting
-the row numbers after them) are processed again."""
+the row numbers after them; format 3 had no ``canonical_keys.pt``) are processed again."""
 
 
 class SmilesCSVDataset(SafeCacheMixin, InMemoryDataset):
@@ -169,7 +169,7 @@ class SmilesCSVDataset(SafeCacheMixin, InMemoryDataset):
         key = json.dumps(self.config, sort_keys=True).encode()
         self.key = hashlib.sha256(key).hexdigest()[:16]
         super().__init__(root, transform, pre_transform, None, log=log, force_reload=force_reload)
-        stored, self._split_idx = self._read_cache(self.processed_paths[:2])
+        stored, self._split_idx, self._canonical_keys = self._read_cache(self.processed_paths)
         self._set_data(stored, self.processed_paths[0])
         self._check_train_labels()
         if self.strict and self.invalid_rows:
@@ -192,7 +192,7 @@ class SmilesCSVDataset(SafeCacheMixin, InMemoryDataset):
 
     @property
     def processed_file_names(self) -> list[str]:
-        return ["data.pt", "split.pt"]
+        return ["data.pt", "split.pt", "canonical_keys.pt"]
 
     @property
     def invalid_rows_path(self) -> str:
@@ -252,7 +252,8 @@ class SmilesCSVDataset(SafeCacheMixin, InMemoryDataset):
         warn_constant_labels(y, train, self.target_columns, self.csv_path)
         data = self._data
         smiles = list(data.smiles) if isinstance(data.smiles, (list, tuple)) else [data.smiles]
-        warn_duplicate_smiles(smiles, self._split_idx, self.csv_path)
+        warn_duplicate_smiles(smiles, self._split_idx, self.csv_path,
+                              keys=self._canonical_keys.tolist())
 
     def _read_frame(self) -> pd.DataFrame:
         if os.path.getsize(self.csv_path) == 0:
@@ -303,8 +304,11 @@ class SmilesCSVDataset(SafeCacheMixin, InMemoryDataset):
             frame[self.smiles_column].tolist(), labels, featurization=self.featurization,
             max_nodes=self.max_nodes, pre_transform=self.pre_transform,
             num_workers=self.num_workers, progress=None if self.log else False,
-            desc=f"Processing {osp.basename(self.csv_path)}",
+            desc=f"Processing {osp.basename(self.csv_path)}", canonical=True,
         )
+        keys = torch.tensor([g.canonical_key for g in graphs], dtype=torch.long)
+        for g in graphs:  # kept beside the graphs (the duplicate check), not in every batch
+            del g.canonical_key
         os.makedirs(self.processed_dir, exist_ok=True)
         handle_row_errors(errors, len(frame), self.csv_path, self.invalid_rows_path, self.strict)
         if not graphs:
@@ -318,6 +322,7 @@ class SmilesCSVDataset(SafeCacheMixin, InMemoryDataset):
                                  column=self.split)
         self.save(graphs, self.processed_paths[0])
         torch.save(split, self.processed_paths[1])
+        torch.save(keys, self.processed_paths[2])
         with open(osp.join(self.processed_dir, "config.json"), "w") as f:
             json.dump({**self.config, "csv_path": self.csv_path}, f, indent=2)
 
