@@ -92,10 +92,12 @@ def gather_compare(repeats: int = 200) -> dict:
 def walk_cost(batches: list) -> dict:
     """CPU ms per batch of the path walk, and the batches' largest SPDs."""
     for batch in batches[:2]:
-        to_dense_path_edges(batch.spd_pred, batch.edge_index, batch.batch, batch.ptr, max_hops=20)
+        to_dense_path_edges(batch.spd_pred_index, batch.pair_index, batch.edge_index, batch.batch,
+                            batch.ptr, max_hops=20)
     start = time.process_time()
     for batch in batches:
-        to_dense_path_edges(batch.spd_pred, batch.edge_index, batch.batch, batch.ptr, max_hops=20)
+        to_dense_path_edges(batch.spd_pred_index, batch.pair_index, batch.edge_index, batch.batch,
+                            batch.ptr, max_hops=20)
     return {"bench": "walk", "cpu_ms_per_batch": (time.process_time() - start) / len(batches) * 1e3,
             "max_spd": [int(b.spd.max()) for b in batches]}
 

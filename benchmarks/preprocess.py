@@ -103,7 +103,10 @@ def ours(paths: bool):
     def run(data: Data):
         out = transform(data)
         n = out.num_nodes
-        return out.spd.view(n, n), (out.spd_pred.view(n, n) if paths else None)
+        if not paths:
+            return out.spd.view(n, n), None
+        pred = out.spd_pred_index.view(n, n)  # "no predecessor" is stored as the key node j
+        return out.spd.view(n, n), torch.where(pred == torch.arange(n, dtype=pred.dtype), -1, pred)
 
     return run
 

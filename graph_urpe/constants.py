@@ -3,7 +3,12 @@
 
 UNREACHABLE: int = -1
 """Shortest-path distance (SPD) stored for node pairs in different connected components (no path
-between them); :func:`graph_urpe.dense.to_dense_spd` also puts it in padded cells. Distances
-themselves are >= 0."""
+between them), and the resistance distance (as ``-1.0``) for the same pairs; distances themselves
+are >= 0."""
 
-__all__ = ["UNREACHABLE"]
+PAIR_INDEX: str = "pair_index"
+"""Attribute holding the ``[2, n * n]`` index of all ordered node pairs of a graph, which every
+pairwise relation of :mod:`graph_urpe.transforms` (``spd``, ``resistance``, ...) is aligned with;
+PyG's collate increments it like ``edge_index``."""
+
+__all__ = ["PAIR_INDEX", "UNREACHABLE"]

@@ -1,9 +1,11 @@
-"""Padded dense pair tensors from PyG's sparse layout: SPD matrices and the edges along shortest paths.
+"""Padded dense pair tensors from PyG's sparse layout: relation matrices (SPD, resistance distance)
+and the edges along shortest paths.
 
-:class:`~graph_urpe.transforms.AddShortestPathDistance` stores, per graph of ``n`` nodes, the
-row-major ``n * n`` vectors ``spd`` and ``spd_pred``; PyG's collate concatenates them. The functions
-here take those tensors (plus the batch's ``ptr`` or ``batch`` vector and, for paths, its
-``edge_index``) and scatter them into padded ``[B, N, N]`` tensors (``N`` = largest graph in the
+The transforms of :mod:`graph_urpe.transforms` store, per graph of ``n`` nodes, the all-pairs index
+``pair_index`` ``[2, n * n]`` and one value vector ``[n * n]`` per relation (``spd``,
+``resistance``, the predecessors ``spd_pred_index``); PyG's collate concatenates them and
+increments the index. The functions here take those tensors (plus the batch's ``ptr`` or ``batch``
+vector and, for paths, its ``edge_index``) and scatter them into padded ``[B, N, N]`` tensors (``N`` = largest graph in the
 batch), the layout of the attention maps (``[batch, query, key]``), with the same node order and
 padding as :func:`torch_geometric.utils.to_dense_batch`. Everything is vectorised over the batch (no
 Python loop over graphs) and runs on the device of the input tensors; they are meant to run every
@@ -28,10 +30,11 @@ from graph_urpe.constants import UNREACHABLE
 __all__ = [
     "batch_vector",
     "dense_layout",
+    "dense_relations_from_edges",
     "from_dense_batch",
     "node_counts",
+    "to_dense_pair",
     "to_dense_path_edges",
-    "to_dense_spd",
 ]
 
 
@@ -41,8 +44,9 @@ def node_counts(
     """Nodes per graph, long ``[B]``, from ``ptr`` (preferred), else ``batch``, else one graph.
 
     Args:
-        spd (Tensor): the flattened per-graph ``n * n`` SPD vector (only its length and device are
-            used, for the single-graph case ``n = sqrt(spd.numel())``).
+        spd (Tensor): a collated pair-level vector (``spd``, ``resistance``, ...: ``n * n`` entries
+            per graph; only its length and device are used, for the single-graph case
+            ``n = sqrt(spd.numel())``).
         batch (LongTensor, optional): graph of each node ``[num_nodes]``. (default: :obj:`None`)
         ptr (LongTensor, optional): node offsets ``[B + 1]`` (PyG's ``Batch.ptr``).
             (default: :obj:`None`)
@@ -94,8 +98,7 @@ def dense_layout(
 
     Returns:
         ``(pair_mask, padding_mask)``: bool ``[B, N, N]`` (True where both nodes exist) and bool
-        ``[B, N]`` (True at padded node slots). The concatenated row-major ``n_b * n_b`` blocks of
-        ``spd`` / ``spd_pred`` fill the True cells of ``pair_mask`` in its row-major order.
+        ``[B, N]`` (True at padded node slots).
     """
     if max_num_nodes is None:
         max_num_nodes = int(counts.max()) if counts.numel() else 0
@@ -105,11 +108,12 @@ def dense_layout(
 
 def _check_length(name: str, flat: Tensor, counts: Tensor) -> None:
     total = int((counts * counts).sum())
-    if total != flat.numel():
+    if total != flat.shape[-1]:
         raise ValueError(
-            f"{name} has {flat.numel()} entries but the graphs' node counts need sum(n^2) = "
-            f"{total}: the SPD must be computed on the final graphs (apply AddShortestPathDistance "
-            "after any transform that adds or removes nodes), and ptr / batch must be this batch's"
+            f"{name} has {flat.shape[-1]} pairs but the graphs' node counts need sum(n^2) = "
+            f"{total}: the pair relations must be computed on the final graphs (apply the "
+            "graph_urpe.transforms after any transform that adds or removes nodes), and ptr / "
+            "batch must be this batch's"
         )
 
 
@@ -119,62 +123,80 @@ def _require(name: str, t: Tensor | None, fix: str) -> Tensor:
     return t
 
 
-def to_dense_spd(
-    spd: Tensor,
+def _pair_cells(pair_index: Tensor, counts: Tensor, max_n: int) -> tuple[Tensor, Tensor, Tensor]:
+    """For each pair (column of a collated ``pair_index``): its flat cell in ``[B, N, N]``, the
+    first node of its graph, and the local index of its key node (no host read)."""
+    index = pair_index.to(counts.device, torch.long)
+    starts = torch.cumsum(counts, 0) - counts
+    graph = torch.bucketize(index[0], starts, right=True) - 1
+    start = starts[graph]
+    local = index - start
+    return graph * (max_n * max_n) + local[0] * max_n + local[1], start, local[1]
+
+
+def to_dense_pair(
+    value: Tensor,
+    pair_index: Tensor,
     batch: Tensor | None = None,
     ptr: Tensor | None = None,
     *,
     num_graphs: int | None = None,
     max_num_nodes: int | None = None,
+    fill: float = UNREACHABLE,
     validate: bool = False,
 ) -> tuple[Tensor, Tensor]:
-    r"""Padded shortest-path-distance matrix of a batch, for Graphormer's spatial encoding and
-    URPE's SPD-indexed multiplier (Luo et al., NeurIPS 2022, Eq. 4 with ``j - i`` replaced by
-    ``SPD(i, j)``).
+    r"""Padded ``[B, N, N]`` matrix of a pairwise relation stored in the pair layout of
+    :mod:`graph_urpe.transforms` (values aligned with the collated ``pair_index``): the SPD for
+    Graphormer's spatial encoding and URPE's SPD-indexed ``C`` (Luo et al., NeurIPS 2022, Eq. (4)
+    with ``j - i`` replaced by ``SPD(i, j)``), the resistance distance of Graphormer-GD, ...
 
     Args:
-        spd (Tensor): the collated ``spd`` of
-            :class:`~graph_urpe.transforms.AddShortestPathDistance`, ``[sum_b n_b^2]`` (any integer
-            dtype).
+        value (Tensor): the collated values ``[P]`` (``spd``, ``resistance``; any dtype, kept).
+        pair_index (Tensor): the collated ``pair_index`` ``[2, P]`` (global node indices, as PyG
+            increments it).
         batch (LongTensor, optional): graph of each node ``[num_nodes]``. (default: :obj:`None`)
         ptr (LongTensor, optional): node offsets ``[B + 1]``, used in preference to ``batch``;
-            with neither, ``spd`` is one graph. (default: :obj:`None`)
+            with neither, the pairs are one graph. (default: :obj:`None`)
         num_graphs (int, optional): ``B`` (with ``batch``). (default: :obj:`None`)
         max_num_nodes (int, optional): ``N``, at least the largest graph (pad to a fixed size, and
             avoid the host read of the largest size). (default: :obj:`None`)
-        validate (bool, optional): check that ``spd`` has ``sum_b n_b^2`` entries (a host read).
-            (default: :obj:`False`)
+        fill (float, optional): value of the cells no pair fills (padding).
+            (default: :data:`~graph_urpe.constants.UNREACHABLE`)
+        validate (bool, optional): check that there are ``sum_b n_b^2`` pairs, as many values
+            (host reads). (default: :obj:`False`)
 
     Returns:
-        ``(spd, padding_mask)``: ``spd`` long ``[B, N, N]`` with the distances (clipped as stored),
-        :data:`~graph_urpe.constants.UNREACHABLE` for unreachable pairs *and* for every padded
-        cell; ``padding_mask`` bool ``[B, N]``, :obj:`True` at padded node slots (the model tells
-        padding from unreachable pairs by this mask). Node order as in
-        :func:`torch_geometric.utils.to_dense_batch`; same device as ``spd``.
+        ``(dense, padding_mask)``: ``dense`` ``[B, N, N]`` of ``value``'s dtype, the values at
+        their pairs and :obj:`fill` in padded cells; ``padding_mask`` bool ``[B, N]``,
+        :obj:`True` at padded node slots. Node order as in
+        :func:`torch_geometric.utils.to_dense_batch`; same device as ``value``.
 
     Raises:
-        ValueError: if ``spd`` is :obj:`None` or not integer, if it has fewer than
-            ``sum_b n_b^2`` entries, or (``validate=True``, a host read) more.
+        ValueError: if ``value`` or ``pair_index`` is :obj:`None`, they disagree in length, or
+            (``validate=True``) the pairs are not ``sum_b n_b^2``.
     """
-    spd = _require("spd", spd, "graph_urpe.transforms.AddShortestPathDistance()")
-    if spd.is_floating_point() or spd.is_complex() or spd.dtype == torch.bool:
-        raise ValueError(f"spd must hold integer shortest-path distances (the `spd` of "
-                         f"AddShortestPathDistance), got dtype {spd.dtype}.")
-    counts = node_counts(spd, batch, ptr, num_graphs)
+    fix = "graph_urpe.transforms.AddShortestPathDistance() (or AddResistanceDistance())"
+    value = _require("relation values", value, fix)
+    pair_index = _require("pair_index", pair_index, fix)
+    if pair_index.dim() != 2 or pair_index.shape[0] != 2 or pair_index.shape[1] != value.numel():
+        raise ValueError(
+            f"pair_index must be [2, P] with one column per value ({value.numel()}), got "
+            f"{tuple(pair_index.shape)}: store both with the same graph_urpe.transforms call"
+        )
+    counts = node_counts(value, batch, ptr, num_graphs)
     if validate:
-        _check_length("spd", spd, counts)
+        _check_length("pair_index", pair_index, counts)
     pair_mask, padding_mask = dense_layout(counts, max_num_nodes)
-    out = torch.full(pair_mask.shape, UNREACHABLE, dtype=torch.long, device=spd.device)
-    try:
-        out.masked_scatter_(pair_mask, spd.long())
-    except RuntimeError:  # fewer entries than the pairs need
-        _check_length("spd", spd, counts)
-        raise
-    return out, padding_mask
+    n = padding_mask.shape[1]
+    cell, _, _ = _pair_cells(pair_index, counts, n)
+    out = torch.full((pair_mask.numel(),), fill, dtype=value.dtype, device=value.device)
+    out.index_put_((cell,), value.reshape(-1))
+    return out.view(pair_mask.shape), padding_mask
 
 
 def to_dense_path_edges(
-    spd_pred: Tensor,
+    spd_pred_index: Tensor,
+    pair_index: Tensor,
     edge_index: Tensor,
     batch: Tensor | None = None,
     ptr: Tensor | None = None,
@@ -188,19 +210,21 @@ def to_dense_path_edges(
     (Ying et al., NeurIPS 2021, Eq. 7: the mean over the path's edges of edge feature times a
     per-hop weight).
 
-    The path from ``i`` to ``j`` is read off the predecessor row of ``j`` stored by
-    :class:`~graph_urpe.transforms.AddShortestPathDistance` (``spd_pred``): since the graph is
-    undirected, the node after ``u`` on a shortest path from ``u`` to ``j`` is ``pred[j, u]``.
+    The path from ``i`` to ``j`` is read off the predecessors of the pairs ``(j, *)`` stored by
+    :class:`~graph_urpe.transforms.AddShortestPathDistance` (``spd_pred_index``): since the graph
+    is undirected, the node after ``u`` on a shortest path from ``u`` to ``j`` is ``pred[j, u]``.
     The walk runs for ``min(max_hops, N - 1)`` steps, each two 1-D gathers over all ``[B, N, N]``
     pairs (no Python loop over graphs, no host read; on CPU in eager mode it stops early, after a
     host read every 4 hops, once every path has ended).
 
     Args:
-        spd_pred (Tensor): the collated ``spd_pred`` ``[sum_b n_b^2]``.
+        spd_pred_index (Tensor): the collated ``spd_pred_index`` ``[P]`` (global node indices;
+            a pair's own key node where it has no predecessor).
+        pair_index (Tensor): the collated ``pair_index`` ``[2, P]``.
         edge_index (LongTensor): the batch's ``[2, E]`` (global node indices, as collated by PyG).
-        batch, ptr, num_graphs, max_num_nodes: as for :func:`to_dense_spd`.
+        batch, ptr, num_graphs, max_num_nodes: as for :func:`to_dense_pair`.
         max_hops (int): number of edges kept per path (Graphormer's ``multi_hop_max_dist``).
-        validate (bool, optional): check the length of ``spd_pred`` and that every path edge is
+        validate (bool, optional): check the length of ``spd_pred_index`` and that every path edge is
             in ``edge_index`` (host reads). Without it a path edge missing from ``edge_index``
             counts as absent (-1). (default: :obj:`False`)
 
@@ -211,21 +235,22 @@ def to_dense_path_edges(
         node ``j`` of graph ``b`` (``k = 0`` is the edge leaving ``i``); ``-1`` where the path has
         fewer than ``k + 1`` edges, ``i == j``, ``j`` is unreachable, or the cell is padding. Edge
         ``(u, v)`` is the first column with that source and target; if the graph lists only
-        ``(v, u)``, that column is used. Same device as ``spd_pred``.
+        ``(v, u)``, that column is used. Same device as ``spd_pred_index``.
 
     Raises:
-        ValueError: if ``max_hops < 1``, ``spd_pred`` is :obj:`None`, or (``validate=True``) it
-            has the wrong length or a shortest path uses an edge absent from ``edge_index``.
+        ValueError: if ``max_hops < 1``, ``spd_pred_index`` or ``pair_index`` is :obj:`None`, or
+            (``validate=True``) it has the wrong length or a shortest path uses an edge absent
+            from ``edge_index``.
     """
     if not isinstance(max_hops, int) or max_hops < 1:
         raise ValueError(f"max_hops must be a positive integer, got {max_hops!r}")
-    pred_flat = _require(
-        "spd_pred", spd_pred, "graph_urpe.transforms.AddShortestPathDistance(paths=True)"
-    )
+    fix = "graph_urpe.transforms.AddShortestPathDistance(paths=True)"
+    pred_flat = _require("spd_pred_index", spd_pred_index, fix)
+    pair_index = _require("pair_index", pair_index, fix)
     device = pred_flat.device
     counts = node_counts(pred_flat, batch, ptr, num_graphs)
     if validate:
-        _check_length("spd_pred", pred_flat, counts)
+        _check_length("spd_pred_index", pred_flat.view(1, -1), counts)
     pair_mask, padding_mask = dense_layout(counts, max_num_nodes)
     num_graphs, max_n = padding_mask.shape
     cells = num_graphs * max_n * max_n
@@ -233,9 +258,13 @@ def to_dense_path_edges(
     if walk < 1:
         return torch.full((num_graphs, max_n, max_n, max_hops), -1, dtype=torch.long, device=device)
 
+    # pred[b, i, j]: local predecessor of j on the path from i, -1 if none (stored as j itself).
     # step[b, u, j]: the node after u on the path from u to j, i.e. pred[b, j, u].
-    pred = torch.full(pair_mask.shape, -1, dtype=torch.long, device=device)
-    pred.masked_scatter_(pair_mask, pred_flat.long())
+    cell, start, key = _pair_cells(pair_index, counts, max_n)
+    local_pred = pred_flat.long() - start
+    pred = torch.full((cells,), -1, dtype=torch.long, device=device)
+    pred.index_put_((cell,), torch.where(local_pred == key, -1, local_pred))
+    pred = pred.view(pair_mask.shape)
     step = pred.transpose(1, 2)
     has_step = step >= 0
     step = step.clamp(min=0)
@@ -267,7 +296,7 @@ def to_dense_path_edges(
     missing = has_step & (edge == 2 * num_edges)
     if validate and bool(missing.any()):
         raise ValueError(
-            "a shortest path in spd_pred uses an edge missing from edge_index: spd_pred must be "
+            "a shortest path in spd_pred_index uses an edge missing from edge_index: it must be "
             "computed from this batch's edge_index"
         )
     edge = torch.where(edge >= num_edges, edge - num_edges, edge)
@@ -293,3 +322,68 @@ def to_dense_path_edges(
     # Hop-major storage ([max_hops, cells], one contiguous row per hop), returned as a
     # [B, N, N, max_hops] view: MultiHopEdgeEncoder reads it hop by hop.
     return torch.stack(hops).view(max_hops, num_graphs, max_n, max_n).permute(1, 2, 3, 0)
+
+
+def dense_relations_from_edges(
+    edge_index: Tensor,
+    counts: Tensor,
+    max_num_nodes: int,
+    relations: tuple[str, ...] | list[str] = ("spd",),
+) -> dict[str, Tensor]:
+    r"""Pairwise relations of a batch computed on the fly, on the device of ``edge_index``, in the
+    padded ``[B, N, N]`` layout of :func:`to_dense_pair`: what a layer uses when the graphs did
+    not go through :mod:`graph_urpe.transforms` (which compute the same values once, on the CPU,
+    and are the cheaper choice for a dataset read many times).
+
+    * ``"spd"``: breadth-first search by ``N - 1`` batched boolean matrix products
+      (:math:`O(N^4)` per graph: meant for small graphs), long, :data:`UNREACHABLE` between
+      components;
+    * ``"resistance"``: :math:`R(i, j) = L^+_{ii} + L^+_{jj} - 2 L^+_{ij}` from the batched
+      pseudo-inverse (:func:`torch.linalg.pinv`, float64) of each padded graph Laplacian; the
+      pseudo-inverse of a block-diagonal Laplacian is the block-diagonal of the components'
+      pseudo-inverses, so this is the per-component resistance; float32, :data:`UNREACHABLE`
+      between components.
+
+    Edges are unweighted and undirected, self-loops and duplicates ignored (as the transforms).
+    Padded cells hold :data:`UNREACHABLE`.
+
+    Args:
+        edge_index (LongTensor): the batch's ``[2, E]`` (global node indices).
+        counts (LongTensor): nodes per graph ``[B]``.
+        max_num_nodes (int): ``N``, at least the largest graph.
+        relations (list[str], optional): which relations. (default: :obj:`("spd",)`)
+
+    Returns:
+        dict[str, Tensor]: relation name -> ``[B, N, N]``.
+    """
+    device = edge_index.device
+    b, n = counts.numel(), max_num_nodes
+    counts = counts.to(device)
+    pair_mask, _ = dense_layout(counts, n)
+    starts = torch.cumsum(counts, 0) - counts
+    graph = torch.bucketize(edge_index[0], starts, right=True) - 1
+    src, dst = edge_index[0] - starts[graph], edge_index[1] - starts[graph]
+    adj = torch.zeros(b, n, n, device=device)
+    adj[graph, src, dst] = 1.0
+    adj[graph, dst, src] = 1.0
+    eye = torch.eye(n, dtype=torch.bool, device=device).expand(b, n, n) & pair_mask
+    adj = adj.masked_fill(eye, 0.0)
+    dist = torch.full((b, n, n), UNREACHABLE, dtype=torch.long, device=device)
+    dist = dist.masked_fill(eye, 0)
+    reached = eye.clone()
+    frontier = eye.float()
+    for k in range(1, n):
+        step = (frontier @ adj > 0) & ~reached
+        dist = dist.masked_fill(step, k)
+        reached |= step
+        frontier = step.float()
+    out = {}
+    if "spd" in relations:
+        out["spd"] = dist
+    if "resistance" in relations:
+        lap = torch.diag_embed(adj.sum(-1)) - adj
+        pinv = torch.linalg.pinv(lap.double(), hermitian=True)
+        diag = pinv.diagonal(dim1=-2, dim2=-1)
+        res = (diag.unsqueeze(-1) + diag.unsqueeze(-2) - 2.0 * pinv).clamp(min=0.0)
+        out["resistance"] = torch.where(dist >= 0, res, float(UNREACHABLE)).float()
+    return out

@@ -1,13 +1,26 @@
-"""Graph transforms: all-pairs shortest-path distances and paths, computed once per graph
-(:class:`AddShortestPathDistance`), and the package's tensor layout (:class:`StandardLayout`).
+"""Graph transforms in PyG's form: all-pairs shortest-path distances and paths
+(:class:`AddShortestPathDistance`), effective resistances (:class:`AddResistanceDistance`), both
+computed once per graph, and the package's tensor layout (:class:`StandardLayout`).
 
 Graphormer (Ying et al., NeurIPS 2021, Sec. 3.1.2 "spatial encoding" and "edge encoding") needs the
 shortest-path distance (SPD) between every pair of nodes and, for its edge encoding, the edges along
-one shortest path per pair. The reference implementation recomputes both for every sample in every
-epoch. Here they are computed once, as a ``pre_transform``, with SciPy's compiled routines
-(:mod:`scipy.sparse.csgraph`), and stored as two row-major ``int16`` vectors of ``n * n`` entries per
-graph; :mod:`graph_urpe.dense` turns a collated batch of them into padded ``[B, N, N]`` tensors on
-the training device.
+one shortest path per pair; Graphormer-GD (Zhang, Luo, Wang, He, ICLR 2023) adds the resistance
+distance (RD). The reference implementations recompute them for every sample in every epoch. Here
+they are computed once, as a ``pre_transform``, with SciPy's compiled routines
+(:mod:`scipy.sparse.csgraph`) and NumPy's LAPACK inverse.
+
+**Pair layout.** A pairwise relation is stored as PyG stores an edge attribute: an index of the
+pairs it describes and one value per pair. Every transform here writes (or rewrites, identically)
+
+* ``pair_index``: ``int32`` ``[2, n * n]``, all ordered node pairs ``(i, j)`` in row-major order
+  (column ``i * n + j``). Its name contains ``"index"``, so PyG's collate increments it by the
+  number of nodes of the preceding graphs, exactly as ``edge_index``; it is shared by every
+  relation of the graph (one index, several value vectors, like ``edge_index`` and
+  ``edge_attr``). ``int32`` keeps it at 8 bytes per pair (PyG's collate keeps the dtype);
+* the relation's values ``[n * n]`` under :obj:`attr_name`, aligned with ``pair_index``.
+
+:func:`graph_urpe.dense.to_dense_pair` scatters a collated batch of them into padded
+``[B, N, N]`` tensors on the training device.
 """
 
 from __future__ import annotations
@@ -17,14 +30,16 @@ import functools
 import numpy as np
 import torch
 from scipy.sparse import csr_array
-from scipy.sparse.csgraph import dijkstra, floyd_warshall
+from scipy.sparse.csgraph import connected_components, dijkstra, floyd_warshall
 from torch_geometric.data import Data
+from torch_geometric.data.datapipes import functional_transform
 from torch_geometric.transforms import BaseTransform
 
-from graph_urpe.constants import UNREACHABLE
+from graph_urpe.constants import PAIR_INDEX, UNREACHABLE
 
-__all__ = ["FLOYD_WARSHALL_MAX_NODES", "MAX_NODES", "UNREACHABLE", "AddShortestPathDistance",
-           "StandardLayout", "shortest_path_arrays"]
+__all__ = ["FLOYD_WARSHALL_MAX_NODES", "MAX_NODES", "PAIR_INDEX", "UNREACHABLE",
+           "AddResistanceDistance", "AddShortestPathDistance", "StandardLayout", "pair_index",
+           "resistance_distance_matrix", "shortest_path_arrays"]
 
 FLOYD_WARSHALL_MAX_NODES: int = 256
 """Graphs with at most this many nodes use SciPy's compiled Floyd-Warshall, larger ones its
@@ -32,82 +47,253 @@ Dijkstra: for small graphs the O(n^3) triple loop in C costs less than Dijkstra'
 (about 2.5x faster at 8-128 nodes, measured with SciPy 1.17; Dijkstra wins from about 300-500)."""
 
 MAX_NODES: int = int(torch.iinfo(torch.int16).max)
-"""Largest graph (in nodes) whose distances and predecessor indices fit the ``int16`` storage."""
+"""Largest graph (in nodes) whose distances fit the ``int16`` storage (and whose ``n * n`` pairs
+are stored at all: 32,767 nodes are already 1.07 G pairs)."""
 
 
+def pair_index(num_nodes: int) -> torch.Tensor:
+    """All ordered pairs of a graph of ``num_nodes`` nodes, row-major, as ``int32`` ``[2, n * n]``
+    (column ``i * n + j`` is ``(i, j)``): the ``pair_index`` of the module docstring."""
+    nodes = torch.arange(num_nodes, dtype=torch.int32)
+    return torch.stack([nodes.repeat_interleave(num_nodes), nodes.repeat(num_nodes)])
+
+
+def _num_nodes(data: Data, what: str) -> int:
+    n = data.num_nodes
+    if n is None:
+        raise ValueError(
+            "graph has an unknown number of nodes: give it node features `x` or set `num_nodes`"
+        )
+    if n > MAX_NODES:
+        raise ValueError(
+            f"graph with {n} nodes is too large for {what} (at most {MAX_NODES} nodes fit the "
+            f"int16 storage, and n*n = {n * n} pairs would be stored): filter such graphs out of "
+            "the dataset or raise its maximum graph size deliberately"
+        )
+    return int(n)
+
+
+def _check_attr_name(attr_name: str) -> str:
+    if not isinstance(attr_name, str) or not attr_name.isidentifier() or "index" in attr_name:
+        raise ValueError(
+            f"attr_name must be an identifier without 'index' (PyG would increment it as a node "
+            f"index), got {attr_name!r}"
+        )
+    return attr_name
+
+
+@functional_transform("add_shortest_path_distance")
 class AddShortestPathDistance(BaseTransform):
-    r"""Stores all-pairs shortest-path distances (and predecessors) of a graph on the
-    :class:`~torch_geometric.data.Data` object, for Graphormer's spatial and edge encodings
-    (Ying et al., NeurIPS 2021, Eqs. 6-7) and URPE's SPD-indexed multiplier (Luo et al., NeurIPS
-    2022, Eq. 4 with the relative position replaced by the SPD).
+    r"""Adds the shortest-path distance (SPD) of every ordered node pair, and optionally one
+    shortest path per pair, to the :class:`~torch_geometric.data.Data` object
+    (functional name: :obj:`add_shortest_path_distance`), for Graphormer's spatial and edge
+    encodings (`Ying et al., NeurIPS 2021 <https://arxiv.org/abs/2106.05234>`_, Eqs. (6)-(7)) and
+    URPE's SPD-indexed multiplier (`Luo et al., NeurIPS 2022 <https://arxiv.org/abs/2205.13401>`_,
+    Eq. (4) with the relative position replaced by the SPD):
+
+    .. math::
+        \mathrm{SPD}(i, j) = \min \{ k : 	ext{a walk of } k 	ext{ edges joins } i
+        	ext{ and } j \}, \qquad \mathrm{SPD}(i, i) = 0.
 
     Edges are unweighted and treated as undirected (an edge listed in one direction only is used in
     both), as for molecules. Distances and predecessors come from SciPy's compiled
     :func:`~scipy.sparse.csgraph.floyd_warshall` for graphs of at most
-    :data:`FLOYD_WARSHALL_MAX_NODES` nodes (cheapest there: about 0.1 ms for a 25-atom molecule,
-    everything included) and from its :func:`~scipy.sparse.csgraph.dijkstra` with unit weights on
-    a sparse adjacency (O(n (n + E) log n)) for larger graphs. Which shortest path is recorded when
-    there are several is up to the routine; every recorded one is a shortest path.
+    :data:`FLOYD_WARSHALL_MAX_NODES` nodes (about 0.1 ms for a 25-atom molecule, everything
+    included) and from its :func:`~scipy.sparse.csgraph.dijkstra` with unit weights on a sparse
+    adjacency (O(n (n + E) log n)) for larger graphs. Which shortest path is recorded when there
+    are several is up to the routine; every recorded one is a shortest path.
 
-    Sets two attributes (their names contain no ``"index"``, so PyG's collate concatenates them
-    without offsets):
+    Sets (see the module docstring for the pair layout):
 
-    * ``spd``: ``int16`` ``[n * n]``, row-major: ``spd[i * n + j]`` is the number of edges on a
-      shortest path from node ``i`` to node ``j``; ``0`` on the diagonal; clipped at
-      :obj:`max_distance` when given; :data:`UNREACHABLE` (``-1``) if ``j`` cannot be reached from
-      ``i`` (never clipped).
-    * ``spd_pred`` (only if :obj:`paths`): ``int16`` ``[n * n]``, row-major predecessor matrix:
-      ``spd_pred[i * n + j]`` is the local index of the node just before ``j`` on the chosen
-      shortest path from ``i`` to ``j``; ``-1`` if ``i == j`` or ``j`` is unreachable. The path is
-      the full shortest path, not truncated by :obj:`max_distance`. Because the graph is undirected,
-      ``spd_pred[j * n + i]`` is the node *after* ``i`` on a shortest path from ``i`` to ``j``, which
-      is how :func:`graph_urpe.dense.to_dense_path_edges` walks paths. O(n^2) storage, never
+    * ``pair_index``: ``int32`` ``[2, n * n]``, all ordered pairs, row-major;
+    * :obj:`attr_name` (``spd``): ``int16`` ``[n * n]``, ``SPD(i, j)`` for the pair in the same
+      column of ``pair_index``; clipped at :obj:`max_distance` when given; :data:`UNREACHABLE`
+      (``-1``) if ``j`` cannot be reached from ``i`` (never clipped);
+    * ``{attr_name}_pred_index`` (``spd_pred_index``, only if :obj:`paths`): ``int32``
+      ``[n * n]``, the node just before ``j`` on the chosen shortest path from ``i`` to ``j``; the
+      pair's own ``j`` if ``i == j`` or ``j`` is unreachable (no predecessor). It holds node
+      indices, so its name contains ``"index"`` and PyG's collate increments it as ``edge_index``.
+      The path is the full shortest path, not truncated by :obj:`max_distance`. Because the graph
+      is undirected, the predecessor of ``i`` on the path from ``j`` is the node *after* ``i`` on
+      a shortest path from ``i`` to ``j``, which is how
+      :func:`graph_urpe.dense.to_dense_path_edges` walks paths. O(n^2) storage, never
       O(n^2 * hops * features).
 
     Args:
         max_distance (int, optional): if given, distances larger than this are stored as
             :obj:`max_distance` (Graphormer's ``max_dist``). Must be in ``[1, 32767]``.
             (default: :obj:`None`, no clipping)
-        paths (bool, optional): also store the predecessor matrix ``spd_pred``, needed for the
-            multi-hop edge encoding. (default: :obj:`True`)
+        paths (bool, optional): also store the predecessors, needed for the multi-hop edge
+            encoding. (default: :obj:`True`)
+        attr_name (str, optional): name of the distance attribute (and prefix of the predecessor
+            attribute); an identifier without ``"index"``. (default: :obj:`"spd"`)
 
     Shapes:
         - **input:** :obj:`Data` with ``edge_index`` ``[2, E]`` (local node indices in ``[0, n)``)
           and ``num_nodes`` ``n`` (from ``x`` or set explicitly).
-        - **output:** the same object, with ``spd`` ``[n * n]`` and (if :obj:`paths`) ``spd_pred``
-          ``[n * n]`` added, both ``torch.int16`` on the CPU.
+        - **output:** the same object with ``pair_index`` ``[2, n * n]``, :obj:`attr_name`
+          ``[n * n]`` and (if :obj:`paths`) ``{attr_name}_pred_index`` ``[n * n]`` added, on the
+          CPU.
 
     Raises:
-        ValueError: if the graph has more than :data:`MAX_NODES` (32,767) nodes (the values would
-            not fit ``int16``; the ``n * n`` storage would also be several GB), if its number of
-            nodes is unknown, or if ``edge_index`` is malformed or points outside ``[0, n)``.
+        ValueError: if the graph has more than :data:`MAX_NODES` (32,767) nodes, if its number of
+            nodes is unknown, if ``edge_index`` is malformed or points outside ``[0, n)``, or for
+            a bad :obj:`attr_name` / :obj:`max_distance`.
 
     Example:
         >>> from torch_geometric.datasets import ZINC
         >>> ds = ZINC(root, subset=True, pre_transform=AddShortestPathDistance())  # doctest: +SKIP
     """
 
-    def __init__(self, max_distance: int | None = None, paths: bool = True) -> None:
+    def __init__(self, max_distance: int | None = None, paths: bool = True,
+                 attr_name: str = "spd") -> None:
         if max_distance is not None and not (
             isinstance(max_distance, (int, np.integer)) and 1 <= max_distance <= MAX_NODES
         ):
             raise ValueError(
                 f"max_distance must be None or an integer in [1, {MAX_NODES}], got {max_distance!r}"
             )
+        self.attr_name = _check_attr_name(attr_name)
         self.max_distance = None if max_distance is None else int(max_distance)
         self.paths = bool(paths)
 
     def forward(self, data: Data) -> Data:
+        n = _num_nodes(data, type(self).__name__)
         spd, pred = shortest_path_arrays(
-            data.edge_index, data.num_nodes, max_distance=self.max_distance, paths=self.paths
+            data.edge_index, n, max_distance=self.max_distance, paths=self.paths
         )
-        data["spd"] = torch.from_numpy(spd.reshape(-1))
+        data[PAIR_INDEX] = pair_index(n)
+        data[self.attr_name] = torch.from_numpy(spd.reshape(-1))
         if self.paths:
-            data["spd_pred"] = torch.from_numpy(pred.reshape(-1))
+            # No predecessor (i == j, or j unreachable): the pair's own j, which PyG increments
+            # like every node index (a -1 would not survive the increments).
+            none = pred < 0
+            pred = np.where(none, np.arange(n, dtype=np.int32)[None, :], pred).astype(np.int32)
+            data[f"{self.attr_name}_pred_index"] = torch.from_numpy(pred.reshape(-1))
         return data
 
     def __repr__(self) -> str:
-        return f"{self.__class__.__name__}(max_distance={self.max_distance}, paths={self.paths})"
+        return (f"{self.__class__.__name__}(max_distance={self.max_distance}, "
+                f"paths={self.paths}, attr_name={self.attr_name!r})")
+
+
+@functional_transform("add_resistance_distance")
+class AddResistanceDistance(BaseTransform):
+    r"""Adds the resistance distance (effective resistance) of every ordered node pair to the
+    :class:`~torch_geometric.data.Data` object (functional name:
+    :obj:`add_resistance_distance`), the continuous relation of Graphormer-GD (`Zhang et al.,
+    ICLR 2023 <https://arxiv.org/abs/2301.09505>`_, Sec. 4), which tells cut vertices and bridges
+    apart where the shortest-path distance cannot.
+
+    With every edge a unit resistor, the resistance between ``i`` and ``j`` of the same connected
+    component with Laplacian :math:`\mathbf{L} = \mathbf{D} - \mathbf{A}` is
+
+    .. math::
+        R(i, j) = (\mathbf{e}_i - \mathbf{e}_j)^{	op} \mathbf{L}^{+} (\mathbf{e}_i - \mathbf{e}_j)
+        = L^{+}_{ii} + L^{+}_{jj} - 2 L^{+}_{ij},
+
+    with :math:`\mathbf{L}^{+}` the Moore-Penrose pseudo-inverse of the component's Laplacian
+    (Klein and Randic, 1993). It is computed per connected component ``c`` of ``m`` nodes as
+    :math:`(\mathbf{L}_c + \mathbf{J}/m)^{-1} = \mathbf{L}_c^{+} + \mathbf{J}/m` (one LAPACK
+    inverse; the :math:`\mathbf{J}/m` terms cancel in :math:`R`), in float64. :math:`R` is a
+    metric, 0 on the diagonal, equal to the SPD on trees, and at most the SPD.
+
+    Edges are unweighted and undirected (an edge listed in one direction only is used in both;
+    duplicate edges and self-loops do not change the simple graph used), as in
+    :class:`AddShortestPathDistance`.
+
+    Sets (see the module docstring for the pair layout):
+
+    * ``pair_index``: ``int32`` ``[2, n * n]``, all ordered pairs, row-major;
+    * :obj:`attr_name` (``resistance``): ``float32`` ``[n * n]``, :math:`R(i, j)` for the pair in
+      the same column of ``pair_index``; :data:`UNREACHABLE` (``-1.0``) for pairs in different
+      connected components (resistances are never negative).
+
+    Args:
+        attr_name (str, optional): name of the attribute; an identifier without ``"index"``.
+            (default: :obj:`"resistance"`)
+
+    Shapes:
+        - **input:** :obj:`Data` with ``edge_index`` ``[2, E]`` and ``num_nodes`` ``n``.
+        - **output:** the same object with ``pair_index`` ``[2, n * n]`` and :obj:`attr_name`
+          ``[n * n]`` added, on the CPU.
+
+    Raises:
+        ValueError: as :class:`AddShortestPathDistance` (too many or unknown nodes, a malformed
+            ``edge_index``, a bad :obj:`attr_name`).
+
+    Example:
+        >>> from torch_geometric.transforms import Compose
+        >>> pre = Compose([AddShortestPathDistance(), AddResistanceDistance()])
+        >>> from torch_geometric.data import Data
+        >>> star = Data(edge_index=torch.tensor([[0, 0, 0], [1, 2, 3]]), num_nodes=4)
+        >>> pre(star).resistance.view(4, 4)[1].tolist()  # a tree: R equals the SPD
+        [1.0, 0.0, 2.0, 2.0]
+    """
+
+    def __init__(self, attr_name: str = "resistance") -> None:
+        self.attr_name = _check_attr_name(attr_name)
+
+    def forward(self, data: Data) -> Data:
+        n = _num_nodes(data, type(self).__name__)
+        rd = resistance_distance_matrix(data.edge_index, n)
+        data[PAIR_INDEX] = pair_index(n)
+        data[self.attr_name] = torch.from_numpy(rd.reshape(-1))
+        return data
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__name__}(attr_name={self.attr_name!r})"
+
+
+def _edge_arrays(edge_index: torch.Tensor | None, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(row, col)`` NumPy arrays of a checked ``[2, E]`` edge list with nodes in ``[0, n)``."""
+    if edge_index is None or edge_index.numel() == 0:
+        empty = np.empty(0, dtype=np.int64)
+        return empty, empty
+    if edge_index.dim() != 2 or edge_index.size(0) != 2:
+        raise ValueError(f"edge_index must have shape [2, E], got {list(edge_index.shape)}")
+    ei = edge_index.detach().cpu().numpy()
+    lo, hi = ei.min(), ei.max()
+    if lo < 0 or hi >= n:
+        raise ValueError(
+            f"edge_index refers to node {lo if lo < 0 else hi}, outside [0, {n}) for a graph "
+            f"with num_nodes={n}: fix the edge list or num_nodes"
+        )
+    return ei[0], ei[1]
+
+
+def resistance_distance_matrix(edge_index: torch.Tensor | None, num_nodes: int) -> np.ndarray:
+    r"""All-pairs resistance distances of one undirected, unweighted graph, as a ``float32``
+    ``[n, n]`` NumPy matrix: the routine behind :class:`AddResistanceDistance` (same conventions,
+    :data:`UNREACHABLE` between components; see there for the formula).
+
+    Args:
+        edge_index (torch.Tensor, optional): ``[2, E]`` local edge list; :obj:`None` or ``E = 0``
+            means no edges.
+        num_nodes (int): number of nodes ``n``.
+
+    Raises:
+        ValueError: for a malformed ``edge_index``.
+    """
+    n = int(num_nodes)
+    row, col = _edge_arrays(edge_index, n)
+    adj = np.zeros((n, n))
+    adj[row, col] = 1.0
+    adj[col, row] = 1.0
+    np.fill_diagonal(adj, 0.0)
+    out = np.full((n, n), float(UNREACHABLE))
+    _, labels = connected_components(csr_array(adj), directed=False)
+    for comp in np.unique(labels):
+        nodes = np.flatnonzero(labels == comp)
+        sub = adj[np.ix_(nodes, nodes)]
+        lap = np.diag(sub.sum(1)) - sub
+        # (L + J/m)^{-1} = L^+ + J/m for a connected component; J/m cancels in R.
+        inv = np.linalg.inv(lap + 1.0 / nodes.size)
+        diag = np.diag(inv)
+        res = diag[:, None] + diag[None, :] - 2.0 * inv
+        np.fill_diagonal(res, 0.0)
+        out[np.ix_(nodes, nodes)] = np.maximum(res, 0.0)  # round-off below 0 on tiny values
+    return out.astype(np.float32)
 
 
 def shortest_path_arrays(
@@ -116,7 +302,7 @@ def shortest_path_arrays(
     max_distance: int | None = None,
     paths: bool = True,
 ) -> tuple[np.ndarray, np.ndarray | None]:
-    r"""All-pairs unweighted shortest paths of one undirected graph, as ``int16`` NumPy matrices.
+    r"""All-pairs unweighted shortest paths of one undirected graph, as NumPy matrices.
 
     The routine behind :class:`AddShortestPathDistance` (same conventions; see there).
 
@@ -128,7 +314,8 @@ def shortest_path_arrays(
         paths (bool, optional): also return the predecessor matrix. (default: :obj:`True`)
 
     Returns:
-        ``(spd, pred)``: ``spd`` ``np.int16`` ``[n, n]`` and ``pred`` ``np.int16`` ``[n, n]``
+        ``(spd, pred)``: ``spd`` ``np.int16`` ``[n, n]`` and ``pred`` ``np.int32`` ``[n, n]``,
+        ``pred[i, j]`` the local node before ``j`` on the path from ``i``, ``-1`` if none
         (:obj:`None` if not :obj:`paths`).
 
     Raises:
@@ -142,25 +329,12 @@ def shortest_path_arrays(
     if n > MAX_NODES:
         raise ValueError(
             f"graph with {n} nodes is too large for AddShortestPathDistance (at most {MAX_NODES} "
-            f"nodes fit the int16 storage, and n*n = {n * n} entries would be stored): filter such "
-            "graphs out of the dataset or raise its maximum graph size deliberately"
+            "nodes fit the int16 storage): filter such graphs out of the dataset"
         )
-    if edge_index is None or edge_index.numel() == 0:
-        row = col = np.empty(0, dtype=np.int64)
-    else:
-        if edge_index.dim() != 2 or edge_index.size(0) != 2:
-            raise ValueError(f"edge_index must have shape [2, E], got {list(edge_index.shape)}")
-        ei = edge_index.detach().cpu().numpy()
-        lo, hi = ei.min(), ei.max()
-        if lo < 0 or hi >= n:
-            raise ValueError(
-                f"edge_index refers to node {lo if lo < 0 else hi}, outside [0, {n}) for a graph "
-                f"with num_nodes={n}: fix the edge list or num_nodes"
-            )
-        row, col = ei[0], ei[1]
+    row, col = _edge_arrays(edge_index, n)
     if n == 0:
         spd = np.empty((0, 0), dtype=np.int16)
-        return spd, (spd.copy() if paths else None)
+        return spd, (np.empty((0, 0), dtype=np.int32) if paths else None)
 
     # Unit weights on both directions of every listed edge (the graph is undirected; duplicates
     # are harmless).
@@ -184,7 +358,7 @@ def shortest_path_arrays(
     if paths:
         dist, pred = routine(adj, directed=True, return_predecessors=True)
         # SciPy marks "no predecessor" with -9999; store -1.
-        pred = np.maximum(pred, -1).astype(np.int16)
+        pred = np.maximum(pred, -1).astype(np.int32)
     else:
         dist = routine(adj, directed=True)
     unreachable = np.isinf(dist)

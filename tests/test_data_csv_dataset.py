@@ -143,7 +143,7 @@ def test_parallel_equals_serial():
     assert [e.row for e in err0] == [e.row for e in err2] == [2, 7, 12]
     assert len(serial) == len(parallel) == 12
     for a, b in zip(serial, parallel):
-        for key in ("x", "edge_index", "edge_attr", "y", "spd", "spd_pred"):
+        for key in ("x", "edge_index", "edge_attr", "y", "pair_index", "spd", "spd_pred_index"):
             assert torch.equal(a[key], b[key])
 
 

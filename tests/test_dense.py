@@ -1,4 +1,4 @@
-"""Padded SPD and path-edge tensors of a batch against per-graph networkx and to_dense_batch."""
+"""Padded relation (SPD) and path-edge tensors of a batch against per-graph networkx and to_dense_batch."""
 
 import unittest.mock
 
@@ -10,7 +10,7 @@ from torch_geometric.data import Batch, Data
 from torch_geometric.utils import to_dense_batch
 
 from graph_urpe.constants import UNREACHABLE
-from graph_urpe.dense import to_dense_path_edges, to_dense_spd
+from graph_urpe.dense import to_dense_pair, to_dense_path_edges
 from graph_urpe.transforms import AddShortestPathDistance
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
@@ -58,12 +58,12 @@ def _networkx_spd(graph: nx.Graph) -> dict[tuple[int, int], int]:
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_to_dense_spd_matches_networkx_and_to_dense_batch(device):
+def test_to_dense_pair_spd_matches_networkx_and_to_dense_batch(device):
     graphs = _graphs()
     batch = Batch.from_data_list([_data(g) for g in graphs]).to(device)
-    spd, mask = to_dense_spd(batch.spd, ptr=batch.ptr, validate=True)
+    spd, mask = to_dense_pair(batch.spd, batch.pair_index, ptr=batch.ptr, validate=True)
     num_max = max(g.number_of_nodes() for g in graphs)
-    assert spd.shape == (len(graphs), num_max, num_max) and spd.dtype == torch.long
+    assert spd.shape == (len(graphs), num_max, num_max) and spd.dtype == torch.int16
     assert spd.device.type == device and mask.device.type == device
     _, node_mask = to_dense_batch(batch.x, batch.batch, batch_size=len(graphs))
     assert torch.equal(mask, ~node_mask)
@@ -78,24 +78,24 @@ def test_to_dense_spd_matches_networkx_and_to_dense_batch(device):
                     assert spd[b, i, j] == UNREACHABLE
 
 
-def test_to_dense_spd_single_data_is_a_batch_of_one():
+def test_to_dense_pair_spd_single_data_is_a_batch_of_one():
     graph = nx.cycle_graph(5)
-    spd, mask = to_dense_spd(_data(graph).spd)
+    spd, mask = to_dense_pair(_data(graph).spd, _data(graph).pair_index)
     assert spd.shape == (1, 5, 5) and not mask.any()
     assert spd[0, 0].tolist() == [0, 1, 2, 2, 1]
 
 
-def test_to_dense_spd_keeps_clipped_values():
+def test_to_dense_pair_spd_keeps_clipped_values():
     data = AddShortestPathDistance(max_distance=2)(
         Data(edge_index=_data(nx.path_graph(5)).edge_index, num_nodes=5)
     )
     batch = Batch.from_data_list([data])
-    spd, _ = to_dense_spd(batch.spd, batch.batch)
+    spd, _ = to_dense_pair(batch.spd, batch.pair_index, batch.batch)
     assert spd[0, 0].tolist() == [0, 1, 2, 2, 2]
 
 
 def _check_path_edges(batch, graphs, max_hops):
-    edges = to_dense_path_edges(batch.spd_pred, batch.edge_index, ptr=batch.ptr, max_hops=max_hops,
+    edges = to_dense_path_edges(batch.spd_pred_index, batch.pair_index, batch.edge_index, ptr=batch.ptr, max_hops=max_hops,
                                 validate=True)
     num_max = max(g.number_of_nodes() for g in graphs)
     assert edges.shape == (len(graphs), num_max, num_max, max_hops) and edges.dtype == torch.long
@@ -151,21 +151,21 @@ def test_to_dense_path_edges_hand_worked():
     # 0 -e0/e1- 1 -e2/e3- 2: path 0 -> 2 uses edge (0, 1) = column 0, then (1, 2) = column 2.
     edge_index = torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]])
     data = AddShortestPathDistance()(Data(edge_index=edge_index, num_nodes=3))
-    edges = to_dense_path_edges(data.spd_pred, data.edge_index, max_hops=3)
+    edges = to_dense_path_edges(data.spd_pred_index, data.pair_index, data.edge_index, max_hops=3)
     assert edges[0, 0, 2].tolist() == [0, 2, -1]
     assert edges[0, 2, 0].tolist() == [3, 1, -1]
     assert edges[0, 1, 1].tolist() == [-1, -1, -1]
 
 
 def _dense_from_batch(batch, **kw):
-    return to_dense_path_edges(batch.get("spd_pred"), batch.edge_index, batch.get("batch"),
+    return to_dense_path_edges(batch.get("spd_pred_index"), batch.get("pair_index"), batch.edge_index, batch.get("batch"),
                                batch.get("ptr"), **kw)
 
 
 def test_errors_name_the_fix():
     data = Data(edge_index=torch.tensor([[0, 1], [1, 0]]), num_nodes=2)
     with pytest.raises(ValueError, match="AddShortestPathDistance"):
-        to_dense_spd(data.get("spd"))
+        to_dense_pair(data.get("spd"), data.get("pair_index"))
     with_spd = AddShortestPathDistance(paths=False)(data.clone())
     with pytest.raises(ValueError, match="spd_pred"):
         _dense_from_batch(with_spd, max_hops=2)
@@ -173,7 +173,7 @@ def test_errors_name_the_fix():
         _dense_from_batch(AddShortestPathDistance()(data.clone()), max_hops=0)
     grown = Batch.from_data_list([AddShortestPathDistance()(data.clone())])
     with pytest.raises(ValueError, match="sum\\(n\\^2\\)"):
-        to_dense_spd(grown.spd, ptr=torch.tensor([0, 3]), validate=True)
+        to_dense_pair(grown.spd, grown.pair_index, ptr=torch.tensor([0, 3]), validate=True)
     dropped = AddShortestPathDistance()(data.clone())
     dropped.edge_index = dropped.edge_index[:, :0]
     with pytest.raises(ValueError, match="missing from edge_index"):
@@ -185,14 +185,14 @@ def test_errors_name_the_fix():
 def test_batch_vector_ptr_and_fixed_size_agree():
     graphs = [nx.path_graph(4), nx.empty_graph(0), nx.cycle_graph(5)]
     batch = Batch.from_data_list([_data(g) for g in graphs])
-    a, ma = to_dense_spd(batch.spd, ptr=batch.ptr)
-    b, mb = to_dense_spd(batch.spd, batch.batch, num_graphs=3)
-    c, mc = to_dense_spd(batch.spd, ptr=batch.ptr, max_num_nodes=7)
+    a, ma = to_dense_pair(batch.spd, batch.pair_index, ptr=batch.ptr)
+    b, mb = to_dense_pair(batch.spd, batch.pair_index, batch.batch, num_graphs=3)
+    c, mc = to_dense_pair(batch.spd, batch.pair_index, ptr=batch.ptr, max_num_nodes=7)
     assert torch.equal(a, b) and torch.equal(ma, mb)
     assert c.shape == (3, 7, 7) and torch.equal(c[:, :5, :5], a) and (c[:, 5:] == UNREACHABLE).all()
     assert mc[:, 5:].all() and torch.equal(mc[:, :5], ma)
-    pa = to_dense_path_edges(batch.spd_pred, batch.edge_index, ptr=batch.ptr, max_hops=3)
-    pc = to_dense_path_edges(batch.spd_pred, batch.edge_index, ptr=batch.ptr, max_hops=3,
+    pa = to_dense_path_edges(batch.spd_pred_index, batch.pair_index, batch.edge_index, ptr=batch.ptr, max_hops=3)
+    pc = to_dense_path_edges(batch.spd_pred_index, batch.pair_index, batch.edge_index, ptr=batch.ptr, max_hops=3,
                              max_num_nodes=7)
     assert torch.equal(pc[:, :5, :5], pa) and (pc[:, 5:] == -1).all()
 
@@ -202,8 +202,8 @@ def test_to_dense_path_edges_early_exit_matches_the_full_walk():
     # the walk that never stops early (as when compiling) gives the same edges.
     graphs = [nx.path_graph(12), nx.cycle_graph(7), nx.star_graph(4)]
     batch = Batch.from_data_list([_data(g) for g in graphs])
-    early = to_dense_path_edges(batch.spd_pred, batch.edge_index, ptr=batch.ptr, max_hops=20)
+    early = to_dense_path_edges(batch.spd_pred_index, batch.pair_index, batch.edge_index, ptr=batch.ptr, max_hops=20)
     with unittest.mock.patch.object(torch.compiler, "is_compiling", return_value=True):
-        full = to_dense_path_edges(batch.spd_pred, batch.edge_index, ptr=batch.ptr, max_hops=20)
+        full = to_dense_path_edges(batch.spd_pred_index, batch.pair_index, batch.edge_index, ptr=batch.ptr, max_hops=20)
     assert torch.equal(early, full)
     assert (early[..., 11:] == -1).all() and (early[0, 0, 11, :11] >= 0).all()

@@ -304,7 +304,7 @@ def test_bad_arguments_are_refused():
     model = small_model()
     data = tree_graph()
     del data.spd
-    with pytest.raises(ValueError, match="spd"):
+    with pytest.raises(ValueError, match="'spd' is missing"):
         model(Batch.from_data_list([data]))
 
 
@@ -374,8 +374,8 @@ def test_encoder_returns_nodes_token_and_attention_maps():
     batch = Batch.from_data_list(graphs)
     with torch.no_grad():
         out, maps = model(batch, return_attention=True)
-        nodes, token = model.encoder(batch.x, batch.edge_index, batch.spd, batch.batch, batch.ptr,
-                                     batch.edge_attr, batch.spd_pred)
+        nodes, token = model.encoder(batch.x, batch.edge_index, batch.pair_index, batch.batch,
+                                     batch.ptr, batch.edge_attr, batch.spd, batch.spd_pred_index)
     torch.testing.assert_close(out, model(batch))
     assert nodes.shape == (batch.num_nodes, 16) and token.shape == (2, 16)
     assert len(maps) == 2
@@ -418,7 +418,8 @@ def test_sparse_and_dense_edge_gathers_agree():
     # The CPU-eager sparse gather and the compile / accelerator dense gather compute the same sum.
     model = small_model()
     batch = Batch.from_data_list([tree_graph(), ring_graph(), even_ring_graph()])
-    path = to_dense_path_edges(batch.spd_pred, batch.edge_index, ptr=batch.ptr, max_hops=3)
+    path = to_dense_path_edges(batch.spd_pred_index, batch.pair_index, batch.edge_index,
+                               ptr=batch.ptr, max_hops=3)
     enc = model.encoder.edge_encoder
     sparse = enc(batch.edge_attr, path)
     with unittest.mock.patch.object(torch.compiler, "is_compiling", return_value=True):
@@ -443,14 +444,14 @@ def test_no_graph_break_when_the_padded_size_is_given():
     model = small_model(attention="rpe", num_layers=1).train()
     batch = Batch.from_data_list([tree_graph(), ring_graph()])
 
-    def forward(x, edge_index, spd, vec, ptr, edge_attr, spd_pred):
-        nodes, token = model.encoder(x, edge_index, spd, vec, ptr, edge_attr, spd_pred,
-                                     num_graphs=2, max_num_nodes=9)
+    def forward(x, edge_index, pair_index, vec, ptr, edge_attr, spd, spd_pred_index):
+        nodes, token = model.encoder(x, edge_index, pair_index, vec, ptr, edge_attr, spd,
+                                     spd_pred_index, num_graphs=2, max_num_nodes=9)
         return nodes.sum() + (0 if token is None else token.sum())
 
     explained = torch._dynamo.explain(forward)(
-        batch.x, batch.edge_index, batch.spd, batch.batch, batch.ptr, batch.edge_attr,
-        batch.spd_pred)
+        batch.x, batch.edge_index, batch.pair_index, batch.batch, batch.ptr, batch.edge_attr,
+        batch.spd, batch.spd_pred_index)
     assert explained.graph_break_count == 0, explained.break_reasons
 
 

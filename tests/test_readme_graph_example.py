@@ -4,30 +4,33 @@ run as written there; then checked: shapes, finite gradients, padding-independen
 import torch
 from torch_geometric.loader import DataLoader
 from torch_geometric.nn import global_mean_pool
+from torch_geometric.transforms import Compose
 from torch_geometric.utils import from_smiles
 
 from graph_urpe.nn import URPEGraphConv
-from graph_urpe.transforms import AddShortestPathDistance
+from graph_urpe.transforms import AddResistanceDistance, AddShortestPathDistance
 
 
 class Net(torch.nn.Module):
     def __init__(self, width=32):
         super().__init__()
         self.embed = torch.nn.Embedding(119, width)  # from_smiles: column 0 = atomic number
-        self.convs = torch.nn.ModuleList(URPEGraphConv(width, heads=4) for _ in range(2))
+        self.convs = torch.nn.ModuleList(
+            URPEGraphConv(width, heads=4, relations=["spd", "resistance"]) for _ in range(2))
         self.out = torch.nn.Linear(width, 1)
 
     def forward(self, data):
         x = self.embed(data.x[:, 0])
         for conv in self.convs:
-            x = conv(x, data.batch, data.spd, ptr=data.ptr)
+            x = conv(x, data.edge_index, data.batch, pair_index=data.pair_index, spd=data.spd,
+                     resistance=data.resistance, ptr=data.ptr)
         return self.out(global_mean_pool(x, data.batch))
 
 
 def test_readme_graph_example():
     torch.manual_seed(0)
-    to_spd = AddShortestPathDistance(paths=False)
-    molecules = [to_spd(from_smiles(s)) for s in ["CCO", "c1ccccc1", "CC(=O)O", "CCN(CC)CC"]]
+    pre = Compose([AddShortestPathDistance(paths=False), AddResistanceDistance()])
+    molecules = [pre(from_smiles(s)) for s in ["CCO", "c1ccccc1", "CC(=O)O", "CCN(CC)CC"]]
     loader = DataLoader(molecules, batch_size=2)
     model = Net()
     outputs = [model(batch) for batch in loader]

@@ -1,4 +1,5 @@
-"""AddShortestPathDistance against networkx: distances, predecessor paths, clipping, bad input."""
+"""AddShortestPathDistance and AddResistanceDistance against networkx: distances, predecessor
+paths, resistances, clipping, the pair layout and its collation, bad input."""
 
 import itertools
 
@@ -7,10 +8,18 @@ import numpy as np
 import pytest
 import torch
 from rdkit import Chem
+from torch.utils.data import IterDataPipe
 from torch_geometric.data import Batch, Data
+from torch_geometric.transforms import Compose
 
 from graph_urpe import transforms
-from graph_urpe.transforms import MAX_NODES, UNREACHABLE, AddShortestPathDistance
+from graph_urpe.transforms import (
+    MAX_NODES,
+    UNREACHABLE,
+    AddResistanceDistance,
+    AddShortestPathDistance,
+    pair_index,
+)
 
 SMILES = [
     "C",  # single atom
@@ -82,15 +91,16 @@ def test_spd_and_paths_match_networkx(name, graph, routine):
     data = AddShortestPathDistance()(_data(graph))
     n = graph.number_of_nodes()
     assert data.spd.dtype == torch.int16 and data.spd.shape == (n * n,)
-    assert data.spd_pred.dtype == torch.int16 and data.spd_pred.shape == (n * n,)
+    assert data.spd_pred_index.dtype == torch.int32 and data.spd_pred_index.shape == (n * n,)
+    assert data.pair_index.dtype == torch.int32 and data.pair_index.shape == (2, n * n)
     spd = data.spd.view(n, n).numpy()
-    pred = data.spd_pred.view(n, n).numpy()
+    pred = data.spd_pred_index.view(n, n).numpy()
     expected = _expected_spd(graph)
     np.testing.assert_array_equal(spd, expected)
     for i in range(n):
         for j in range(n):
             if i == j or expected[i, j] == UNREACHABLE:
-                assert pred[i, j] == -1
+                assert pred[i, j] == j  # no predecessor: the pair's own key node
                 continue
             # Walk back from j along row i of the predecessor matrix.
             path = [j]
@@ -108,7 +118,7 @@ def test_large_graph_uses_default_dispatch_correctly():
     data = AddShortestPathDistance()(_data(graph))
     n = graph.number_of_nodes()
     np.testing.assert_array_equal(data.spd.view(n, n).numpy(), _expected_spd(graph))
-    pred = data.spd_pred.view(n, n).numpy()
+    pred = data.spd_pred_index.view(n, n).numpy()
     for i in (0, 17, 319):
         for j in range(n):
             path = [j]
@@ -127,12 +137,12 @@ def test_max_distance_clips_reachable_pairs_only(routine):
     np.testing.assert_array_equal(clipped.spd.view(11, 11).numpy(), expected)
     assert (clipped.spd == UNREACHABLE).sum() == 2 * 9 * 2
     # Paths are the full shortest paths, not truncated.
-    assert torch.equal(clipped.spd_pred, full.spd_pred)
+    assert torch.equal(clipped.spd_pred_index, full.spd_pred_index)
 
 
 def test_paths_false_stores_distances_only(routine):
     data = AddShortestPathDistance(paths=False)(_data(nx.cycle_graph(6)))
-    assert "spd_pred" not in data
+    assert "spd_pred_index" not in data
     np.testing.assert_array_equal(data.spd.view(6, 6).numpy(), _expected_spd(nx.cycle_graph(6)))
 
 
@@ -141,25 +151,82 @@ def test_hand_worked_path_graph(routine):
     data = Data(edge_index=torch.tensor([[0, 1], [1, 2]]), num_nodes=3)
     data = AddShortestPathDistance()(data)
     assert data.spd.tolist() == [0, 1, 2, 1, 0, 1, 2, 1, 0]
-    assert data.spd_pred.tolist() == [-1, 0, 1, 1, -1, 1, 1, 2, -1]
+    assert data.spd_pred_index.tolist() == [0, 0, 1, 1, 1, 1, 1, 2, 2]
+    assert data.pair_index.tolist() == [[0, 0, 0, 1, 1, 1, 2, 2, 2], [0, 1, 2, 0, 1, 2, 0, 1, 2]]
 
 
 def test_empty_graph_and_duplicate_edges_and_self_loops(routine):
     empty = AddShortestPathDistance()(
         Data(edge_index=torch.empty(2, 0, dtype=torch.long), num_nodes=0)
     )
-    assert empty.spd.shape == (0,) and empty.spd_pred.shape == (0,)
+    assert empty.spd.shape == (0,) and empty.spd_pred_index.shape == (0,)
+    assert empty.pair_index.shape == (2, 0)
     data = Data(edge_index=torch.tensor([[0, 0, 1, 1, 2], [1, 1, 0, 1, 2]]), num_nodes=3)
     data = AddShortestPathDistance()(data)
     assert data.spd.tolist() == [0, 1, -1, 1, 0, -1, -1, -1, 0]
 
 
-def test_collate_concatenates_without_offsets():
-    graphs = [nx.path_graph(3), nx.cycle_graph(4)]
-    datas = [AddShortestPathDistance()(_data(g)) for g in graphs]
+def test_collate_increments_indices_and_concatenates_values():
+    graphs = [nx.path_graph(3), nx.cycle_graph(4), nx.empty_graph(2)]
+    pre = Compose([AddShortestPathDistance(), AddResistanceDistance()])
+    datas = [pre(_data(g)) for g in graphs]
     batch = Batch.from_data_list(datas)
-    assert torch.equal(batch.spd, torch.cat([d.spd for d in datas]))
-    assert torch.equal(batch.spd_pred, torch.cat([d.spd_pred for d in datas]))
+    offsets = [0, 3, 7]
+    for key in ("spd", "resistance"):
+        assert torch.equal(batch[key], torch.cat([d[key] for d in datas]))
+    for key in ("pair_index", "spd_pred_index"):  # node indices: PyG's increments
+        assert torch.equal(batch[key], torch.cat([d[key] + o for d, o in zip(datas, offsets)], -1))
+        assert batch[key].dtype == torch.int32
+    # and back: separating a batch (as InMemoryDataset's storage does) undoes the increments
+    for i, d in enumerate(datas):
+        again = batch.get_example(i)
+        for key in ("pair_index", "spd_pred_index", "spd", "resistance"):
+            assert torch.equal(again[key], d[key])
+
+
+@pytest.mark.parametrize(("name", "graph"), _graphs(), ids=[name for name, _ in _graphs()])
+def test_resistance_matches_networkx(name, graph):
+    data = AddResistanceDistance()(_data(graph))
+    n = graph.number_of_nodes()
+    assert data.resistance.dtype == torch.float32 and data.resistance.shape == (n * n,)
+    assert torch.equal(data.pair_index, pair_index(n))
+    rd = data.resistance.view(n, n).double().numpy()
+    expected = np.full((n, n), float(UNREACHABLE))
+    for nodes in nx.connected_components(graph):
+        sub = graph.subgraph(nodes)
+        nodes = sorted(nodes)
+        if len(nodes) == 1:
+            expected[nodes[0], nodes[0]] = 0.0
+            continue
+        ref = nx.resistance_distance(sub)  # dict of dicts, each component on its own
+        for u in nodes:
+            for v in nodes:
+                expected[u, v] = ref[u][v]
+    np.testing.assert_allclose(rd, expected, atol=1e-5)
+
+
+def test_resistance_hand_worked_and_tree_equals_spd():
+    # A 4-cycle: adjacent nodes 1 || 3 = 3/4, opposite nodes 2 || 2 = 1.
+    data = AddResistanceDistance()(_data(nx.cycle_graph(4)))
+    assert data.resistance.view(4, 4)[0].tolist() == pytest.approx([0.0, 0.75, 1.0, 0.75])
+    tree = nx.random_labeled_tree(12, seed=5)
+    rd = AddResistanceDistance()(_data(tree)).resistance
+    assert torch.allclose(rd, AddShortestPathDistance()(_data(tree)).spd.float(), atol=1e-5)
+    # Duplicates, one-directional edges and self-loops do not change the simple graph.
+    messy = Data(edge_index=torch.tensor([[0, 1, 1, 2, 2], [1, 0, 2, 2, 1]]), num_nodes=3)
+    assert AddResistanceDistance()(messy).resistance.tolist() == pytest.approx(
+        [0.0, 1.0, 2.0, 1.0, 0.0, 1.0, 2.0, 1.0, 0.0])
+
+
+def test_attr_name_and_functional_names():
+    data = AddShortestPathDistance(attr_name="hops")(_data(nx.path_graph(3)))
+    assert "hops" in data and "hops_pred_index" in data and "spd" not in data
+    data = AddResistanceDistance(attr_name="rd")(data)
+    assert data.rd.shape == (9,) and "resistance" not in data
+    with pytest.raises(ValueError, match="attr_name"):
+        AddResistanceDistance(attr_name="rd_index")  # PyG would increment it
+    for name in ("add_shortest_path_distance", "add_resistance_distance"):
+        assert name in IterDataPipe.functions
 
 
 # Data() with no attributes makes PyG warn that it cannot infer num_nodes: that is the point.
@@ -181,8 +248,9 @@ def test_bad_input_is_refused_loudly():
 
 def test_repr():
     assert repr(AddShortestPathDistance(5, paths=False)) == (
-        "AddShortestPathDistance(max_distance=5, paths=False)"
+        "AddShortestPathDistance(max_distance=5, paths=False, attr_name='spd')"
     )
+    assert repr(AddResistanceDistance()) == "AddResistanceDistance(attr_name='resistance')"
 
 
 def test_unreachable_lives_in_constants_and_is_re_exported():

@@ -2,21 +2,26 @@
 
 What researchers import: the attention core :func:`~graph_urpe.nn.functional.urpe_attention`,
 :class:`MultiheadURPEAttention`, relation ids and tables (:class:`RelationEmbedding`,
-:func:`graph_relation_ids`, :func:`relative_position_ids`), the Transformer layer (:class:`TransformerLayer`,
+:func:`graph_relation_ids`, :func:`relative_position_ids`; continuous relations through
+:class:`GaussianBasisEmbedding`), the Transformer layer (:class:`TransformerLayer`,
 :class:`GraphormerLayer` with Graphormer's defaults; dense), the graph layer :class:`URPEGraphConv`
 in PyG's sparse layout, the feature encoders, the dense helpers of
 :mod:`graph_urpe.dense` (re-exported here), and the graph and sequence models built from them. No
 training code lives here, and nothing from the data side.
 """
 
-from graph_urpe.dense import from_dense_batch, to_dense_path_edges, to_dense_spd
+from graph_urpe.dense import from_dense_batch, to_dense_pair, to_dense_path_edges
 from graph_urpe.nn.attention import MultiheadURPEAttention
 from graph_urpe.nn.block import GraphormerLayer, TransformerLayer
 from graph_urpe.nn.encoders import CategoricalEncoder, DegreeEncoder, MultiHopEdgeEncoder
 from graph_urpe.nn.functional import urpe_attention
-from graph_urpe.nn.graphormer import GraphHead, Graphormer, GraphormerEncoder
+from graph_urpe.nn.graphormer import GraphormerEncoder
+from graph_urpe.nn.graphormer_model import Graphormer
+from graph_urpe.nn.heads import GraphHead
 from graph_urpe.nn.layers import URPEGraphConv
 from graph_urpe.nn.relations import (
+    ContinuousRelations,
+    GaussianBasisEmbedding,
     RelationEmbedding,
     graph_relation_ids,
     num_graph_relations,
@@ -27,7 +32,9 @@ from graph_urpe.nn.transformer import SequenceTransformer, TransformerLM
 
 __all__ = [
     "CategoricalEncoder",
+    "ContinuousRelations",
     "DegreeEncoder",
+    "GaussianBasisEmbedding",
     "GraphHead",
     "Graphormer",
     "GraphormerEncoder",
@@ -44,7 +51,7 @@ __all__ = [
     "num_graph_relations",
     "num_relative_positions",
     "relative_position_ids",
+    "to_dense_pair",
     "to_dense_path_edges",
-    "to_dense_spd",
     "urpe_attention",
 ]

@@ -15,9 +15,10 @@ arXiv 2205.13401, Sec. 4 and Eq. (4)) multiplies the softmax attention matrix el
 learnable ``C[i, j] = c_{SPD(i, j)}`` per head, initialised to ones, so training starts from the
 plain Graphormer.
 
-The model is split into :class:`GraphormerEncoder` (node embeddings in PyG's sparse layout, plus
-the graph token's) and a head: :class:`GraphHead` (graph token, mean or sum readout) or a linear
-node-level head; :class:`Graphormer` composes them. Each structural encoding can be turned off on
+The model is split into :class:`GraphormerEncoder` (here: node embeddings in PyG's sparse layout,
+plus the graph token's) and a head: :class:`~graph_urpe.nn.GraphHead` (graph token, mean or sum
+readout) or a linear node-level head; :class:`~graph_urpe.nn.Graphormer`
+(:mod:`graph_urpe.nn.graphormer_model`) composes them. Each structural encoding can be turned off on
 its own (``centrality_encoding``, ``edge_encoding``, ``graph_token``, and ``attention="none"`` for
 ``B`` and ``C``), so ablations need no code.
 
@@ -67,21 +68,25 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from torch_geometric.data import Data
 
 from graph_urpe.choices import check_at_least, check_choice
-from graph_urpe.dense import batch_vector, from_dense_batch, node_counts, to_dense_path_edges
+from graph_urpe.dense import from_dense_batch, to_dense_path_edges
 from graph_urpe.nn.block import GraphormerLayer
 from graph_urpe.nn.encoders import CategoricalEncoder, DegreeEncoder, MultiHopEdgeEncoder
-from graph_urpe.nn.heads import GraphHead, Readout
 from graph_urpe.nn.layers import Attention, densify_graphs
-from graph_urpe.nn.relations import RelationEmbedding, num_graph_relations
+from graph_urpe.nn.relations import (
+    CONTINUOUS_RELATIONS,
+    ContinuousRelations,
+    GraphRelation,
+    RelationEmbedding,
+    check_relations,
+    num_graph_relations,
+    relation_table_distance,
+)
 
-__all__ = ["GraphHead", "Graphormer", "GraphormerEncoder"]
+__all__ = ["GraphormerEncoder"]
 
 EdgeEncoding = Literal["none", "multi_hop"]
-Level = Literal["graph", "node"]
-EmbedLayer = Literal["encoder", "hidden"]
 
 AttentionMaps = list[tuple[Tensor, Tensor]]
 
@@ -122,6 +127,14 @@ class GraphormerEncoder(nn.Module):
         attention (str, optional): ``"none"`` (no relation-indexed terms), ``"rpe"`` (spatial bias
             ``B``, Graphormer) or ``"urpe"`` (``B`` and multiplier ``C``). (default: :obj:`"urpe"`)
         max_distance (int, optional): largest distinguished SPD. (default: :obj:`36`)
+        relations (list[str], optional): the pairwise relations ``B`` and ``C`` are built from,
+            among ``"spd"`` (integer table) and ``"resistance"`` (Gaussian basis functions and a
+            per-head projection, Graphormer-GD: Zhang et al., ICLR 2023); the batch must hold
+            them (:mod:`graph_urpe.transforms`). Without ``"spd"`` the table distinguishes only
+            reachable / unreachable pairs, the graph token and padding. (default:
+            :obj:`("spd",)`)
+        num_kernels (int, optional): Gaussian basis functions per continuous relation.
+            (default: :obj:`128`)
         max_degree (int, optional): largest distinguished degree. (default: :obj:`63`)
         max_hops (int, optional): edges per path in the edge encoding (Graphormer's
             ``multi_hop_max_dist``). (default: :obj:`20`)
@@ -140,9 +153,9 @@ class GraphormerEncoder(nn.Module):
             clear messages (host reads in every forward). (default: :obj:`False`)
 
     Shapes:
-        - **x**: ``[num_nodes, F]`` long; **edge_index**: ``[2, E]``; **edge_attr**: ``[E, Fe]``
-          long; **spd** (and **spd_pred**): ``[sum_b n_b^2]``; **batch**: ``[num_nodes]``;
-          **ptr**: ``[B + 1]``
+        - **x**: ``[num_nodes, F]`` long; **edge_index**: ``[2, E]``; **pair_index**: ``[2, P]``
+          with ``P = sum_b n_b^2``; **edge_attr**: ``[E, Fe]`` long; **spd**, **resistance**
+          and **spd_pred_index**: ``[P]``; **batch**: ``[num_nodes]``; **ptr**: ``[B + 1]``
         - **output**: ``(nodes [num_nodes, embed_dim], token [B, embed_dim] or None)`` (after the
           final LayerNorm); with ``return_attention=True`` also a list with, per layer, the
           attention maps before and after ``C``, ``[B, H, N', N']`` each (padded,
@@ -150,8 +163,8 @@ class GraphormerEncoder(nn.Module):
 
     Raises:
         ValueError: for an unknown ``attention`` / ``edge_encoding``, a missing
-            ``bond_categories`` with the edge encoding on, or missing inputs (``spd``,
-            ``spd_pred``, ``edge_attr``).
+            ``bond_categories`` with the edge encoding on, an unknown or repeated relation, or
+            missing inputs (``pair_index``, a relation, ``spd_pred_index``, ``edge_attr``).
     """
 
     def __init__(
@@ -164,6 +177,8 @@ class GraphormerEncoder(nn.Module):
         ffn_dim: int = 80,
         attention: Attention = "urpe",
         max_distance: int = 36,
+        relations: Sequence[GraphRelation] = ("spd",),
+        num_kernels: int = 128,
         max_degree: int = 63,
         max_hops: int = 20,
         edge_encoding: EdgeEncoding = "multi_hop",
@@ -191,7 +206,8 @@ class GraphormerEncoder(nn.Module):
         self.embed_dim = embed_dim
         self.num_heads = num_heads
         self.attention = attention
-        self.max_distance = max_distance
+        self.relations = check_relations(relations)
+        self.max_distance = relation_table_distance(self.relations, max_distance)
         self.max_hops = max_hops
         self.edge_encoding = edge_encoding
         self.bias_per_layer = bias_per_layer
@@ -206,17 +222,24 @@ class GraphormerEncoder(nn.Module):
         self.graph_token = nn.Parameter(torch.empty(1, 1, embed_dim)) if graph_token else None
         self.input_dropout = nn.Dropout(input_dropout)
 
-        num_rel = num_graph_relations(max_distance)
-        self.spatial_bias = None
-        self.multiplier = None
+        num_graph_relations(max_distance)  # refuses a negative one
+        num_rel = num_graph_relations(self.max_distance)
+        continuous = [r for r in self.relations if r in CONTINUOUS_RELATIONS]
+        self.spatial_bias = self.multiplier = None
+        self.continuous_bias = self.continuous_multiplier = None
         if attention != "none":
             heads = num_heads * (num_layers if bias_per_layer else 1)
             self.spatial_bias = RelationEmbedding(
                 num_rel, heads, init="normal", padding_idx=num_rel - 1
             )
+            if continuous:
+                self.continuous_bias = ContinuousRelations(continuous, heads, num_kernels)
         if attention == "urpe":
             heads = num_heads * (num_layers if multiplier_per_layer else 1)
             self.multiplier = RelationEmbedding(num_rel, heads, init="ones", padding_idx=num_rel - 1)
+            if continuous:
+                self.continuous_multiplier = ContinuousRelations(continuous, heads, num_kernels,
+                                                                 init="zeros")
         self.edge_encoder = (
             MultiHopEdgeEncoder(bond_categories, num_heads, max_hops, validate=validate_inputs)
             if edge_encoding == "multi_hop" else None
@@ -243,34 +266,42 @@ class GraphormerEncoder(nn.Module):
     def reset_parameters(self) -> None:
         """Graphormer's initialisation: linear weights ``N(0, 0.02 / sqrt(L))`` with zero biases,
         embeddings and the graph token ``N(0, 0.02)``, the spatial bias ``N(0, 0.02)``, ``C``
-        ones, the hop weights ``N(0, 0.02)``, LayerNorms to identity."""
+        ones, the continuous relations' own init (their ``C`` terms 0), the hop weights
+        ``N(0, 0.02)``, LayerNorms to identity."""
         _init_linear(self, 0.02 / math.sqrt(self.num_layers))
         for module in self.modules():
             if isinstance(module, nn.LayerNorm):
                 module.reset_parameters()
         for part in (self.atom_encoder, self.degree_encoder, self.spatial_bias, self.multiplier,
-                     self.edge_encoder):
+                     self.continuous_bias, self.continuous_multiplier, self.edge_encoder):
             if part is not None:
                 part.reset_parameters()
         if self.graph_token is not None:
             nn.init.normal_(self.graph_token, 0.0, 0.02)
 
-    def _per_layer(self, table: RelationEmbedding | None, ids: Tensor, per_layer: bool):
-        """Gather a relation table once: ``[B, L, H, N', N']`` (per layer) or ``[B, H, N', N']``."""
+    def _per_layer(self, table: RelationEmbedding | None, ids: Tensor, per_layer: bool,
+                   continuous: ContinuousRelations | None = None,
+                   values: dict[str, Tensor] | None = None):
+        """``B`` or ``C`` for all layers at once, the table gathered once plus the continuous
+        terms: ``[B, L, H, N', N']`` (per layer) or ``[B, H, N', N']``."""
         if table is None:
             return None
-        values = table(ids)  # [B, heads, N', N']
-        return values.unflatten(1, (self.num_layers, self.num_heads)) if per_layer else values
+        out = table(ids)  # [B, heads, N', N']
+        if continuous is not None:
+            out = out + continuous(values)
+        return out.unflatten(1, (self.num_layers, self.num_heads)) if per_layer else out
 
     def forward(
         self,
         x: Tensor,
         edge_index: Tensor,
-        spd: Tensor,
+        pair_index: Tensor,
         batch: Tensor | None = None,
         ptr: Tensor | None = None,
         edge_attr: Tensor | None = None,
-        spd_pred: Tensor | None = None,
+        spd: Tensor | None = None,
+        spd_pred_index: Tensor | None = None,
+        resistance: Tensor | None = None,
         num_graphs: int | None = None,
         max_num_nodes: int | None = None,
         return_attention: bool = False,
@@ -282,15 +313,23 @@ class GraphormerEncoder(nn.Module):
             h = h + self.degree_encoder(edge_index, x.shape[0])
         use_token = self.graph_token is not None
         token = self.graph_token[0] if use_token else None
-        h, key_padding_mask, ids, vec, counts, max_num_nodes = densify_graphs(
-            h, spd, batch, ptr, token, self.max_distance, num_graphs=num_graphs,
-            max_num_nodes=max_num_nodes, validate=self.validate_inputs,
+        if pair_index is None:
+            raise ValueError("pair_index is missing: build the dataset with pre_transform="
+                             "graph_urpe.transforms.AddShortestPathDistance() (and "
+                             "AddResistanceDistance() for relations with 'resistance').")
+        stored = {"spd": spd, "resistance": resistance}
+        h, key_padding_mask, ids, values, vec, counts, max_num_nodes = densify_graphs(
+            h, {name: stored[name] for name in self.relations}, pair_index, batch, ptr, token,
+            self.max_distance, num_graphs=num_graphs, max_num_nodes=max_num_nodes,
+            validate=self.validate_inputs,
         )
         h = self.input_dropout(h)
         dense = {"num_graphs": num_graphs, "max_num_nodes": max_num_nodes,
                  "validate": self.validate_inputs}
-        bias = self._per_layer(self.spatial_bias, ids, self.bias_per_layer)
-        mult = self._per_layer(self.multiplier, ids, self.multiplier_per_layer)
+        bias = self._per_layer(self.spatial_bias, ids, self.bias_per_layer,
+                               self.continuous_bias, values)
+        mult = self._per_layer(self.multiplier, ids, self.multiplier_per_layer,
+                               self.continuous_multiplier, values)
         # The bias has a layer axis only when it holds per-layer spatial tables (with
         # attention="none" it is the edge encoding alone, shared by all layers).
         bias_layered = bias is not None and self.bias_per_layer
@@ -303,7 +342,8 @@ class GraphormerEncoder(nn.Module):
                     "the model with edge_encoding='none'."
                 )
             path = to_dense_path_edges(
-                spd_pred, edge_index, batch, ptr, max_hops=self.max_hops, **dense
+                spd_pred_index, pair_index, edge_index, batch, ptr, max_hops=self.max_hops,
+                **dense
             )
             edge = self.edge_encoder(edge_attr, path)  # [B, H, N, N]
             if use_token:
@@ -335,187 +375,7 @@ class GraphormerEncoder(nn.Module):
     def __repr__(self) -> str:
         return (
             f"{self.__class__.__name__}(layers={self.num_layers}, embed_dim={self.embed_dim}, "
-            f"heads={self.num_heads}, attention={self.attention!r}, "
+            f"heads={self.num_heads}, attention={self.attention!r}, relations={self.relations}, "
             f"edge_encoding={self.edge_encoding!r}, graph_token={self.graph_token is not None}, "
             f"centrality_encoding={self.degree_encoder is not None})"
-        )
-
-
-class Graphormer(nn.Module):
-    r"""Graphormer (``none`` / ``rpe`` / ``urpe`` attention) for graph- or node-level prediction:
-    a :class:`GraphormerEncoder` and a head.
-
-    ``level="graph"``: a :class:`GraphHead` with the chosen ``readout``; ``level="node"``: a linear
-    layer on every node embedding. Sources: Ying et al., NeurIPS 2021; Luo et al., NeurIPS 2022
-    (see the module docstring).
-
-    Weight decay: apply it to the weight matrices of the linear layers and to :attr:`hop_weight`
-    only (not to biases, norms, embeddings or the ``B`` / ``C`` tables; decay would pull ``C``
-    from its initial ones towards 0).
-
-    Args:
-        num_tasks (int): outputs per graph (or per node).
-        atom_categories (int or list[int]): vocabulary size of each node feature column.
-        bond_categories (int or list[int], optional): vocabulary size of each edge feature
-            column; required for ``edge_encoding="multi_hop"``. (default: :obj:`None`)
-        level (str, optional): ``"graph"`` or ``"node"``. (default: :obj:`"graph"`)
-        readout (str, optional): graph-level readout, ``"graph_token"``, ``"mean"`` or ``"sum"``.
-            (default: :obj:`None`: ``"graph_token"`` when the encoder has it, else ``"mean"``)
-        head_hidden_dim (int, optional): graph level: width of the head's hidden layer
-            (:class:`GraphHead`'s ``hidden_dim``, an MLP head as Chemprop's); :obj:`None` for
-            Graphormer's linear head. (default: :obj:`None`)
-        head_dropout (float, optional): dropout in that hidden layer. (default: :obj:`0.0`)
-        outputs_per_task (int, optional): outputs per task: ``2`` for a mean-variance head
-            (``loss="mve"``: ``num_tasks`` means, then ``num_tasks`` variances before softplus,
-            as Chemprop's ``MveFFN``). (default: :obj:`1`)
-        **kwargs: the architecture, passed to :class:`GraphormerEncoder` (``num_layers``,
-            ``embed_dim``, ``num_heads``, ``ffn_dim``, ``attention``, ``max_distance``,
-            ``max_degree``, ``max_hops``, ``edge_encoding``, ``bias_per_layer``,
-            ``multiplier_per_layer``, ``directed_degree``, ``centrality_encoding``,
-            ``graph_token``, ``dropout``, ``attention_dropout``, ``activation_dropout``,
-            ``input_dropout``, ``validate_inputs``).
-
-    Shapes:
-        - **input**: a :class:`~torch_geometric.data.Batch` (or one
-          :class:`~torch_geometric.data.Data`) with ``x`` ``[n, F]`` long, ``edge_index``
-          ``[2, E]``, ``edge_attr`` ``[E, Fe]`` long, ``spd`` (and ``spd_pred``), ``batch``,
-          ``ptr``.
-        - **output**: ``[num_graphs, num_tasks * outputs_per_task]`` (graph level) or
-          ``[num_nodes, num_tasks * outputs_per_task]`` (node level); with ``return_attention=True`` also the per-layer attention maps of
-          :class:`GraphormerEncoder`.
-
-    Raises:
-        ValueError: for a non-positive ``num_tasks``, an unknown ``level`` / ``readout``,
-            ``head_hidden_dim`` at node level or any error of :class:`GraphHead`,
-            ``readout="graph_token"`` with ``graph_token=False``, or any error of
-            :class:`GraphormerEncoder`.
-    """
-
-    def __init__(
-        self,
-        num_tasks: int,
-        atom_categories: int | Sequence[int],
-        bond_categories: int | Sequence[int] | None = None,
-        level: Level = "graph",
-        readout: Readout | None = None,
-        head_hidden_dim: int | None = None,
-        head_dropout: float = 0.0,
-        outputs_per_task: int = 1,
-        **kwargs,
-    ) -> None:
-        super().__init__()
-        check_at_least(1, num_tasks=num_tasks, outputs_per_task=outputs_per_task)
-        check_choice("level", level, Level)
-        self.encoder = GraphormerEncoder(atom_categories, bond_categories, **kwargs)
-        has_token = self.encoder.graph_token is not None
-        if readout is None:
-            readout = "graph_token" if has_token else "mean"
-        if readout == "graph_token" and not has_token:
-            raise ValueError(
-                "readout='graph_token' needs graph_token=True; set graph_token=True or choose "
-                "readout='mean' or 'sum'."
-            )
-        self.num_tasks = num_tasks
-        self.outputs_per_task = outputs_per_task
-        self.level = level
-        self.readout = readout
-        embed_dim = self.encoder.embed_dim
-        if level == "node" and head_hidden_dim is not None:
-            raise ValueError("head_hidden_dim is for level='graph'; the node-level head is "
-                             "linear: leave it unset.")
-        width = num_tasks * outputs_per_task
-        self.head = (GraphHead(embed_dim, width, readout, head_hidden_dim, head_dropout)
-                     if level == "graph" else nn.Linear(embed_dim, width))
-        self.reset_parameters()
-
-    @property
-    def hop_weight(self) -> nn.Parameter | None:
-        """The edge encoding's hop weights (:obj:`None` without it): with the linear weight
-        matrices, the only parameters that get weight decay."""
-        return self.encoder.hop_weight
-
-    @classmethod
-    def slim(cls, num_tasks: int = 1, atom_categories=28, bond_categories=4, **kwargs) -> Graphormer:
-        """Graphormer-slim, the paper's ZINC model: 12 layers, width 80, 8 heads, FFN 80.
-
-        Defaults are ZINC's (28 atom types, 4 bond types, one regression target); dropout 0.1,
-        attention dropout 0.1, multi-hop edge encoding over 20 hops (Ying et al., NeurIPS 2021,
-        ZINC script). With ``attention="rpe"`` this has 479,713 parameters against the paper's
-        489,321: the Transformer body (470,400) is identical; Graphormer's reference code sizes
-        its ZINC tables generously (64 atom rows for 28 types, 64 bond rows for 4 types, a separate
-        out-degree table that receives the same input as the in-degree table on undirected graphs,
-        40 hop matrices of which 20 are used), which accounts for 9,760 parameters; its public
-        code instantiates 489,481, 160 more than the paper states. ``attention="urpe"`` adds one
-        ``C`` table: ``(max_distance + 4) * heads`` = 320 parameters (3,840 with
-        ``multiplier_per_layer=True``; the paper reports +2,416).
-
-        Any keyword overrides a default (e.g. ``attention="rpe"``).
-        """
-        cfg = {"num_layers": 12, "embed_dim": 80, "num_heads": 8, "ffn_dim": 80}
-        cfg.update(kwargs)
-        return cls(num_tasks, atom_categories, bond_categories, **cfg)
-
-    @classmethod
-    def base(cls, num_tasks: int, atom_categories, bond_categories, **kwargs) -> Graphormer:
-        """Graphormer-base for PCQM4Mv2 / OGB: 12 layers, width 768, 32 heads, FFN 768.
-
-        Dropout 0.0, attention dropout 0.1, activation dropout 0.1, as Graphormer's PCQM4M
-        recipe (Ying et al., NeurIPS 2021; the fairseq ``graphormer_base`` architecture).
-        About 43M parameters with OGB features (Graphormer-base: 47M; its tables have 512 rows
-        per feature column). Keywords override the defaults.
-        """
-        cfg = {
-            "num_layers": 12, "embed_dim": 768, "num_heads": 32, "ffn_dim": 768, "dropout": 0.0,
-            "attention_dropout": 0.1, "activation_dropout": 0.1, "max_distance": 64, "max_degree": 511,
-        }
-        cfg.update(kwargs)
-        return cls(num_tasks, atom_categories, bond_categories, **cfg)
-
-    def reset_parameters(self) -> None:
-        """The encoder's initialisation, and the head's linear layers as Graphormer's
-        (``N(0, 0.02 / sqrt(L))``, zero bias)."""
-        self.encoder.reset_parameters()
-        _init_linear(self.head, 0.02 / math.sqrt(self.encoder.num_layers))
-
-    def _encode(self, batch: Data, return_attention: bool = False):
-        vec, ptr = batch.get("batch"), batch.get("ptr")
-        num_graphs = batch.num_graphs if ptr is not None or vec is not None else 1
-        res = self.encoder(batch.x, batch.edge_index, batch.get("spd"), batch=vec, ptr=ptr,
-                           edge_attr=batch.get("edge_attr"), spd_pred=batch.get("spd_pred"),
-                           num_graphs=num_graphs, return_attention=return_attention)
-        if vec is None and self.level == "graph":
-            vec = batch_vector(res[0].shape[0], node_counts(batch.spd, None, ptr, num_graphs))
-        return res, vec, num_graphs
-
-    def forward(
-        self, batch: Data, return_attention: bool = False
-    ) -> Tensor | tuple[Tensor, AttentionMaps]:
-        """Predict for a PyG batch; see the class docstring."""
-        res, vec, num_graphs = self._encode(batch, return_attention)
-        nodes, token = res[0], res[1]
-        out = self.head(nodes) if self.level == "node" else \
-            self.head(nodes, token, vec, num_graphs)
-        return (out, res[2]) if return_attention else out
-
-    def embed(self, batch: Data, layer: EmbedLayer = "encoder") -> Tensor:
-        r"""Learned fingerprints ``[num_graphs, D]`` (as Chemprop's ``fingerprint``): the head's
-        readout of the encoder (``"encoder"``, ``D = embed_dim``) or the head's hidden layer after
-        its ReLU (``"hidden"``, ``D = head_hidden_dim``; call ``eval()`` first to skip dropout).
-
-        Raises:
-            ValueError: at node level, an unknown layer, or ``"hidden"`` for a linear head.
-        """
-        check_choice("layer", layer, EmbedLayer)
-        if self.level != "graph" or (layer == "hidden" and self.head.hidden is None):
-            raise ValueError(f"layer={layer!r} needs a graph-level network"
-                             + (" with a hidden head layer (head_hidden_dim)" * (layer == "hidden"))
-                             + ": use layer='encoder' with a graph-level network.")
-        res, vec, num_graphs = self._encode(batch)
-        pooled = self.head.pool(res[0], res[1], vec, num_graphs)
-        return self.head.hidden(pooled) if layer == "hidden" else pooled
-
-    def __repr__(self) -> str:
-        return (
-            f"{self.__class__.__name__}(num_tasks={self.num_tasks}, level={self.level!r}, "
-            f"readout={self.readout!r}, encoder={self.encoder!r})"
         )

@@ -1,33 +1,48 @@
 """The PyG-native graph layer with URPE attention (:class:`URPEGraphConv`) and the densification
 prologue it shares with :class:`~graph_urpe.nn.GraphormerEncoder` (:func:`densify_graphs`).
 
-:class:`URPEGraphConv` is Graphormer's layer (:class:`~graph_urpe.nn.GraphormerLayer`, dense) in
-PyG's conventions (like :class:`torch_geometric.nn.GPSConv`): node features in
-the sparse ``[num_nodes, C]`` layout with a ``batch`` vector, the shortest-path distances as stored
-by :class:`~graph_urpe.transforms.AddShortestPathDistance`, its own ``B`` and ``C`` tables indexed
-by the SPD, and the densification done inside. The name follows PyG's ``*Conv`` convention for
-layers that map node features to node features of a (batch of) graph(s).
+:class:`URPEGraphConv` is Graphormer's layer (:class:`~graph_urpe.nn.GraphormerLayer`, dense) with
+PyG's ``*Conv`` contract (as :class:`torch_geometric.nn.GPSConv`): ``conv(x, edge_index, batch)``
+on node features in the sparse ``[num_nodes, C]`` layout, returning node features of the same
+layout. It owns its ``B`` and ``C`` (from the SPD, the resistance distance, or both), reads the
+pairwise relations stored by :mod:`graph_urpe.transforms` when given and otherwise computes them
+from ``edge_index`` (:func:`~graph_urpe.dense.dense_relations_from_edges`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Literal, NamedTuple
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 from torch_geometric.utils import to_dense_batch
 
 from graph_urpe.choices import check_choice
-from graph_urpe.dense import batch_vector, from_dense_batch, node_counts, to_dense_spd
+from graph_urpe.constants import UNREACHABLE
+from graph_urpe.dense import (
+    batch_vector,
+    dense_layout,
+    dense_relations_from_edges,
+    from_dense_batch,
+    node_counts,
+    to_dense_pair,
+)
 from graph_urpe.nn.block import GraphormerLayer
 from graph_urpe.nn.relations import (
+    CONTINUOUS_RELATIONS,
+    ContinuousRelations,
+    GraphRelation,
     RelationEmbedding,
+    check_relations,
     graph_relation_ids,
     num_graph_relations,
+    relation_table_distance,
     token_padding_mask,
 )
 
-__all__ = ["Attention", "DenseGraphs", "URPEGraphConv", "densify_graphs"]
+__all__ = ["Attention", "DenseGraphs", "GraphRelation", "URPEGraphConv", "densify_graphs"]
 
 #: The relative-position switch of every model: none, RPE (``B``), URPE (``B`` and ``C``).
 Attention = Literal["none", "rpe", "urpe"]
@@ -41,7 +56,11 @@ class DenseGraphs(NamedTuple):
             (``N' = N + 1``), else ``N' = N``; padded slots hold 0.
         key_padding_mask (BoolTensor): ``[B, N']``, True at padded slots.
         ids (LongTensor): relation ids ``[B, N', N']`` of
-            :func:`~graph_urpe.nn.graph_relation_ids` (SPD, unreachable, graph token, padding).
+            :func:`~graph_urpe.nn.graph_relation_ids` (SPD or reachability, unreachable, graph
+            token, padding).
+        values (dict[str, Tensor]): each continuous relation's padded values ``[B, N', N']``
+            (:data:`~graph_urpe.constants.UNREACHABLE` at the token, padding and unreachable
+            pairs).
         batch (LongTensor): graph of each node ``[num_nodes]``.
         counts (LongTensor): nodes per graph ``[B]``.
         max_num_nodes (int): ``N``.
@@ -50,6 +69,7 @@ class DenseGraphs(NamedTuple):
     h: Tensor
     key_padding_mask: Tensor
     ids: Tensor
+    values: dict[str, Tensor]
     batch: Tensor
     counts: Tensor
     max_num_nodes: int
@@ -57,7 +77,8 @@ class DenseGraphs(NamedTuple):
 
 def densify_graphs(
     x: Tensor,
-    spd: Tensor,
+    relations: Mapping[str, Tensor | None],
+    pair_index: Tensor | None,
     batch: Tensor | None,
     ptr: Tensor | None,
     token: Tensor | None,
@@ -65,116 +86,165 @@ def densify_graphs(
     num_graphs: int | None = None,
     max_num_nodes: int | None = None,
     validate: bool = False,
+    edge_index: Tensor | None = None,
 ) -> DenseGraphs:
-    """Densify a batch once: node features, the graph token, key padding and relation ids.
+    """Densify a batch once: node features, the graph token, key padding, relation ids and the
+    continuous relations.
 
-    The one host read is the largest graph size ``N`` (skipped when ``max_num_nodes`` is given).
+    The relations are read from their stored values (pair layout of :mod:`graph_urpe.transforms`)
+    when ``pair_index`` is given, else computed from ``edge_index``
+    (:func:`~graph_urpe.dense.dense_relations_from_edges`). The one host read is the largest
+    graph size ``N`` (skipped when ``max_num_nodes`` is given).
 
     Args:
         x (Tensor): node features ``[num_nodes, C]``.
-        spd (Tensor): the collated ``spd`` of
-            :class:`~graph_urpe.transforms.AddShortestPathDistance`, ``[sum_b n_b^2]``.
+        relations (Mapping[str, Tensor]): the relations to use (keys, ``"spd"`` and / or
+            ``"resistance"``; the first key decides the order only) and their collated values
+            ``[P]`` (:obj:`None` when computed from ``edge_index``).
+        pair_index (LongTensor, optional): the collated ``pair_index`` ``[2, P]``.
         batch (LongTensor, optional): graph of each node ``[num_nodes]``.
         ptr (LongTensor, optional): node offsets ``[B + 1]`` (preferred to ``batch``).
         token (Tensor, optional): graph-token state ``[B, C]`` or ``[1, C]``, prepended to every
             graph; :obj:`None`: no token.
-        max_distance (int): largest distinguished SPD of the relation ids.
+        max_distance (int): largest distinguished SPD of the relation ids (0 without ``"spd"``).
         num_graphs (int, optional): ``B``. (default: :obj:`None`, from ``ptr`` / ``batch``)
         max_num_nodes (int, optional): ``N``. (default: :obj:`None`, the largest graph)
-        validate (bool, optional): check the SPD length (a host read). (default: :obj:`False`)
+        validate (bool, optional): check the pair counts (a host read). (default: :obj:`False`)
+        edge_index (LongTensor, optional): ``[2, E]``, to compute the relations.
 
     Raises:
-        ValueError: if ``spd`` is missing, or (see :func:`~graph_urpe.dense.to_dense_spd`) not
-            integer or not ``sum_b n_b^2`` long.
+        ValueError: if a relation is missing (neither stored nor computable), or (see
+            :func:`~graph_urpe.dense.to_dense_pair`) malformed.
     """
-    if spd is None:
-        raise ValueError("spd is missing: pass the batch's `spd` (build the dataset with "
-                         "pre_transform=graph_urpe.transforms.AddShortestPathDistance()).")
-    counts = node_counts(spd, batch, ptr, num_graphs)
+    names = list(relations)
+    computed = pair_index is None
+    if computed and edge_index is None:
+        raise ValueError("pair_index is missing: pass the batch's stored relations (build the "
+                         "dataset with pre_transform=graph_urpe.transforms."
+                         "AddShortestPathDistance()) or its edge_index to compute them.")
+    if computed:
+        counts = node_counts(x, batch, ptr, num_graphs) if (batch is not None or ptr is not None) \
+            else torch.tensor([x.shape[0]], device=x.device)
+    else:
+        stored = relations[names[0]]
+        if stored is None:
+            raise ValueError(f"relation {names[0]!r} is missing from the batch: build the dataset "
+                             "with the graph_urpe.transforms that store it.")
+        counts = node_counts(stored, batch, ptr, num_graphs)
     if max_num_nodes is None:
         max_num_nodes = int(counts.max()) if counts.numel() else 0  # the one host read
-    spd_dense, padding_mask = to_dense_spd(spd, batch, ptr, num_graphs=num_graphs,
-                                           max_num_nodes=max_num_nodes, validate=validate)
+    _, padding_mask = dense_layout(counts, max_num_nodes)
+    if computed:
+        dense = dense_relations_from_edges(edge_index, counts, max_num_nodes, names)
+    else:
+        dense = {}
+        for name in names:
+            value = relations[name]
+            if value is None:
+                raise ValueError(f"relation {name!r} is missing from the batch: build the dataset "
+                                 "with the graph_urpe.transforms that store it.")
+            dense[name] = to_dense_pair(value, pair_index, batch, ptr, num_graphs=num_graphs,
+                                        max_num_nodes=max_num_nodes, validate=validate)[0]
     b, n = padding_mask.shape
     vec = batch_vector(x.shape[0], counts, batch)
     h, _ = to_dense_batch(x, vec, batch_size=b, max_num_nodes=n)
     key_padding_mask = padding_mask
+    pad = (1, 0, 1, 0)
     if token is not None:
         h = torch.cat([token.expand(b, -1).unsqueeze(1).to(h.dtype), h], dim=1)
         key_padding_mask = token_padding_mask(padding_mask)  # [B, N + 1]
-    ids = graph_relation_ids(spd_dense, padding_mask, max_distance, graph_token=token is not None)
-    return DenseGraphs(h, key_padding_mask, ids, vec, counts, max_num_nodes)
+    if "spd" in dense:
+        source = dense["spd"].long()
+    else:  # reachability only: distance 0 for every reachable pair
+        source = torch.where(dense[names[0]] >= 0, 0, UNREACHABLE)
+        max_distance = 0
+    ids = graph_relation_ids(source, padding_mask, max_distance, graph_token=token is not None)
+    values = {
+        name: (F.pad(dense[name].float(), pad, value=float(UNREACHABLE)) if token is not None
+               else dense[name].float())
+        for name in names if name in CONTINUOUS_RELATIONS
+    }
+    return DenseGraphs(h, key_padding_mask, ids, values, vec, counts, max_num_nodes)
 
 
 class URPEGraphConv(nn.Module):
-    r"""Graphormer layer with URPE attention in PyG's sparse node layout (PyG-native).
+    r"""The Graphormer layer with URPE attention from `"Your Transformer May Not be as Powerful
+    as You Expect" <https://arxiv.org/abs/2205.13401>`_ (Luo et al., NeurIPS 2022), in PyG's
+    sparse node layout, with the relative encodings of Graphormer (`Ying et al., NeurIPS 2021
+    <https://arxiv.org/abs/2106.05234>`_) and Graphormer-GD (`Zhang et al., ICLR 2023
+    <https://arxiv.org/abs/2301.09505>`_):
 
-    For each graph of the batch, self-attention over its nodes (and optionally a graph token) with
-    the spatial bias ``B[i, j] = b_{SPD(i, j)}`` (Ying et al., NeurIPS 2021, Eq. (6)) and the URPE
-    multiplier ``C[i, j] = c_{SPD(i, j)}`` (Luo et al., NeurIPS 2022, Eq. (4)), inside a pre-LN
-    Transformer layer (:class:`GraphormerLayer`):
-    ``Attn = (softmax(QK^T / sqrt(d) + B) ⊙ C) V``. Nodes attend only within their own graph.
+    .. math::
+        \mathbf{X}' = \mathbf{X} + \mathrm{MHA}(\mathrm{LN}(\mathbf{X})), \qquad
+        \mathbf{X}'' = \mathbf{X}' + \mathrm{FFN}(\mathrm{LN}(\mathbf{X}')),
 
-    The layer owns its ``B`` and ``C`` tables (per-head scalars over the relation ids of
-    :func:`~graph_urpe.nn.graph_relation_ids`: SPD ``0..max_distance``, unreachable, graph token,
-    padding; ``C`` starts at ones, so URPE starts as RPE). Extra per-pair terms computed by the
-    caller (e.g. an edge encoding) can be passed as ``attn_bias`` (added to ``B``) and
-    ``multiplier`` (multiplied into ``C``), dense ``[B, H, N', N']`` with ``N' = N (+ 1)``.
+    where each head of :math:`\mathrm{MHA}` attends only within the node's own graph as
 
-    With identical node features and no graph token, ``attention="rpe"`` gives every node of a
-    graph the same output (the rows of ``softmax(B)`` sum to 1 and all values are equal), while
-    ``"urpe"`` does not (the rows of ``softmax(B) ⊙ C`` need not): Luo et al., 2022, Sec. 3.
+    .. math::
+        \mathrm{Attn}(\mathbf{X}) = \Big(\mathrm{softmax}\Big(\frac{\mathbf{Q}\mathbf{K}^{\top}}
+        {\sqrt{d}} + \mathbf{B}\Big) \odot \mathbf{C}\Big) \mathbf{V},
+        \qquad B_{ij} = \sum_{r} b_r(\psi_r(i, j)), \quad C_{ij} = \sum_{r} c_r(\psi_r(i, j)),
+
+    over the selected relations :math:`\psi_r`: the shortest-path distance (``"spd"``, a learned
+    per-head table :math:`b_{\mathrm{SPD}(i,j)}`, :math:`c_{\mathrm{SPD}(i,j)}`) and the
+    resistance distance (``"resistance"``, Gaussian basis functions and a per-head projection,
+    :class:`~graph_urpe.nn.relations.GaussianBasisEmbedding`). :math:`\mathbf{C}` starts at ones
+    (URPE starts as RPE); ``attention="rpe"`` drops :math:`\mathbf{C}`, ``"none"`` both terms.
+
+    With identical node features, ``attention="rpe"`` gives every node of a graph the same output
+    (the rows of :math:`\mathrm{softmax}(\mathbf{B})` sum to 1 and all values are equal), while
+    ``"urpe"`` need not (the rows of :math:`\mathrm{softmax}(\mathbf{B}) \odot \mathbf{C}` need
+    not sum to 1): Luo et al., 2022, Sec. 3.
+
+    The relations are read from the batch when ``pair_index`` and the values are given (stored
+    once by :class:`~graph_urpe.transforms.AddShortestPathDistance` /
+    :class:`~graph_urpe.transforms.AddResistanceDistance`), else computed from ``edge_index`` on
+    the fly (:func:`~graph_urpe.dense.dense_relations_from_edges`; :math:`O(N^4)` per graph, for
+    small graphs).
 
     Args:
-        channels (int): node width ``C``.
-        heads (int): attention heads ``H``.
-        attention (str, optional): ``"none"``, ``"rpe"`` (``B``) or ``"urpe"`` (``B`` and ``C``).
-            (default: :obj:`"urpe"`)
+        channels (int): node width :math:`C`.
+        heads (int): attention heads :math:`H`.
+        attention (str, optional): ``"none"``, ``"rpe"`` (:math:`\mathbf{B}`) or ``"urpe"``
+            (:math:`\mathbf{B}` and :math:`\mathbf{C}`). (default: :obj:`"urpe"`)
+        relations (list[str], optional): the pairwise relations, among ``"spd"`` and
+            ``"resistance"``. (default: :obj:`("spd",)`)
         max_distance (int, optional): largest distinguished SPD. (default: :obj:`20`)
+        num_kernels (int, optional): Gaussian basis functions per continuous relation.
+            (default: :obj:`128`)
         ffn_channels (int, optional): FFN hidden width. (default: :obj:`None`, ``2 * channels``)
-        graph_token (bool, optional): prepend a learned graph token to each graph; its updated
-            state is returned too. (default: :obj:`False`)
         dropout (float, optional): residual dropout. (default: :obj:`0.0`)
         attention_dropout (float, optional): attention-weight dropout. (default: :obj:`0.0`)
         activation_dropout (float, optional): FFN activation dropout. (default: :obj:`0.0`)
 
     Shapes:
-        - **x**: ``[num_nodes, channels]`` float
-        - **batch**: ``[num_nodes]`` long, graph of each node (:obj:`None`: one graph)
-        - **spd**: ``[sum_b n_b^2]`` int, the collated ``spd`` of
-          :class:`~graph_urpe.transforms.AddShortestPathDistance`
-        - **ptr**: ``[B + 1]`` long (optional; PyG batches have it)
-        - **token**: ``[B, channels]`` (optional; default: the learned token)
-        - **output**: ``[num_nodes, channels]``; with ``graph_token=True`` the pair
-          ``(nodes, token [B, channels])``; with ``return_attention=True`` one more element, the
-          ``(P, P ⊙ C)`` maps ``[B, H, N', N']`` (padded)
+        - **input:**
+          node features :math:`(|\mathcal{V}|, C)`,
+          edge indices :math:`(2, |\mathcal{E}|)`,
+          batch vector :math:`(|\mathcal{V}|)` *(optional)*,
+          pair indices :math:`(2, P)` with :math:`P = \sum_b n_b^2` *(optional)*,
+          ``spd`` / ``resistance`` :math:`(P)` *(optional)*,
+          ``ptr`` :math:`(B + 1)` *(optional)*
+        - **output:** node features :math:`(|\mathcal{V}|, C)`
 
     Raises:
-        ValueError: for an unknown ``attention``, a negative ``max_distance``, an ``spd`` that
-            is missing, not integer, or shorter than the batch's ``sum_b n_b^2`` pairs, an
-            ``edge_index`` passed where ``batch`` goes (PyG's ``conv(x, edge_index, batch)``),
-            or ``x`` not ``[num_nodes, channels]``.
+        ValueError: for an unknown ``attention`` or relation, a negative ``max_distance``,
+            ``x`` not ``[num_nodes, channels]``, or a stored relation that is missing or
+            malformed.
 
     Example:
         >>> import torch
-        >>> from torch_geometric.data import Data
-        >>> from torch_geometric.loader import DataLoader
         >>> from graph_urpe.nn import URPEGraphConv
-        >>> from graph_urpe.transforms import AddShortestPathDistance
         >>> _ = torch.manual_seed(0)
         >>> x = torch.randn(16).repeat(4, 1)  # four nodes with identical features
-        >>> path = Data(x=x, edge_index=torch.tensor([[0, 1, 1, 2, 2, 3], [1, 0, 2, 1, 3, 2]]))
-        >>> star = Data(x=x, edge_index=torch.tensor([[0, 1, 0, 2, 0, 3], [1, 0, 2, 0, 3, 0]]))
-        >>> to_spd = AddShortestPathDistance(paths=False)
-        >>> batch = next(iter(DataLoader([to_spd(path), to_spd(star)], batch_size=2)))
+        >>> path = torch.tensor([[0, 1, 1, 2, 2, 3], [1, 0, 2, 1, 3, 2]])
         >>> rpe = URPEGraphConv(16, heads=4, attention="rpe", max_distance=5)
         >>> urpe = URPEGraphConv(16, heads=4, attention="urpe", max_distance=5)
         >>> with torch.no_grad():
         ...     _ = urpe.multiplier.weight[:-1].uniform_(0.0, 2.0)  # a trained C (padding row 0)
-        ...     out_rpe = rpe(batch.x, batch.batch, batch.spd, ptr=batch.ptr)
-        ...     out_urpe = urpe(batch.x, batch.batch, batch.spd, ptr=batch.ptr)
+        ...     out_rpe, out_urpe = rpe(x, path), urpe(x, path)
         >>> out_urpe.shape
-        torch.Size([8, 16])
+        torch.Size([4, 16])
         >>> bool(out_rpe[0].allclose(out_rpe[1], atol=1e-6))  # RPE: end and inner node alike
         True
         >>> bool(out_urpe[0].allclose(out_urpe[1], atol=1e-6))  # URPE tells them apart
@@ -186,99 +256,82 @@ class URPEGraphConv(nn.Module):
         channels: int,
         heads: int,
         attention: Attention = "urpe",
+        relations: Sequence[GraphRelation] = ("spd",),
         max_distance: int = 20,
+        num_kernels: int = 128,
         ffn_channels: int | None = None,
-        graph_token: bool = False,
         dropout: float = 0.0,
         attention_dropout: float = 0.0,
         activation_dropout: float = 0.0,
     ) -> None:
         super().__init__()
         check_choice("attention", attention, Attention)
-        num_rel = num_graph_relations(max_distance)
+        self.relations = check_relations(relations)
         self.channels = channels
         self.heads = heads
         self.attention = attention
-        self.max_distance = max_distance
+        self.max_distance = relation_table_distance(self.relations, max_distance)
+        num_graph_relations(max_distance)  # refuses a negative one
         self.layer = GraphormerLayer(
             channels, heads, 2 * channels if ffn_channels is None else ffn_channels,
             dropout, attention_dropout, activation_dropout,
         )
-        self.spatial_bias = None
-        self.multiplier = None
+        num_rel = num_graph_relations(self.max_distance)
+        continuous = [r for r in self.relations if r in CONTINUOUS_RELATIONS]
+        self.spatial_bias = self.multiplier = None
+        self.continuous_bias = self.continuous_multiplier = None
         if attention != "none":
-            self.spatial_bias = RelationEmbedding(num_rel, heads, init="normal", padding_idx=num_rel - 1)
+            self.spatial_bias = RelationEmbedding(num_rel, heads, init="normal",
+                                                  padding_idx=num_rel - 1)
+            if continuous:
+                self.continuous_bias = ContinuousRelations(continuous, heads, num_kernels)
         if attention == "urpe":
-            self.multiplier = RelationEmbedding(num_rel, heads, init="ones", padding_idx=num_rel - 1)
-        self.graph_token = nn.Parameter(torch.empty(1, channels)) if graph_token else None
+            self.multiplier = RelationEmbedding(num_rel, heads, init="ones",
+                                                padding_idx=num_rel - 1)
+            if continuous:
+                self.continuous_multiplier = ContinuousRelations(continuous, heads, num_kernels,
+                                                                 init="zeros")
         self.reset_parameters()
 
-    def no_weight_decay(self) -> set[str]:
-        """The graph token is an embedding: no weight decay (timm convention)."""
-        return {"graph_token"} if self.graph_token is not None else set()
-
     def reset_parameters(self) -> None:
-        """Reset the layer, the tables (``B`` ``N(0, 0.02)``, ``C`` ones) and the token
-        (``N(0, 0.02)``)."""
+        r"""Reset the layer and the relation terms (the table of :math:`\mathbf{B}`
+        ``N(0, 0.02)``, of :math:`\mathbf{C}` ones; the continuous :math:`\mathbf{C}` terms 0)."""
         self.layer.reset_parameters()
-        for table in (self.spatial_bias, self.multiplier):
-            if table is not None:
-                table.reset_parameters()
-        if self.graph_token is not None:
-            nn.init.normal_(self.graph_token, 0.0, 0.02)
+        for part in (self.spatial_bias, self.multiplier, self.continuous_bias,
+                     self.continuous_multiplier):
+            if part is not None:
+                part.reset_parameters()
 
     def forward(
         self,
         x: Tensor,
-        batch: Tensor | None,
-        spd: Tensor,
+        edge_index: Tensor,
+        batch: Tensor | None = None,
+        pair_index: Tensor | None = None,
+        spd: Tensor | None = None,
+        resistance: Tensor | None = None,
         ptr: Tensor | None = None,
-        token: Tensor | None = None,
-        attn_bias: Tensor | None = None,
-        multiplier: Tensor | None = None,
         num_graphs: int | None = None,
         max_num_nodes: int | None = None,
-        return_attention: bool = False,
-    ):
-        """Update node features (and the graph token); see the class docstring."""
-        self._check_call(x, batch)
-        use_token = self.graph_token is not None
-        token = (self.graph_token if token is None else token) if use_token else None
-        h, key_padding_mask, ids, batch, counts, _ = densify_graphs(
-            x, spd, batch, ptr, token, self.max_distance,
-            num_graphs=num_graphs, max_num_nodes=max_num_nodes,
-        )
-        bias = None if self.spatial_bias is None else self.spatial_bias(ids)
-        if attn_bias is not None:
-            bias = attn_bias if bias is None else bias + attn_bias
-        mult = None if self.multiplier is None else self.multiplier(ids)
-        if multiplier is not None:
-            mult = multiplier if mult is None else mult * multiplier
-        res = self.layer(h, bias, mult, key_padding_mask, need_weights=return_attention)
-        h, weights = res if return_attention else (res, None)
-        out = [from_dense_batch(h, batch, counts, offset=int(use_token))]
-        if use_token:
-            out.append(h[:, 0])
-        if return_attention:
-            out.append(weights)
-        return out[0] if len(out) == 1 else tuple(out)
+    ) -> Tensor:
+        r"""Update node features; see the class docstring.
 
-    def _check_call(self, x: Tensor, batch: Tensor | None) -> None:
-        """Refuse PyG's ``(x, edge_index, batch)`` call and a node width other than ``channels``,
-        each with the call that works."""
-        right = ("conv(data.x, data.batch, data.spd, ptr=data.ptr), with the dataset built with "
-                 "pre_transform=graph_urpe.transforms.AddShortestPathDistance()")
-        if isinstance(batch, Tensor) and (batch.dim() != 1 or batch.shape[0] != x.shape[0]):
-            if batch.dim() == 2 and batch.shape[0] == 2:
-                raise ValueError(
-                    f"{type(self).__name__} got an edge_index [2, {batch.shape[1]}] where it takes "
-                    "the batch vector: it reads the graph from shortest-path distances, not "
-                    f"edges, so call it as {right}."
-                )
-            raise ValueError(
-                f"batch must be the graph index of each node, shape [{x.shape[0]}], got "
-                f"{tuple(batch.shape)}: call {right}."
-            )
+        Args:
+            x (Tensor): node features :math:`(|\mathcal{V}|, C)`.
+            edge_index (LongTensor): edges :math:`(2, |\mathcal{E}|)` (global indices).
+            batch (LongTensor, optional): graph of each node. (default: :obj:`None`, one graph)
+            pair_index (Tensor, optional): the stored pair index (with ``spd`` /
+                ``resistance``); :obj:`None` computes the relations from ``edge_index``.
+                (default: :obj:`None`)
+            spd, resistance (Tensor, optional): the stored relation values.
+                (default: :obj:`None`)
+            ptr (LongTensor, optional): node offsets (preferred to ``batch``).
+                (default: :obj:`None`)
+            num_graphs (int, optional): number of graphs (with ``batch``; saves a host read).
+                (default: :obj:`None`)
+            max_num_nodes (int, optional): largest graph (saves a host read).
+                (default: :obj:`None`)
+        """
         if x.dim() != 2 or x.shape[-1] != self.channels:
             raise ValueError(
                 f"x must have shape [num_nodes, {self.channels}] for "
@@ -287,9 +340,24 @@ class URPEGraphConv(nn.Module):
                 f"{x.shape[-1]}, {self.channels})) or build {type(self).__name__}("
                 f"{x.shape[-1]}, ...)."
             )
+        stored = {"spd": spd, "resistance": resistance}
+        h, key_padding_mask, ids, values, vec, counts, _ = densify_graphs(
+            x, {name: stored[name] for name in self.relations}, pair_index, batch, ptr, None,
+            self.max_distance, num_graphs=num_graphs, max_num_nodes=max_num_nodes,
+            edge_index=edge_index,
+        )
+        bias = mult = None
+        if self.spatial_bias is not None:
+            bias = self.spatial_bias(ids)
+            if self.continuous_bias is not None:
+                bias = bias + self.continuous_bias(values)
+        if self.multiplier is not None:
+            mult = self.multiplier(ids)
+            if self.continuous_multiplier is not None:
+                mult = mult + self.continuous_multiplier(values)
+        h = self.layer(h, bias, mult, key_padding_mask)
+        return from_dense_batch(h, vec, counts)
 
     def __repr__(self) -> str:
-        return (
-            f"{self.__class__.__name__}({self.channels}, heads={self.heads}, "
-            f"attention={self.attention!r}, graph_token={self.graph_token is not None})"
-        )
+        return (f"{self.__class__.__name__}({self.channels}, heads={self.heads}, "
+                f"attention={self.attention!r}, relations={self.relations})")

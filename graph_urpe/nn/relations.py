@@ -1,16 +1,27 @@
-"""Relation-indexed tables: integer relation ids -> per-head attention bias ``B`` or multiplier ``C``.
+"""Pairwise relations -> per-head attention bias ``B`` and multiplier ``C``.
 
-A *relation id* names the relation between a query ``i`` and a key ``j``: the relative position
-``j - i`` (possibly bucketed, T5-style) for sequences, or the shortest-path distance (SPD) for
-graphs. Each id gets one learnable scalar per head, which gives the Toeplitz matrices
-``B[i, j] = b_{j-i}`` and ``C[i, j] = c_{j-i}`` of URPE (Luo et al., NeurIPS 2022,
-arXiv 2205.13401, Eq. (4)) or Graphormer's spatial encoding ``b_{SPD(i, j)}`` (Ying et al.,
-NeurIPS 2021, Eq. (6)).
+*Integer* relations (:class:`RelationEmbedding`): a *relation id* names the relation between a
+query ``i`` and a key ``j``: the relative position ``j - i`` (possibly bucketed, T5-style) for
+sequences, or the shortest-path distance (SPD) for graphs. Each id gets one learnable scalar per
+head, which gives the Toeplitz matrices ``B[i, j] = b_{j-i}`` and ``C[i, j] = c_{j-i}`` of URPE
+(Luo et al., NeurIPS 2022, arXiv 2205.13401, Eq. (4)) or Graphormer's spatial encoding
+``b_{SPD(i, j)}`` (Ying et al., NeurIPS 2021, Eq. (6)).
+
+*Continuous* relations (:class:`GaussianBasisEmbedding`), such as the resistance distance of
+Graphormer-GD (Zhang, Luo, Wang, He, ICLR 2023): ``K`` Gaussian basis functions of the value, then
+a two-layer per-head projection. :class:`ContinuousRelations` sums them over several relations.
+
+A graph model selects its relations by name (:data:`GraphRelation`: ``"spd"``, ``"resistance"``;
+the name is also the attribute the transforms store). ``B`` and ``C`` of a graph are the integer
+table over the relation ids (:func:`graph_relation_ids`; from the SPD when ``"spd"`` is selected,
+else reachable / unreachable only) plus the continuous terms; the continuous ``C`` terms start at
+0, so ``C`` starts at the table's ones and URPE starts as RPE.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from typing import Literal
 
 import torch
@@ -21,15 +32,45 @@ from graph_urpe.choices import check_at_least, check_choice
 from graph_urpe.constants import UNREACHABLE
 
 __all__ = [
+    "CONTINUOUS_RELATIONS",
+    "ContinuousRelations",
+    "GaussianBasisEmbedding",
+    "GraphRelation",
     "RelationEmbedding",
+    "check_relations",
     "graph_relation_ids",
     "num_graph_relations",
     "num_relative_positions",
+    "relation_table_distance",
     "relative_position_ids",
     "token_padding_mask",
 ]
 
 Init = Literal["ones", "normal", "zeros"]
+
+#: Pairwise relations a graph model can read, by the attribute name the transforms store:
+#: ``"spd"`` (:class:`~graph_urpe.transforms.AddShortestPathDistance`, integer) and
+#: ``"resistance"`` (:class:`~graph_urpe.transforms.AddResistanceDistance`, continuous).
+GraphRelation = Literal["spd", "resistance"]
+
+#: The continuous relations among :data:`GraphRelation` (Gaussian basis functions).
+CONTINUOUS_RELATIONS: tuple[str, ...] = ("resistance",)
+
+
+def check_relations(relations: Sequence[str]) -> list[str]:
+    """The relations as a list of names, checked: non-empty, no repeats, each a
+    :data:`GraphRelation`.
+
+    Raises:
+        ValueError: naming the offending entry and the choices.
+    """
+    names = [relations] if isinstance(relations, str) else list(relations)
+    if not names or len(set(names)) != len(names):
+        raise ValueError(f"relations must be a non-empty list without repeats, e.g. ['spd', "
+                         f"'resistance'], got {relations!r}.")
+    for name in names:
+        check_choice("relations entry", name, GraphRelation)
+    return names
 
 
 class RelationEmbedding(nn.Module):
@@ -266,3 +307,137 @@ def graph_relation_ids(
         ids = F.pad(ids, (1, 0, 1, 0), value=token)
         padding_mask = token_padding_mask(padding_mask)
     return ids.masked_fill(padding_mask[:, :, None] | padding_mask[:, None, :], pad)
+
+
+class GaussianBasisEmbedding(nn.Module):
+    r"""Per-head values of a continuous pairwise relation through Gaussian basis functions, as
+    Graphormer-GD encodes the resistance distance (`Zhang et al., ICLR 2023
+    <https://arxiv.org/abs/2301.09505>`_, Sec. 4):
+
+    .. math::
+        \phi_k(r) = \frac{1}{\sqrt{2 \pi} |\sigma_k|}
+        \exp\Big(-\frac{(a r + b - \mu_k)^2}{2 \sigma_k^2}\Big), \quad k = 1..K, \qquad
+        \mathrm{out}(r) = \mathbf{W}_2 \, \mathrm{GELU}(\mathbf{W}_1 \phi(r) + \mathbf{b}_1)
+        + \mathbf{b}_2 \in \mathbb{R}^H,
+
+    with learnable means :math:`\mu_k \sim U(0, 3)`, widths :math:`\sigma_k \sim U(0, 3)`
+    (used as :math:`|\sigma_k| + 0.01`), scale :math:`a = 1` and shift :math:`b = 0`.
+
+    Args:
+        num_heads (int): outputs per value ``H``.
+        num_kernels (int, optional): Gaussians ``K`` (also the hidden width).
+            (default: :obj:`128`)
+        init (str, optional): the output layer: ``"normal"`` (``N(0, std)`` weights, zero bias: a
+            bias ``B``) or ``"zeros"`` (all zero: a term added to ``C``, which then starts
+            unchanged). (default: :obj:`"normal"`)
+        std (float, optional): standard deviation of the normal inits. (default: :obj:`0.02`)
+
+    Shapes:
+        - **input**: ``[..., Nq, Nk]`` float
+        - **output**: ``[..., H, Nq, Nk]`` float32
+
+    Raises:
+        ValueError: for non-positive sizes or an unknown ``init``.
+    """
+
+    def __init__(self, num_heads: int, num_kernels: int = 128,
+                 init: Literal["normal", "zeros"] = "normal", std: float = 0.02) -> None:
+        super().__init__()
+        check_at_least(1, num_heads=num_heads, num_kernels=num_kernels)
+        check_choice("init", init, ("normal", "zeros"))
+        self.num_heads = num_heads
+        self.num_kernels = num_kernels
+        self.init = init
+        self.std = std
+        self.means = nn.Parameter(torch.empty(num_kernels))
+        self.stds = nn.Parameter(torch.empty(num_kernels))
+        self.scale = nn.Parameter(torch.empty(1))
+        self.shift = nn.Parameter(torch.empty(1))
+        self.hidden = nn.Linear(num_kernels, num_kernels)
+        self.out = nn.Linear(num_kernels, num_heads)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Means and widths ``U(0, 3)``, scale 1, shift 0, the hidden layer ``N(0, std)`` with
+        zero bias, the output layer as :obj:`init`."""
+        with torch.no_grad():
+            self.means.uniform_(0.0, 3.0)
+            self.stds.uniform_(0.0, 3.0)
+            self.scale.fill_(1.0)
+            self.shift.zero_()
+            nn.init.normal_(self.hidden.weight, 0.0, self.std)
+            nn.init.zeros_(self.hidden.bias)
+            if self.init == "normal":
+                nn.init.normal_(self.out.weight, 0.0, self.std)
+            else:
+                nn.init.zeros_(self.out.weight)
+            nn.init.zeros_(self.out.bias)
+
+    def forward(self, value: Tensor) -> Tensor:
+        """``[..., Nq, Nk]`` -> ``[..., H, Nq, Nk]``."""
+        r = (self.scale * value.float() + self.shift).unsqueeze(-1)
+        std = self.stds.abs() + 1e-2
+        phi = torch.exp(-0.5 * ((r - self.means) / std) ** 2) / (math.sqrt(2 * math.pi) * std)
+        out = self.out(F.gelu(self.hidden(phi)))
+        return out.movedim(-1, -3).contiguous()
+
+    def __repr__(self) -> str:
+        return (f"{self.__class__.__name__}(num_heads={self.num_heads}, "
+                f"num_kernels={self.num_kernels}, init={self.init!r})")
+
+
+class ContinuousRelations(nn.Module):
+    r"""The sum over several continuous relations of their :class:`GaussianBasisEmbedding`, on a
+    padded graph attention map, zero wherever a relation has no value: padded node slots, the
+    graph token's row and column, pairs in different components (:data:`UNREACHABLE`). The
+    integer table (:class:`RelationEmbedding` over :func:`graph_relation_ids`) covers those cells.
+
+    Args:
+        relations (list[str]): names among :data:`CONTINUOUS_RELATIONS`.
+        num_heads (int): outputs per pair (heads, or layers times heads).
+        num_kernels (int, optional): Gaussians per relation. (default: :obj:`128`)
+        init (str, optional): ``"normal"`` (a bias ``B``) or ``"zeros"`` (a term of ``C``).
+            (default: :obj:`"normal"`)
+
+    Shapes:
+        - **input**: ``values``, a mapping from each relation's name to its padded values
+          ``[B, N', N']`` (:data:`UNREACHABLE` where there is none)
+        - **output**: ``[B, H, N', N']`` float32
+
+    Raises:
+        ValueError: for a relation that is not continuous, or (at call time) a missing one.
+    """
+
+    def __init__(self, relations: Sequence[str], num_heads: int, num_kernels: int = 128,
+                 init: Literal["normal", "zeros"] = "normal") -> None:
+        super().__init__()
+        for name in relations:
+            check_choice("continuous relation", name, CONTINUOUS_RELATIONS)
+        self.embeddings = nn.ModuleDict(
+            {name: GaussianBasisEmbedding(num_heads, num_kernels, init) for name in relations}
+        )
+
+    def reset_parameters(self) -> None:
+        """Reset every relation's embedding."""
+        for emb in self.embeddings.values():
+            emb.reset_parameters()
+
+    def forward(self, values: Mapping[str, Tensor]) -> Tensor:
+        out = None
+        for name, emb in self.embeddings.items():
+            value = values.get(name)
+            if value is None:
+                raise ValueError(f"relation {name!r} is missing from the batch: build the dataset "
+                                 "with graph_urpe.transforms.AddResistanceDistance() (in the CLI: "
+                                 "data.init_args.relations includes it).")
+            term = emb(value).masked_fill((value < 0).unsqueeze(-3), 0.0)
+            out = term if out is None else out + term
+        return out
+
+
+def relation_table_distance(relations: Sequence[str], max_distance: int) -> int:
+    """The ``max_distance`` of the relation ids (:func:`graph_relation_ids`) of a model reading
+    ``relations``: ``max_distance`` when ``"spd"`` is among them; else ``0`` (the ids then tell
+    only reachable from unreachable pairs, read off the first continuous relation)."""
+    return max_distance if "spd" in relations else 0
+

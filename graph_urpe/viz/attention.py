@@ -40,9 +40,10 @@ def _forward_with_attention(model: nn.Module, batch: Batch) -> list:
     """The per-layer ``(before, after)`` maps of one forward pass of ``model`` on ``batch``."""
     if isinstance(model, GraphormerEncoder):
         return model(
-            batch.x, batch.edge_index, batch.spd, batch=batch.batch, ptr=batch.ptr,
-            edge_attr=batch.get("edge_attr"), spd_pred=batch.get("spd_pred"), num_graphs=1,
-            return_attention=True,
+            batch.x, batch.edge_index, batch.get("pair_index"), batch=batch.batch, ptr=batch.ptr,
+            edge_attr=batch.get("edge_attr"), spd=batch.get("spd"),
+            spd_pred_index=batch.get("spd_pred_index"), resistance=batch.get("resistance"),
+            num_graphs=1, return_attention=True,
         )[2]
     if "return_attention" not in inspect.signature(model.forward).parameters:
         raise ValueError(
