@@ -13,7 +13,15 @@ classification targets:
 * graph level: diameter, number of node pairs at distance 2;
 
 for ``attention`` in none / rpe / urpe, with and without the graph token and the degree encoding,
-over seeds. Model: ``Graphormer`` with 3 layers, width 32, 4 heads, FFN 64, no edge encoding, no
+over seeds.
+
+``--biconnectivity``: is a node a cut vertex (Zhang, Luo, Wang, He, ICLR 2023: no model whose
+relations are shortest-path distances alone can tell cut vertices in general; the resistance
+distance can), on glued chorded cycles (``kinds=("blocks",)``: the chords give non-cut nodes
+degree 3 too, so the degree does not answer it), URPE attention with the degree encoding on and
+no graph token, for ``relations`` in ``spd`` / ``resistance`` / ``spd+resistance``
+(Graphormer-GD), over seeds. (Whether an *edge* is a bridge is an edge-level target, which
+:class:`~graph_urpe.nn.Graphormer` has no head for; it is not run.) Model: ``Graphormer`` with 3 layers, width 32, 4 heads, FFN 64, no edge encoding, no
 dropout; readout = graph token when it is on, else the mean of the nodes. Training: AdamW (lr 3e-3,
 no weight decay), cross-entropy, ``--epochs`` epochs of batch 32 on 80 % of the graphs; accuracy on
 the other 20 % (node level: over all their nodes), against the majority class of the training labels
@@ -28,6 +36,7 @@ Usage::
     python benchmarks/graph_synthetic.py --quick   # node tasks, token and degree off, seed 0
     python benchmarks/graph_synthetic.py           # full grid: 5 tasks x 3 x 2 x 2 x 3 seeds
     python benchmarks/graph_synthetic.py --jobs 2  # the same, two runs at a time (one thread each)
+    python benchmarks/graph_synthetic.py --biconnectivity  # cut vertices: SPD vs RD, 3 seeds
 """
 
 from __future__ import annotations
@@ -44,19 +53,25 @@ import time
 import torch
 import torch.nn.functional as F
 from torch_geometric.loader import DataLoader
+from torch_geometric.transforms import Compose
 
 from graph_urpe.data.synthetic_graphs import SYNTHETIC_TASKS, SyntheticGraphDataset
 from graph_urpe.nn import Graphormer
+from graph_urpe.transforms import AddResistanceDistance, AddShortestPathDistance
 
 ATTENTIONS = ("none", "rpe", "urpe")
-NODE_TASKS = [t for t, level in SYNTHETIC_TASKS.items() if level == "node"]
+NODE_TASKS = [t for t, level in SYNTHETIC_TASKS.items() if level == "node" and t != "cut_vertex"]
+RELATION_SETS = (("spd",), ("resistance",), ("spd", "resistance"))
+PRE = Compose([AddShortestPathDistance(paths=False), AddResistanceDistance()])
 
 
 def run(task: str, attention: str, graph_token: bool, degree_encoding: bool, seed: int,
-        graphs: int, epochs: int) -> dict:
+        graphs: int, epochs: int, relations: tuple[str, ...] = ("spd",),
+        kinds: tuple[str, ...] = ("tree", "erdos_renyi")) -> dict:
     """Train one model and return its JSON record."""
     start = time.perf_counter()
-    data = SyntheticGraphDataset(task, num_graphs=graphs, seed=seed)
+    data = SyntheticGraphDataset(task, num_graphs=graphs, seed=seed, kinds=kinds,
+                                 pre_transform=PRE)
     cut = int(0.8 * len(data))
     train, test = data[:cut], data[cut:]
     torch.manual_seed(seed)
@@ -64,7 +79,8 @@ def run(task: str, attention: str, graph_token: bool, degree_encoding: bool, see
         data.num_classes, atom_categories=1, level=data.level,
         readout="graph_token" if graph_token else "mean",
         num_layers=3, embed_dim=32, num_heads=4, ffn_dim=64, attention=attention,
-        max_distance=20, max_degree=20, edge_encoding="none",
+        max_distance=20, max_degree=20, edge_encoding="none", relations=list(relations),
+        num_kernels=16,
         centrality_encoding=degree_encoding, graph_token=graph_token,
         dropout=0.0, attention_dropout=0.0,
     )
@@ -90,6 +106,7 @@ def run(task: str, attention: str, graph_token: bool, degree_encoding: bool, see
         "graph_token": graph_token, "degree_encoding": degree_encoding, "seed": seed,
         "accuracy": correct / total, "baseline_accuracy": baseline, "epochs": epochs,
         "graphs": graphs, "seconds": round(time.perf_counter() - start, 1),
+        "relations": "+".join(relations), "kinds": "+".join(kinds),
     }
 
 
@@ -97,6 +114,8 @@ def table(records: list[dict]) -> str:
     """Markdown: one row per (task, token, degree), mean accuracy over seeds per attention."""
     groups: dict[tuple, dict[str, list[float]]] = {}
     base: dict[tuple, list[float]] = {}
+    if any(r["relations"] != "spd" for r in records):
+        return relations_table(records)
     for r in records:
         key = (r["task"], r["level"], r["graph_token"], r["degree_encoding"])
         groups.setdefault(key, {}).setdefault(r["attention"], []).append(r["accuracy"])
@@ -111,11 +130,29 @@ def table(records: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def relations_table(records: list[dict]) -> str:
+    """Markdown: one row per (task, attention, relations), accuracy per seed and the mean."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in records:
+        groups.setdefault((r["task"], r["kinds"], r["attention"], r["relations"]), []).append(r)
+    lines = ["| task | graphs | attention | relations | majority | accuracy per seed | mean |",
+             "|---|---|---|---|---|---|---|"]
+    for (task, kinds, attention, relations), rs in groups.items():
+        accs = [r["accuracy"] for r in rs]
+        lines.append(
+            f"| {task} | {kinds} | {attention} | {relations} | "
+            f"{statistics.mean(r['baseline_accuracy'] for r in rs):.3f} | "
+            + ", ".join(f"{a:.3f}" for a in accs) + f" | {statistics.mean(accs):.3f} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true",
                    help="node tasks only, graph token and degree encoding off, one seed")
+    p.add_argument("--biconnectivity", action="store_true",
+                   help="cut vertices on glued chorded cycles, URPE with SPD / RD / both relations")
     p.add_argument("--graphs", type=int, default=300, help="graphs per dataset (default: 300)")
     p.add_argument("--epochs", type=int, default=40, help="training epochs (default: 40)")
     p.add_argument("--seeds", type=int, default=3, help="seeds 0..S-1 (default: 3)")
@@ -126,14 +163,19 @@ def main(argv: list[str] | None = None) -> None:
                    help="runs at a time, each in its own process (default: 1)")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
-    if args.quick:
-        tasks, flags, seeds = NODE_TASKS, [(False, False)], [0]
+    if args.biconnectivity:
+        grid = [("cut_vertex", "urpe", False, True, seed, args.graphs, args.epochs, relations,
+                 ("blocks",))
+                for seed, relations in itertools.product(range(args.seeds), RELATION_SETS)]
     else:
-        tasks, seeds = args.tasks, range(args.seeds)
-        flags = list(itertools.product([False, True], [False, True]))
-    grid = [(task, attention, token, degree, seed, args.graphs, args.epochs)
-            for task, (token, degree), seed, attention
-            in itertools.product(tasks, flags, seeds, ATTENTIONS)]
+        if args.quick:
+            tasks, flags, seeds = NODE_TASKS, [(False, False)], [0]
+        else:
+            tasks, seeds = args.tasks, range(args.seeds)
+            flags = list(itertools.product([False, True], [False, True]))
+        grid = [(task, attention, token, degree, seed, args.graphs, args.epochs)
+                for task, (token, degree), seed, attention
+                in itertools.product(tasks, flags, seeds, ATTENTIONS)]
     records = []
     with concurrent.futures.ProcessPoolExecutor(
         max_workers=args.jobs, mp_context=multiprocessing.get_context("spawn"),

@@ -24,25 +24,52 @@ from graph_urpe.transforms import AddShortestPathDistance
 __all__ = ["GRAPH_KINDS", "SYNTHETIC_TASKS", "SyntheticGraphDataset"]
 
 #: Structural tasks of :class:`SyntheticGraphDataset`.
-SyntheticGraphTask = Literal["degree", "distance2", "eccentricity", "diameter", "pairs_distance2"]
+SyntheticGraphTask = Literal["degree", "distance2", "eccentricity", "cut_vertex", "diameter",
+                             "pairs_distance2"]
 
 SYNTHETIC_TASKS: dict[str, str] = {
     "degree": "node",
     "distance2": "node",
     "eccentricity": "node",
+    "cut_vertex": "node",
     "diameter": "graph",
     "pairs_distance2": "graph",
 }
 """Task name -> level. Node level: the degree, the number of nodes at distance exactly 2, the
-eccentricity (largest distance to another node). Graph level: the diameter and the number of
+eccentricity (largest distance to another node), whether the node is a cut vertex (1 if removing
+it disconnects the graph: biconnectivity, Zhang et al., ICLR 2023). Graph level: the diameter and the number of
 unordered node pairs at distance exactly 2. All are class labels (the integer value itself)."""
 
-GRAPH_KINDS = ("tree", "erdos_renyi")
+GRAPH_KINDS = ("tree", "erdos_renyi", "blocks")
+
+
+def _blocks(n: int, rng: np.random.Generator) -> nx.Graph:
+    """Cycles of 3-7 nodes with one random chord each (when they have 4 or more nodes), glued
+    one after another at a random node of the graph so far, up to ``n`` nodes: every gluing node
+    is a cut vertex, and the chords give non-cut nodes degrees 3 too."""
+    g = nx.Graph()
+    g.add_node(0)
+    while g.number_of_nodes() < n:
+        size = int(min(rng.integers(3, 8), n - g.number_of_nodes() + 1))
+        anchor = int(rng.integers(g.number_of_nodes()))
+        if size < 3:  # one node left: a pendant edge (its anchor is a cut vertex too)
+            g.add_edge(anchor, g.number_of_nodes())
+            continue
+        cycle = [anchor] + list(range(g.number_of_nodes(), g.number_of_nodes() + size - 1))
+        nx.add_cycle(g, cycle)
+        if size >= 4:
+            i = int(rng.integers(size))
+            j = (i + int(rng.integers(2, size - 1))) % size
+            g.add_edge(cycle[i], cycle[j])
+    return g
 
 
 def _random_graph(kind: str, n: int, rng: np.random.Generator, mean_degree: float) -> nx.Graph:
-    """A uniform random labelled tree, or a connected Erdős–Rényi ``G(n, p)`` (redrawn until
-    connected) with ``p = mean_degree / (n - 1)``."""
+    """A uniform random labelled tree, a connected Erdős–Rényi ``G(n, p)`` (redrawn until
+    connected) with ``p = mean_degree / (n - 1)``, or glued chorded cycles (``"blocks"``,
+    :func:`_blocks`)."""
+    if kind == "blocks":
+        return _blocks(n, rng)
     seed = int(rng.integers(2**31))
     if kind == "tree":
         return nx.random_labeled_tree(n, seed=seed)
@@ -63,6 +90,9 @@ def _targets(g: nx.Graph, task: str) -> torch.Tensor:
         values = [sum(1 for d in dist[v].values() if d == 2) for v in nodes]
     elif task == "eccentricity":
         values = [max(dist[v].values()) for v in nodes]
+    elif task == "cut_vertex":
+        cut = set(nx.articulation_points(g))
+        values = [int(v in cut) for v in nodes]
     elif task == "diameter":
         values = [max(max(dist[v].values()) for v in nodes)]
     else:
@@ -81,7 +111,7 @@ class SyntheticGraphDataset(InMemoryDataset):
 
     Args:
         task (str): one of :data:`SYNTHETIC_TASKS`: ``"degree"``, ``"distance2"``,
-            ``"eccentricity"`` (node level), ``"diameter"``, ``"pairs_distance2"`` (graph level).
+            ``"eccentricity"``, ``"cut_vertex"`` (node level), ``"diameter"``, ``"pairs_distance2"`` (graph level).
         num_graphs (int, optional): number of graphs. (default: :obj:`500`)
         min_nodes (int, optional): smallest graph. (default: :obj:`8`)
         max_nodes (int, optional): largest graph. (default: :obj:`20`)
@@ -101,7 +131,8 @@ class SyntheticGraphDataset(InMemoryDataset):
     Shapes:
         - each graph: ``x`` ``[n, 1]`` long (zeros), ``edge_index`` ``[2, E]`` (both directions),
           ``edge_attr`` ``[E, 1]`` long (zeros), ``y`` ``[n]`` (node level) or ``[1]`` long,
-          ``spd`` / ``spd_pred`` ``[n * n]`` int16
+          ``pair_index`` ``[2, n * n]`` int32, ``spd`` ``[n * n]`` int16, ``spd_pred_index``
+          ``[n * n]`` int32
 
     Raises:
         ValueError: for an unknown ``task`` or kind, or sizes outside ``2 <= min <= max``.
@@ -113,7 +144,7 @@ class SyntheticGraphDataset(InMemoryDataset):
         num_graphs: int = 500,
         min_nodes: int = 8,
         max_nodes: int = 20,
-        kinds: tuple[str, ...] = GRAPH_KINDS,
+        kinds: tuple[str, ...] = ("tree", "erdos_renyi"),
         mean_degree: float = 3.0,
         seed: int = 0,
         transform: Callable | None = None,

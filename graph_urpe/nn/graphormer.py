@@ -105,7 +105,7 @@ class GraphormerEncoder(nn.Module):
     sparse layout, and the graph token's.
 
     Consumes the tensors of a PyG batch whose graphs went through
-    :class:`~graph_urpe.transforms.AddShortestPathDistance` (``spd``, and ``spd_pred`` when
+    :class:`~graph_urpe.transforms.AddShortestPathDistance` (``pair_index``, ``spd``, and ``spd_pred_index`` when
     ``edge_encoding="multi_hop"``), with integer node features ``x`` and edge features
     ``edge_attr``. See the module docstring for the encodings and the relation ids. Per forward
     pass the batch is densified once, the relation ids are built once, ``B`` and ``C`` for all

@@ -282,7 +282,7 @@ def graph_relation_ids(
     graph token); Luo et al., NeurIPS 2022, Eq. (4) (``C`` indexed by the same relation).
 
     Args:
-        spd (LongTensor): padded SPD ``[B, N, N]``, from :func:`graph_urpe.dense.to_dense_spd`.
+        spd (LongTensor): padded SPD ``[B, N, N]``, from :func:`graph_urpe.dense.to_dense_pair`.
         padding_mask (BoolTensor): ``[B, N]``, ``True`` at padded node slots.
         max_distance (int): largest distinguished distance.
         graph_token (bool, optional): prepend the graph token's row and column.

@@ -45,7 +45,8 @@ class SmilesCSVDataset(SafeCacheMixin, InMemoryDataset):
     1``), ``edge_index`` ``[2, E]`` (both directions), ``y`` ``torch.float32`` ``[1, T]`` (NaN =
     missing label, kept), ``smiles`` (str), ``row`` (int: the CSV data row, 0-based, header
     excluded: the line of the file is ``row + 2``; it is the source row the user sees, also after
-    rows are skipped), plus what :obj:`pre_transform` adds (e.g. ``spd``, ``spd_pred``).
+    rows are skipped), plus what :obj:`pre_transform` adds (e.g. ``pair_index``, ``spd``,
+    ``spd_pred_index``).
     :meth:`split_membership` tells, for every data row of the file, its split or why it was
     skipped.
 

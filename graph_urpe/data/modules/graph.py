@@ -5,8 +5,9 @@ loaders, DDP splitting, ``sample_id``, the static dataset facts linked into the 
 molecular families (:mod:`graph_urpe.data.modules.molecule`: ZINC-like, PyG ZINC, OGB, PCQM4Mv2,
 your CSV) share :class:`GraphDataModule` on top of it.
 
-Every dataset is built with :class:`~graph_urpe.transforms.AddShortestPathDistance` as
-``pre_transform`` (shortest paths computed once and cached on disk). Loaders use
+Every dataset is built with :class:`~graph_urpe.transforms.AddShortestPathDistance` (and, with
+``resistance=True``, :class:`~graph_urpe.transforms.AddResistanceDistance`) as ``pre_transform``
+(pair relations computed once and cached on disk). Loaders use
 :class:`~graph_urpe.data.sampler.SizeBucketBatchSampler` (graphs of similar size batched together,
 under a budget) and split batches across DDP ranks themselves, so run the Trainer with
 ``use_distributed_sampler=False`` (the shipped configs do). Every graph carries ``sample_id``
@@ -30,6 +31,7 @@ import torch
 from lightning.pytorch import LightningDataModule
 from torch_geometric.data import Data, InMemoryDataset
 from torch_geometric.loader import DataLoader
+from torch_geometric.transforms import Compose
 
 from graph_urpe.data.featurize import feature_dims
 from graph_urpe.data.indexed import IndexedDataset
@@ -46,19 +48,21 @@ from graph_urpe.data.sampler import (
     graph_sizes,
 )
 from graph_urpe.files import check_writable
-from graph_urpe.transforms import AddShortestPathDistance, StandardLayout
+from graph_urpe.transforms import AddResistanceDistance, AddShortestPathDistance, StandardLayout
 
 __all__ = [
     "BatchedGraphDataModule",
     "GraphDataModule",
     "collated_labels",
-    "spd_pre_transform",
+    "pair_pre_transform",
 ]
 
-def spd_pre_transform() -> AddShortestPathDistance:
+def pair_pre_transform(resistance: bool = False) -> AddShortestPathDistance | Compose:
     """The pre-transform of every dataset here: unclipped SPD and predecessors (so one cache
-    serves any ``max_distance`` / ``max_hops`` of the model)."""
-    return AddShortestPathDistance(max_distance=None, paths=True)
+    serves any ``max_distance`` / ``max_hops`` of the model), and with ``resistance`` the
+    resistance distance too (models with ``relations`` including ``"resistance"``)."""
+    spd = AddShortestPathDistance(max_distance=None, paths=True)
+    return Compose([spd, AddResistanceDistance()]) if resistance else spd
 
 
 def collated_labels(dataset) -> torch.Tensor | None:
@@ -275,6 +279,9 @@ class GraphDataModule(BatchedGraphDataModule):
             (default: ``"smiles"``)
         predict_output (str, optional): where ``predict`` writes its CSV.
             (default: ``"predictions.csv"``)
+        resistance (bool, optional): also store the resistance distance
+            (:class:`~graph_urpe.transforms.AddResistanceDistance`), which models with
+            ``relations`` including ``"resistance"`` read (Graphormer-GD). (default: :obj:`False`)
 
     Raises:
         ValueError: for non-positive budgets or both ``predict_smiles`` and ``predict_csv``.
@@ -301,9 +308,11 @@ class GraphDataModule(BatchedGraphDataModule):
         smiles_column: str = "smiles",
         predict_output: str = "predictions.csv",
         bucketing: bool = True,
+        resistance: bool = False,
     ) -> None:
         super().__init__(batch_size, max_nodes_per_batch, max_cells_per_batch, num_workers, seed,
                          bucketing)
+        self.pre_transform = pair_pre_transform(resistance)
         if max_graph_nodes is not None and max_graph_nodes < 1:
             raise ValueError(
                 f"max_graph_nodes must be a positive integer or None, got {max_graph_nodes}."
@@ -383,7 +392,7 @@ class GraphDataModule(BatchedGraphDataModule):
         if self.loaded is None:
             facts = self._facts()
             self.loaded = self.family.load(LoadOptions(
-                self.root, pre_transform=spd_pre_transform(), max_nodes=self.max_graph_nodes,
+                self.root, pre_transform=self.pre_transform, max_nodes=self.max_graph_nodes,
                 strict=self.strict, download=self.download, num_workers=self.processing_workers))
             for part in ("train", "valid", self.test_split):
                 if part not in self.loaded.splits:
@@ -448,7 +457,7 @@ class GraphDataModule(BatchedGraphDataModule):
         frame = read_predict_inputs(self.predict_csv, self.predict_smiles, self.smiles_column)
         graphs, errors = featurize_inputs(
             frame[self.smiles_column].tolist(), featurization,
-            self._predict_limit(max_graph_nodes), spd_pre_transform(), self.processing_workers,
+            self._predict_limit(max_graph_nodes), self.pre_transform, self.processing_workers,
             dataset_source)
         self.predict_frame, self.predict_graphs, self.predict_errors = frame, graphs, errors
 
