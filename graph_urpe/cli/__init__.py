@@ -41,6 +41,7 @@ COMMANDS = {
     "plot": "graph_urpe.cli.plot",
     "collect": "graph_urpe.cli.collect",
     "seeds": "graph_urpe.cli.seeds",
+    "hpopt": "graph_urpe.cli.hpopt",
 }
 """The subcommands outside LightningCLI: name -> the module whose ``main(argv)`` runs it (imported
 only when that subcommand runs). A new command is one line here and one in :data:`HELP`."""
@@ -59,6 +60,7 @@ subcommands:
   plot       figures of a run folder or a checkpoint (graph-urpe plot --help)
   collect    test metrics of several runs in one table with mean ± std (graph-urpe collect --help)
   seeds      fit one experiment over N seeds, then collect it and the leaderboard row (--help)
+  hpopt      hyperparameter search (Optuna): N fits, bad ones pruned, the best as a config file
 
 `graph-urpe SUBCOMMAND --help` lists the options of a subcommand; `--model.help CLASS` and
 `--data.help CLASS` those of a class (e.g. --model.help graph_urpe.models.GraphPropertyModule).

@@ -257,6 +257,8 @@ def how_training_ended(trainer: Trainer) -> str:
         if isinstance(cb, EarlyStopping) and cb.stopped_epoch > 0:
             return (f"stopped early by EarlyStopping on {cb.monitor} after {of} (no improvement "
                     f"for {cb.patience} validations).")
+        if getattr(cb, "stop_reason", None):  # a callback that says why it stopped the run
+            return f"stopped after {of}: {cb.stop_reason}."
         if isinstance(cb, Timer) and cb.time_remaining() is not None and cb.time_remaining() <= 0:
             return (f"stopped by the time limit (trainer.max_time) after {of}: the learning-rate "
                     "schedule did not finish, so the result is worse than a full run; raise "

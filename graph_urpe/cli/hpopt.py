@@ -1,0 +1,336 @@
+"""``graph-urpe hpopt``: hyperparameter search with Optuna over ``graph-urpe fit`` runs.
+
+::
+
+    graph-urpe hpopt --config csv/template --trials 20 -- --data.init_args.path my.csv
+    graph-urpe hpopt --print-space > space.yaml          # the default space, to edit
+    graph-urpe hpopt --config C --trials 20 --space space.yaml -- FIT OPTIONS
+    graph-urpe fit --config runs/my-csv-hpopt/best.yaml  # train (and test) the best configuration
+
+Every trial is an ordinary ``graph-urpe fit`` in its own process (as ``graph-urpe seeds`` runs
+them) with the options after ``--``, the values the sampler chose (:mod:`graph_urpe.cli.
+search_space`) and ``--test_after_fit false``: trials never touch the test split. Each writes its
+run folder ``<default_root_dir>/<name>-hpopt/version_<trial>``; its objective is the best value of
+the monitored validation metric (``val/mae``, ``val/rocauc``, ...: the one ``best.ckpt`` keeps)
+in its ``metrics.csv``. After every validation the trial reports that metric to the study
+(:class:`~graph_urpe.models.pruning.TrialPruning`), and Optuna's median pruner stops trials worse
+than the median of the finished ones at the same epoch.
+
+Beside the runs: ``study.jsonl`` (the Optuna study, a journal of JSON lines: running the same
+command again continues it), ``trials.csv`` (every trial: state, objective, epochs, values, run
+folder) and ``best.yaml``: the best trial's resolved configuration (its ``config.yaml`` without
+the search's own settings) that ``graph-urpe fit --config best.yaml`` trains again, tests, and
+(on the same machine, with the seed it holds) reproduces to the trial's validation metric.
+Sampler: Optuna's TPE, seeded (``--sampler-seed``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import os.path as osp
+import subprocess
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from graph_urpe.cli.messages import CLIError
+from graph_urpe.cli.search_space import DEFAULT_SPACE, SearchParameter, parse_space
+
+__all__ = ["build_parser", "main", "write_best_config"]
+
+PRUNING_CALLBACK = "graph_urpe.models.pruning.TrialPruning"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``graph-urpe hpopt``."""
+    parser = argparse.ArgumentParser(
+        prog="graph-urpe hpopt",
+        description="Search hyperparameters with Optuna: one `graph-urpe fit` per trial (its own "
+        "run folder, never tested), bad trials pruned by the validation metric, the best "
+        "configuration written as a file that `graph-urpe fit --config` takes.",
+        epilog="Options after `--` are passed to every `graph-urpe fit`.",
+    )
+    parser.add_argument("--config", action="append", default=None,
+                        help="experiment file(s), as for `graph-urpe fit --config`")
+    parser.add_argument("--trials", type=int, default=20,
+                        help="trials to run (added to those of an existing study; default: 20)")
+    parser.add_argument("--space", default=None,
+                        help="search space file (YAML; default: --print-space's)")
+    parser.add_argument("--name", default=None,
+                        help="run name (default: the config's); trials go to "
+                        "<default_root_dir>/<name>-hpopt")
+    parser.add_argument("--pruner", choices=("median", "none"), default="median",
+                        help="Optuna's MedianPruner, or none (default: median)")
+    parser.add_argument("--prune-after", type=int, default=5,
+                        help="epochs every trial runs before it may be pruned (default: 5)")
+    parser.add_argument("--startup-trials", type=int, default=3,
+                        help="finished trials before any is pruned (default: 3)")
+    parser.add_argument("--sampler-seed", type=int, default=0,
+                        help="seed of the TPE sampler (default: 0)")
+    parser.add_argument("--print-space", action="store_true",
+                        help="print the default search space (YAML) and exit")
+    return parser
+
+
+def _import_optuna():
+    try:
+        import optuna
+    except ImportError:
+        raise CLIError("graph-urpe hpopt needs Optuna: pip install 'graph-urpe[hpopt]' "
+                       "(or pip install optuna).") from None
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    return optuna
+
+
+def _probe(fit_args: list[str]) -> tuple[Any, str, str]:
+    """The resolved configuration of ``graph-urpe fit FIT_ARGS`` (parsed and instantiated as
+    ``fit`` does, nothing trained or written) and its monitored metric and direction."""
+    from lightning.pytorch import LightningDataModule, LightningModule
+
+    from graph_urpe.cli.configs import DEFAULT_CONFIG, resolve_config_args
+    from graph_urpe.cli.lightning_cli import GraphURPECLI
+
+    kwargs = {"default_config_files": [DEFAULT_CONFIG], "exit_on_error": False,
+              "allow_abbrev": False}
+    cli = GraphURPECLI(LightningModule, LightningDataModule, subclass_mode_model=True,
+                       subclass_mode_data=True, parser_kwargs=kwargs, save_config_callback=None,
+                       args=resolve_config_args(fit_args), run=False)
+    metric = getattr(cli.model, "metric_name", None)
+    if metric is None:
+        raise CLIError(f"{type(cli.model).__name__} names no monitored metric: graph-urpe hpopt "
+                       "searches models of graph_urpe.models.GraphPropertyModule.")
+    return cli.config, metric, cli.model.metric_mode
+
+
+def _check_space(space: list[SearchParameter], config: Any) -> list[SearchParameter]:
+    """``space`` without the encoder-shape parameters when the configuration fine-tunes a
+    pretrained encoder; every option must exist in the configuration."""
+    pretrained = config.get("model.init_args.pretrained")
+    if pretrained:
+        fixed = [p.name for p in space if p.sets_encoder_shape]
+        if fixed:
+            print(f"graph-urpe hpopt: the encoder is pretrained ({pretrained}): its shape is "
+                  f"fixed, so {', '.join(fixed)} is left out of the search.", flush=True)
+        space = [p for p in space if not p.sets_encoder_shape]
+    for param in space:
+        for option in param.options:
+            if option not in config:
+                raise CLIError(f"search parameter {param.name!r}: the fit has no option "
+                               f"--{option} (`graph-urpe fit --print_config` shows them).")
+    if not space:
+        raise CLIError("the search space is empty: give parameters with --space.")
+    return space
+
+
+def _objective(run_dir: str, metric: str, mode: str) -> tuple[float | None, int]:
+    """The best ``val/<metric>`` in a run's ``metrics.csv`` and how many validations it holds."""
+    import pandas as pd
+
+    path = osp.join(run_dir, "metrics.csv")
+    column = f"val/{metric}"
+    if not osp.isfile(path):
+        return None, 0
+    table = pd.read_csv(path)
+    if column not in table:
+        return None, 0
+    values = table[column].dropna()
+    if values.empty:
+        return None, 0
+    return float(values.max() if mode == "max" else values.min()), int(values.size)
+
+
+def _option_value(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def write_best_config(run_dir: str, path: str, name: str, header: Sequence[str]) -> str:
+    """Write the configuration of the trial in ``run_dir`` as an experiment file for
+    ``graph-urpe fit --config``: its resolved ``config.yaml`` with the search's own settings
+    taken out (the pruning callback, the trial's version, ``test_after_fit: false``) and the run
+    name ``name``.
+
+    Args:
+        run_dir (str): the trial's run folder.
+        path (str): the file to write (atomically).
+        name (str): the ``name`` a fit of it runs under.
+        header (Sequence[str]): comment lines at the top.
+
+    Returns:
+        str: ``path``.
+    """
+    import yaml
+
+    from graph_urpe.files import atomic_write
+
+    with open(osp.join(run_dir, "config.yaml"), encoding="utf-8") as handle:
+        config = yaml.safe_load(handle)
+    trainer = config.get("trainer") or {}
+    callbacks = [cb for cb in (trainer.get("callbacks") or [])
+                 if not (isinstance(cb, dict) and cb.get("class_path") == PRUNING_CALLBACK)]
+    trainer["callbacks"] = callbacks or None
+    for key in ("version", "ckpt_path", "test_after_fit"):
+        config.pop(key, None)
+    config["name"] = name
+    text = "".join(f"# {line}\n" for line in header) + yaml.safe_dump(config, sort_keys=False)
+    with atomic_write(path) as handle:
+        handle.write(text)
+    return path
+
+
+def _write_trials(study, space: list[SearchParameter], folder: str) -> None:
+    """``trials.csv``: one row per trial (number, state, objective, validations, values, run)."""
+    import pandas as pd
+
+    from graph_urpe.files import atomic_write_csv
+
+    rows = []
+    for trial in study.get_trials(deepcopy=False):
+        rows.append({"trial": trial.number, "state": trial.state.name.lower(),
+                     "value": trial.value if trial.value is not None else math.nan,
+                     "validations": len(trial.intermediate_values),
+                     **{p.name: trial.params.get(p.name) for p in space},
+                     "run": osp.join(folder, f"version_{trial.number}")})
+    atomic_write_csv(pd.DataFrame(rows), osp.join(folder, "trials.csv"))
+
+
+def _create_study(optuna, folder: str, name: str, direction: str, metric: str, args):
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+
+    os.makedirs(folder, exist_ok=True)
+    storage = JournalStorage(JournalFileBackend(osp.join(folder, "study.jsonl")))
+    existing = optuna.get_all_study_names(storage)
+    study = optuna.create_study(storage=storage, study_name=existing[0] if existing else name,
+                                direction=direction, load_if_exists=True)
+    # A continued study draws new values: the seed moves on with its trials.
+    study.sampler = optuna.samplers.TPESampler(seed=args.sampler_seed + len(study.trials))
+    if existing:
+        if study.user_attrs.get("metric") != metric or study.direction.name.lower() != direction:
+            raise CLIError(f"the study in {folder} optimises {study.user_attrs.get('metric')} "
+                           f"({study.direction.name.lower()}), this fit monitors {metric}: give "
+                           "another --name for a new search.")
+    else:
+        study.set_user_attr("metric", metric)
+    pruner = {"name": args.pruner, "n_startup_trials": args.startup_trials,
+              "n_warmup_steps": args.prune_after}
+    study.set_user_attr("pruner", pruner)
+    return study
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``graph-urpe hpopt`` (see the module docstring).
+
+    Returns:
+        int: ``0``; ``2`` for bad arguments; the exit status of the first trial when it fails
+        (a later failing trial is recorded as failed and the search goes on).
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    extra = argv[argv.index("--") + 1:] if "--" in argv else []
+    args = build_parser().parse_args(argv[:argv.index("--")] if "--" in argv else argv)
+    if args.print_space:
+        print(DEFAULT_SPACE, end="")
+        return 0
+    if not args.config:
+        print("graph-urpe hpopt: error: give the experiment with --config (as for fit).",
+              file=sys.stderr)
+        return 2
+    for option, value, least in (("--trials", args.trials, 1), ("--prune-after", args.prune_after,
+                                 0), ("--startup-trials", args.startup_trials, 0)):
+        if value < least:
+            print(f"graph-urpe hpopt: error: {option} must be >= {least}, got {value}",
+                  file=sys.stderr)
+            return 2
+    optuna = _import_optuna()
+    if args.space:
+        if not osp.isfile(args.space):
+            raise CLIError(f"--space {args.space}: no such file (`graph-urpe hpopt --print-space "
+                           "> space.yaml` writes the default one to edit).")
+        with open(args.space, encoding="utf-8") as handle:
+            space = parse_space(handle.read(), f"search space {args.space}")
+    else:
+        space = parse_space(DEFAULT_SPACE, "the default search space")
+    fit_args = [a for c in args.config for a in ("--config", c)] + extra
+    if args.name:
+        fit_args += ["--name", args.name]
+    config, metric, mode = _probe(fit_args)
+    from graph_urpe.models.pruning import PRUNED_AT
+
+    space = _check_space(space, config)
+    name = config.get("name") or "run"
+    folder = osp.abspath(osp.join(config.get("trainer.default_root_dir") or "runs",
+                                  f"{name}-hpopt"))
+    direction = "maximize" if mode == "max" else "minimize"
+    study = _create_study(optuna, folder, name, direction, metric, args)
+    study_file = osp.join(folder, "study.jsonl")
+    fit = [sys.executable, "-m", "graph_urpe.cli", "fit", *fit_args, "--name", f"{name}-hpopt",
+           "--test_after_fit", "false"]
+    for _ in range(args.trials):
+        trial = study.ask()
+        values = {p.name: p.suggest(trial) for p in space}
+        options = [x for p in space for o in p.options
+                   for x in (f"--{o}", _option_value(values[p.name]))]
+        callback = {"class_path": PRUNING_CALLBACK,
+                    "init_args": {"study": study_file, "trial": trial.number}}
+        shown = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                          for k, v in values.items())
+        print(f"graph-urpe hpopt: trial {trial.number} ({shown})", flush=True)
+        run_dir = osp.join(folder, f"version_{trial.number}")
+        code = subprocess.run([*fit, "--version", str(trial.number), *options,
+                               f"--trainer.callbacks+={json.dumps(callback)}"],
+                              check=False).returncode
+        value, validations = _objective(run_dir, metric, mode)
+        pruned = next(t for t in study.get_trials(deepcopy=False)
+                      if t.number == trial.number).user_attrs.get(PRUNED_AT)
+        if code or value is None:
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            done = [t for t in study.get_trials(deepcopy=False)
+                    if t.state == optuna.trial.TrialState.COMPLETE]
+            _write_trials(study, space, folder)
+            if not done:
+                print(f"graph-urpe hpopt: trial {trial.number} failed (exit {code}) before any "
+                      f"finished: fix the fit (its options: {' '.join(fit_args)}).",
+                      file=sys.stderr)
+                return code or 2
+            print(f"graph-urpe hpopt: trial {trial.number} failed (exit {code}); recorded as "
+                  "failed, the search goes on.", file=sys.stderr, flush=True)
+            continue
+        if pruned is not None:
+            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+            print(f"graph-urpe hpopt: trial {trial.number} pruned after epoch {pruned} "
+                  f"(best val/{metric} so far {value:.4g}; {run_dir})", flush=True)
+        else:
+            study.tell(trial, value)
+            print(f"graph-urpe hpopt: trial {trial.number} val/{metric} {value:.4g} "
+                  f"({validations} validations; {run_dir})", flush=True)
+        _write_trials(study, space, folder)
+    return _report(optuna, study, space, folder, name, metric)
+
+
+def _report(optuna, study, space, folder: str, name: str, metric: str) -> int:
+    complete = [t for t in study.get_trials(deepcopy=False)
+                if t.state == optuna.trial.TrialState.COMPLETE]
+    if not complete:
+        print(f"graph-urpe hpopt: no trial finished (all pruned or failed): see "
+              f"{osp.join(folder, 'trials.csv')}.", file=sys.stderr)
+        return 2
+    best = study.best_trial
+    run_dir = osp.join(folder, f"version_{best.number}")
+    chosen = ", ".join(f"{k}={v}" for k, v in best.params.items())
+    states = [t.state.name.lower() for t in study.get_trials(deepcopy=False)]
+    path = write_best_config(run_dir, osp.join(folder, "best.yaml"), name, [
+        (f"Best of {len(states)} trials of graph-urpe hpopt: trial {best.number}, "
+         f"val/{metric} {best.value:.6g} ({run_dir})."),
+        f"Values: {chosen}.",
+        f"Train and test it: graph-urpe fit --config {osp.join(folder, 'best.yaml')}",
+    ])
+    print("=" * 72)
+    print(f"Trials: {len(states)} ({states.count('complete')} finished, "
+          f"{states.count('pruned')} pruned, {states.count('fail')} failed): "
+          f"{osp.join(folder, 'trials.csv')}")
+    print(f"Best trial: {best.number}, val/{metric} {best.value:.6g}: {chosen}")
+    print(f"Best configuration: {path}")
+    print(f"Train and test it: graph-urpe fit --config {path}")
+    return 0

@@ -1,0 +1,143 @@
+"""``graph-urpe hpopt``: the search space, the pruning callback, and a search whose best
+configuration, trained again with ``graph-urpe fit --config best.yaml``, reproduces its trial's
+validation metric."""
+
+from __future__ import annotations
+
+import json
+
+import optuna
+import pandas as pd
+import pytest
+import yaml
+
+from graph_urpe.cli import main
+from graph_urpe.cli.messages import CLIError
+from graph_urpe.cli.search_space import DEFAULT_SPACE, parse_space
+from graph_urpe.models.pruning import PRUNED_AT, open_study
+
+SMILES = [
+    "CCO", "CCN", "CCCC", "c1ccccc1", "CC(=O)O", "CCOC", "c1ccncc1", "CC(C)O",
+    "OCCO", "CC#N", "C1CCCCC1", "CCCl", "Cc1ccccc1", "COC(=O)C", "NCCN", "CCS",
+]
+
+
+def tiny_config(tmp_path) -> str:
+    """A 16-molecule regression CSV and an experiment file of a one-layer, width-16 network."""
+    split = ["train"] * 10 + ["valid"] * 3 + ["test"] * 3
+    pd.DataFrame({"smiles": SMILES, "target": [len(s) / 4 for s in SMILES],
+                  "split": split}).to_csv(tmp_path / "mols.csv", index=False)
+    config = {
+        "name": "tiny",
+        "trainer": {"accelerator": "cpu", "max_epochs": 2, "enable_progress_bar": False,
+                    "enable_model_summary": False, "num_sanity_val_steps": 0,
+                    "default_root_dir": str(tmp_path / "runs")},
+        "model": {"init_args": {
+            "model": {"init_args": {"num_layers": 1, "embed_dim": 16, "num_heads": 2,
+                                    "ffn_dim": 16, "max_hops": 4, "max_distance": 8,
+                                    "max_degree": 6}},
+            "lr_scheduler": {"init_args": {"warmup_steps": 2}},
+        }},
+        "data": {"class_path": "graph_urpe.data.modules.CSVDataModule",
+                 "init_args": {"path": str(tmp_path / "mols.csv"), "split": "split",
+                               "featurization": "zinc", "root": str(tmp_path / "data"),
+                               "batch_size": 4}},
+    }
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return str(path)
+
+
+def val_curve(run) -> list[float]:
+    return pd.read_csv(run / "metrics.csv")["val/mae"].dropna().tolist()
+
+
+def test_default_space_parses_and_suggests_in_range():
+    space = parse_space(DEFAULT_SPACE)
+    assert [p.name for p in space] == ["lr", "encoder_lr_factor", "dropout", "width", "depth",
+                                       "epochs"]
+    assert [p.name for p in space if p.sets_encoder_shape] == ["width", "depth"]
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    for _ in range(20):
+        trial = study.ask()
+        values = {p.name: p.suggest(trial) for p in space}
+        assert 2e-4 <= values["lr"] <= 5e-3 and 0.1 <= values["encoder_lr_factor"] <= 1.0
+        assert values["width"] in (32, 64, 128) and values["depth"] in range(2, 7)
+        assert values["epochs"] in (10, 20, 30, 40, 50) and isinstance(values["depth"], int)
+        study.tell(trial, 0.0)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("lr: 3", "give a mapping"),
+    ("lr: {options: [a.b], low: 1, high: 2, choices: [1]}", "either low and high"),
+    ("lr: {options: [a.b], low: 2, high: 1}", "low < high"),
+    ("lr: {options: [a.b], low: 0.0, high: 1.0, log: true}", "log scale needs low > 0"),
+    ("lr: {low: 0.1, high: 1.0}", "`options` must list"),
+    ("lr: {options: [a.b], low: 0.1, high: 1.0, scale: 2}", "unknown key"),
+    ("[1, 2]", "must map parameter names"),
+])
+def test_bad_spaces_are_refused_in_one_line(text, message):
+    with pytest.raises(CLIError, match=message):
+        parse_space(text)
+
+
+def test_pruning_callback_stops_a_trial_worse_than_the_median(tmp_path, capsys, one_thread):
+    config = tiny_config(tmp_path)
+    path = str(tmp_path / "study.jsonl")
+    storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(path))
+    study = optuna.create_study(storage=storage, study_name="tiny", direction="minimize")
+    study.set_user_attr("pruner", {"name": "median", "n_startup_trials": 1, "n_warmup_steps": 0})
+    # A finished trial with a validation MAE no fit reaches at each epoch: the next is pruned
+    # at its first validation.
+    study.add_trial(optuna.trial.create_trial(
+        value=1e-6, intermediate_values={0: 1e-6, 1: 1e-6}, params={},
+        distributions={}))
+    trial = study.ask()
+    callback = {"class_path": "graph_urpe.models.pruning.TrialPruning",
+                "init_args": {"study": path, "trial": trial.number}}
+    main(["fit", "--config", config, "--test_after_fit", "false",
+          f"--trainer.callbacks+={json.dumps(callback)}"])
+    out = capsys.readouterr().out
+    assert "stopped after 1 of 2 epochs: pruned by graph-urpe hpopt (trial 1" in out
+    run = tmp_path / "runs" / "tiny" / "version_0"
+    reloaded = open_study(path).trials[1]
+    assert reloaded.user_attrs[PRUNED_AT] == 0
+    assert reloaded.intermediate_values == {0: pytest.approx(val_curve(run)[0])}
+    assert len(val_curve(run)) == 1 and not (run / "test_predictions.csv").exists()
+
+
+def test_search_writes_trials_and_a_best_config_that_reproduces_its_trial(
+        tmp_path, capsys, monkeypatch, one_thread):
+    monkeypatch.chdir(tmp_path)
+    config = tiny_config(tmp_path)
+    (tmp_path / "space.yaml").write_text(
+        "lr: {options: [model.init_args.optimizer.init_args.lr], low: 1.0e-3, high: 1.0e-2, "
+        "log: true}\nepochs: {options: [trainer.max_epochs], low: 2, high: 3}\n")
+    main(["hpopt", "--config", config, "--trials", "3", "--space", "space.yaml",
+          "--pruner", "none", "--", "--model.init_args.model.init_args.dropout", "0.1"])
+    out = capsys.readouterr().out
+    folder = tmp_path / "runs" / "tiny-hpopt"
+    trials = pd.read_csv(folder / "trials.csv")
+    assert trials["trial"].tolist() == [0, 1, 2] and set(trials["state"]) == {"complete"}
+    for row in trials.itertuples():
+        run = folder / f"version_{row.trial}"
+        # The objective is the best validation MAE of the trial's own log; trials never test.
+        assert row.value == pytest.approx(min(val_curve(run)))
+        assert row.validations == row.epochs == len(val_curve(run))
+        assert not (run / "test_predictions.csv").exists()
+        assert yaml.safe_load((run / "config.yaml").read_text())["model"]["init_args"][
+            "optimizer"]["init_args"]["lr"] == pytest.approx(row.lr)
+    best = trials.loc[trials["value"].idxmin()]
+    assert f"Best trial: {best.trial}, val/mae {best.value:.6g}" in out
+    written = yaml.safe_load((folder / "best.yaml").read_text())
+    assert written["name"] == "tiny" and "version" not in written
+    assert written["trainer"]["callbacks"] is None  # the search's pruning callback is gone
+    assert written["model"]["init_args"]["model"]["init_args"]["dropout"] == 0.1  # after --
+
+    # The best configuration, trained again, reproduces its trial's validation metric (and
+    # is tested this time).
+    main(["fit", "--config", str(folder / "best.yaml")])
+    run = tmp_path / "runs" / "tiny" / "version_0"
+    assert min(val_curve(run)) == pytest.approx(best.value, abs=1e-6)
+    assert val_curve(run) == pytest.approx(val_curve(folder / f"version_{best.trial}"), abs=1e-6)
+    assert (run / "test_predictions.csv").exists()
