@@ -23,7 +23,8 @@ is standardised with the train rows' mean and standard deviation and winsorised 
 (CheMeleon's +-6 sigma); remaining NaN stay missing labels (masked in the loss). Columns:
 ``smiles, split, moses_row``, ``d_<descriptor>`` and ``m_<bit>``. Beside the CSV,
 ``<out>.stats.json`` holds every column's name, family (``topological``, ``physchem``, ``counts``),
-mean and standard deviation. The CSV is read by ``CSVDataModule`` (``split: split``), see
+mean and standard deviation, and ``<out>.targets.yaml`` the label columns as a second ``--config``
+of ``graph-urpe fit``. The CSV is read by ``CSVDataModule`` (``split: split``), see
 ``configs/pretrain/rdkit.yaml``. Byte-for-byte reproducible. Provenance: ``datasets/README.md``.
 """
 
@@ -95,15 +96,16 @@ def visiting_order(n_smiles: int, seed: int) -> np.ndarray:
 
 
 def build_shards(smiles: pd.Series, order: np.ndarray, n_shards: int, shard_size: int,
-                 folder: str, workers: int = 2) -> list[str]:
-    """Write the missing shards ``0 .. n_shards - 1`` (see the module docstring); their paths."""
+                 folder: str, workers: int = 2, part: tuple[int, int] = (0, 1)) -> list[str]:
+    """Write the missing shards ``k`` of ``0 .. n_shards - 1`` with ``k % part[1] == part[0]``
+    (see the module docstring); the paths of all ``n_shards``."""
     os.makedirs(folder, exist_ok=True)
     paths = []
     with Pool(workers) as pool:
         for k in range(n_shards):
             path = os.path.join(folder, f"shard_{k:03d}.npz")
             paths.append(path)
-            if os.path.isfile(path):
+            if os.path.isfile(path) or k % part[1] != part[0]:
                 continue
             rows = order[k * shard_size:(k + 1) * shard_size]
             results = pool.map(_labels, [smiles.iloc[i] for i in rows], chunksize=128)
@@ -180,6 +182,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--workers", type=int, default=2, help="processes for the labels")
     parser.add_argument("--shards_only", action="store_true", help="stop after the shards")
+    parser.add_argument("--part", default="0/1", help="I/N: build only shards k with k %% N == I "
+                        "(N independent processes share the shards; then run once without it)")
     args = parser.parse_args(argv)
     if args.molecules <= args.valid + args.test:
         raise ValueError(f"--molecules ({args.molecules}) must exceed --valid + --test")
@@ -189,14 +193,21 @@ def main(argv: list[str] | None = None) -> None:
         smiles = read_moses_train(wheel)
     order = visiting_order(len(smiles), args.seed)
     n_shards = -(-args.molecules // args.shard_size)
-    paths = build_shards(smiles, order, n_shards, args.shard_size, args.shards, args.workers)
-    if args.shards_only:
+    part = tuple(int(v) for v in args.part.split("/"))
+    paths = build_shards(smiles, order, n_shards, args.shard_size, args.shards, args.workers, part)
+    if args.shards_only or part != (0, 1):
         return
+    missing = [p for p in paths if not os.path.isfile(p)]
+    if missing:
+        raise SystemExit(f"{len(missing)} shards missing (first {missing[0]}); build them first")
     frame, stats = build_table(smiles, paths, args.molecules, args.valid, args.test,
                                args.morgan_bits)
     write_csv_gz(frame, args.out, float_format="%.4g")
     with open(f"{args.out}.stats.json", "w", encoding="utf-8") as f:
         json.dump(stats, f, indent=1)
+    with open(f"{args.out}.targets.yaml", "w", encoding="utf-8") as f:  # a second --config
+        f.write("data:\n  init_args:\n    target_columns:\n")
+        f.writelines(f"      - {c}\n" for c in stats["columns"])
     print(f"wrote {args.out} ({len(frame)} molecules, {len(stats['columns'])} labels) sha256 "
           f"{sha256_of(args.out)}")
 
