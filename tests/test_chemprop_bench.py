@@ -103,3 +103,41 @@ def test_fifth_is_a_fifth_of_the_template_budget():
     assert bench.ours_args("default", template) == []
     with pytest.raises(ValueError, match="variant must be"):
         bench.ours_args("tiny", template)
+
+
+def _classical():
+    path = os.path.join(os.path.dirname(SCRIPT), "_classical.py")
+    spec = importlib.util.spec_from_file_location("classical_anchor", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_tanimoto_kernel_matches_a_hand_count():
+    import numpy as np
+
+    a = np.array([[1, 1, 0, 0], [0, 0, 0, 0]], dtype=np.uint8)
+    b = np.array([[1, 0, 1, 0], [1, 1, 0, 0], [0, 0, 0, 0]], dtype=np.uint8)
+    k = _classical().tanimoto_kernel(a, b)
+    # |a0 & b0| = 1, |a0 | b0| = 3; a0 == b1; an empty row is 0 against a non-empty one, 1 with one
+    assert np.allclose(k, [[1 / 3, 1.0, 0.0], [0.0, 0.0, 1.0]])
+
+
+def test_classical_anchors_fit_on_train_rows_only():
+    import numpy as np
+
+    classical = _classical()
+    smiles = ["C" * n for n in range(1, 9)] + ["c1ccccc1" + "C" * n for n in range(8)]
+    y = np.array([float(n) for n in range(1, 9)] + [20.0 + n for n in range(8)])
+    rows = {"train": np.arange(0, 16, 2), "valid": np.array([], int), "test": np.arange(1, 16, 2)}
+    for variant in ("svr", "rf"):
+        pred, cpu = classical.run_classical(smiles, y, rows, "regression", variant, seed=0)
+        assert pred.shape == (8,) and cpu > 0
+        # aromatic and aliphatic test molecules are told apart by their train neighbours
+        assert pred[4:].min() > pred[:4].max()
+    labels = (y > 10).astype(float)
+    score, _ = classical.run_classical(smiles, labels, rows, "classification", "svr", seed=0)
+    assert bench.score("rocauc", labels[rows["test"]], score) == 1.0
+    with pytest.raises(ValueError, match="variant"):
+        classical.fit_predict("knn", "regression", np.zeros((2, 3)), np.zeros(2),
+                              np.zeros((1, 3)), 0)

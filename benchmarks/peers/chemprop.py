@@ -31,7 +31,9 @@ BBBP ``C_2039_BBBP_2.csv`` and BACE ``C_1513_BACE_2.csv``, binary classification
    intra-op thread; Chemprop's data loading is in-process, ``--num-workers 0`` by default), and
    **CPU time of the process**: user + system time of the child from :func:`os.wait4` (its
    featurisation, training and test; nothing else runs in it). Wall time is recorded beside it.
-5. **metrics** from the two prediction files on the same test rows (:func:`score`): scikit-learn's
+5. **the classical anchor** (tool ``classical``, ``benchmarks/peers/_classical.py``): SVR with a
+   Tanimoto kernel and a random forest on ECFP4, fitted on the same train rows, in this process.
+6. **metrics** from the two prediction files on the same test rows (:func:`score`): scikit-learn's
    ``mean_absolute_error`` / ``roc_auc_score``; the training mean's test MAE for regression sets.
 
 Every run's result is a JSON file ``OUT/results/<set>/<tool>-<variant>-seed<S>.json``; a run whose
@@ -74,9 +76,11 @@ import yaml
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 sys.path.insert(0, str(HERE.parent))  # benchmarks/ (for _common)
+sys.path.insert(0, str(HERE))  # benchmarks/peers/ (for _classical)
 sys.path.insert(0, str(ROOT))
 
 from _common import markdown_table
+from _classical import VARIANTS as CLASSICAL, run_classical
 
 CHEMPROP_VERSION = "2.3.1"
 TEMPLATE = ROOT / "graph_urpe" / "configs" / "csv" / "template.yaml"
@@ -196,7 +200,7 @@ def format_table(results: Sequence[dict]) -> str:
             mine = sorted((r for r in runs if (r["tool"], r["variant"]) == (tool, variant)),
                           key=lambda r: r["seed"])
             label = f"Chemprop {CHEMPROP_VERSION}" if tool == "chemprop" else \
-                f"graph-urpe template ({variant})"
+                CLASSICAL[variant] if tool == "classical" else f"graph-urpe template ({variant})"
             shared = [r for r in mine if r["seed"] in ref]
             value_ratio = cpu_ratio = target = "-"
             if tool != "chemprop" and shared:
@@ -402,6 +406,15 @@ def run_ours(folder: Path, task: str, metric: str, seed: int, variant: str, runs
             "run_dir": str(run_dir)}
 
 
+def run_anchor(folder: Path, task: str, metric: str, seed: int, variant: str) -> dict:
+    """One classical anchor (``benchmarks/peers/_classical.py``) on the set's split; its record."""
+    data, rows = read_split(folder)
+    pred, cpu = run_classical(data["smiles"].tolist(), data["target"].to_numpy(float), rows,
+                              task, variant, seed)
+    return {"value": score(metric, data["target"].iloc[rows["test"]], pred), "cpu_s": cpu,
+            "wall_s": cpu, "n_test": len(rows["test"])}
+
+
 def mean_baseline(folder: Path) -> float:
     """Test MAE of predicting the training rows' mean target."""
     data, rows = read_split(folder)
@@ -419,8 +432,9 @@ def main() -> None:
     parser.add_argument("--sets", nargs="+", choices=sorted(SETS),
                         default=["freesolv", "bace", "bbbp", "lipophilicity"])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    parser.add_argument("--tools", nargs="+", choices=["chemprop", "ours"],
-                        default=["chemprop", "ours"])
+    parser.add_argument("--tools", nargs="+", choices=["chemprop", "ours", "classical"],
+                        default=["chemprop", "ours", "classical"], help="classical: SVR "
+                        "(Tanimoto kernel) and a random forest on ECFP4, in this process")
     parser.add_argument("--variants", nargs="+", choices=["default", "scratch", "fifth"],
                         default=["default", "scratch"], help="graph-urpe runs (default: "
                         "default scratch; 'fifth' is the shortened run)")
@@ -450,20 +464,22 @@ def main() -> None:
         folder = prepare_set(name, args.wheel_dir, args.out / "sets")
         baseline = mean_baseline(folder) if metric == "mae" else None
         jobs = [("chemprop", "default")] * ("chemprop" in args.tools) + \
-            [("ours", v) for v in args.variants] * ("ours" in args.tools)
+            [("ours", v) for v in args.variants] * ("ours" in args.tools) + \
+            [("classical", v) for v in CLASSICAL] * ("classical" in args.tools)
         for tool, variant in jobs:
             for seed in args.seeds:
                 path = args.out / "results" / name / f"{tool}-{variant}-seed{seed}.json"
                 extra = ours_args(variant, template) if tool == "ours" else []
                 key = sha256_text(template_text + json.dumps(extra)) if tool == "ours" else \
-                    CHEMPROP_VERSION
+                    CHEMPROP_VERSION if tool == "chemprop" else "classical-1"
                 if path.exists() and json.loads(path.read_text()).get("key") == key:
                     continue
                 runs = args.out / "runs" / name
                 print(f"{time.strftime('%H:%M:%S')} {name} {tool} {variant} seed {seed}",
                       flush=True)
                 record = run_chemprop(folder, task, metric, seed, args.venv, runs) \
-                    if tool == "chemprop" else \
+                    if tool == "chemprop" else run_anchor(folder, task, metric, seed, variant) \
+                    if tool == "classical" else \
                     run_ours(folder, task, metric, seed, variant, runs, extra)
                 record.update(set=name, tool=tool, variant=variant, seed=seed, metric=metric,
                               key=key, mean_baseline=baseline,
