@@ -46,7 +46,8 @@ import torch
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from chemprop import (  # noqa: E402  (benchmarks/peers/chemprop.py)
+from _common import markdown_table
+from chemprop import (
     ONE_THREAD,
     ROOT,
     SETS,
@@ -55,8 +56,6 @@ from chemprop import (  # noqa: E402  (benchmarks/peers/chemprop.py)
     read_split,
     run_measured,
 )
-
-from _common import markdown_table  # noqa: E402
 
 Z95 = 1.959964
 
@@ -100,7 +99,7 @@ def run_chemprop(folder: Path, task: str, method: str, seed: int, size: int, ven
     if method == "ensemble":
         train += ["--ensemble-size", str(size)]
     env = dict(os.environ, **ONE_THREAD)
-    cpu, wall = run_measured(train, runs / f"chemprop-{method}-seed{seed}.log", folder, env)
+    cpu, _wall = run_measured(train, runs / f"chemprop-{method}-seed{seed}.log", folder, env)
     test = rows["test"]
     y = data["target"].to_numpy(dtype=float)[test]
     if task != "regression":

@@ -42,6 +42,7 @@ COMMANDS = {
     "collect": "graph_urpe.cli.collect",
     "seeds": "graph_urpe.cli.seeds",
     "hpopt": "graph_urpe.cli.hpopt",
+    "fingerprint": "graph_urpe.cli.fingerprint",
 }
 """The subcommands outside LightningCLI: name -> the module whose ``main(argv)`` runs it (imported
 only when that subcommand runs). A new command is one line here and one in :data:`HELP`."""
@@ -61,6 +62,7 @@ subcommands:
   collect    test metrics of several runs in one table with mean ± std (graph-urpe collect --help)
   seeds      fit one experiment over N seeds, then collect it and the leaderboard row (--help)
   hpopt      hyperparameter search (Optuna): N fits, bad ones pruned, the best as a config file
+  fingerprint  learned molecule embeddings of a checkpoint, CSV or .npz (--help)
 
 `graph-urpe SUBCOMMAND --help` lists the options of a subcommand; `--model.help CLASS` and
 `--data.help CLASS` those of a class (e.g. --model.help graph_urpe.models.GraphPropertyModule).

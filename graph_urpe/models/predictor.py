@@ -1,0 +1,178 @@
+"""Prediction and fingerprints in memory, for scripts and notebooks: load a checkpoint once, then
+call it on SMILES or RDKit molecules; nothing is written to disk.
+
+::
+
+    from graph_urpe import Predictor
+
+    model = Predictor.from_checkpoint("runs/my-csv/version_0/checkpoints/last.ckpt")
+    table = model.predict(["CCO", "c1ccccc1O"])      # pandas.DataFrame, one row per input
+    prints = model.fingerprint(["CCO"])              # the encoder's molecule embedding
+
+The rows are those of ``graph-urpe predict`` (:func:`~graph_urpe.data.predictions.prediction_table`):
+``row``, ``smiles``, per target ``<target>_pred`` and (regression) ``<target>_std``,
+``<target>_lower``, ``<target>_upper``, then ``error`` (why a row has no prediction) and
+``warning`` (outside the training vocabulary). The molecules are featurised as the checkpoint
+was trained (:func:`~graph_urpe.data.predict_inputs.featurize_inputs`); the predictions are the
+module's own (:meth:`~graph_urpe.models.ensemble.EnsembleMixin.predict_outputs`), so they equal
+``graph-urpe predict``'s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+import torch
+from torch_geometric.loader import DataLoader
+
+from graph_urpe.data.modules.graph import spd_pre_transform
+from graph_urpe.data.predict_inputs import featurize_inputs, vocabulary_warnings
+from graph_urpe.data.predictions import prediction_table
+from graph_urpe.models.graph import GraphPropertyModule
+
+__all__ = ["Predictor"]
+
+
+def _as_smiles(molecules: Sequence[Any]) -> tuple[list[str], dict[int, str]]:
+    """SMILES of the inputs (strings as given, RDKit molecules written by RDKit) and the rows
+    that are neither."""
+    from rdkit import Chem
+
+    smiles, errors = [], {}
+    for i, mol in enumerate(molecules):
+        if isinstance(mol, str):
+            smiles.append(mol)
+        elif isinstance(mol, Chem.Mol):
+            smiles.append(Chem.MolToSmiles(mol))
+        else:
+            smiles.append("")
+            errors[i] = (f"not a SMILES string or RDKit molecule: {type(mol).__name__}"
+                         + (" (RDKit could not parse it)" if mol is None else ""))
+    return smiles, errors
+
+
+class Predictor:
+    r"""A trained graph-urpe model in memory: predictions with uncertainty and fingerprints of
+    SMILES strings or RDKit molecules, one output row per input, in input order.
+
+    Args:
+        module (GraphPropertyModule): a trained module (put into eval mode here).
+        batch_size (int, optional): molecules per forward pass. (default: :obj:`64`)
+
+    Raises:
+        ValueError: (from :meth:`predict` / :meth:`fingerprint`) for a model not trained on
+            molecules.
+    """
+
+    def __init__(self, module: GraphPropertyModule, batch_size: int = 64) -> None:
+        self.module = module.eval()
+        self.batch_size = int(batch_size)
+
+    @classmethod
+    def from_checkpoint(cls, path: str, device: str | torch.device = "cpu",
+                        batch_size: int = 64) -> Predictor:
+        """Load a ``graph-urpe fit`` checkpoint (checked as every checkpoint is:
+        :mod:`graph_urpe.trust`; nothing in it is imported or run).
+
+        Args:
+            path (str): the ``.ckpt`` file.
+            device (str or torch.device, optional): where the model runs. (default: ``"cpu"``)
+            batch_size (int, optional): molecules per forward pass. (default: :obj:`64`)
+
+        Raises:
+            FileNotFoundError: ``path`` does not exist.
+            graph_urpe.trust.UntrustedFileError: the checkpoint names a class outside the
+                allow-list.
+        """
+        module = GraphPropertyModule.load_from_checkpoint(path, map_location=device)
+        return cls(module, batch_size)
+
+    def __repr__(self) -> str:
+        hp = self.module.hparams
+        return (f"{self.__class__.__name__}(targets={self.module.target_names}, "
+                f"task={hp.get('task')!r}, members={len(self.module.members)})")
+
+    def _batches(self, molecules: Sequence[Any]):
+        """``(frame, errors, warnings, batches)`` of the inputs."""
+        hp = self.module.hparams
+        smiles, errors = _as_smiles(molecules)
+        graphs, failed = featurize_inputs(smiles, hp.get("featurization"),
+                                          hp.get("max_graph_nodes"), spd_pre_transform(),
+                                          processing_workers=None,
+                                          dataset_source=hp.get("dataset_source"))
+        graphs = [g for g in graphs if int(g.sample_id) not in errors]
+        errors = {**failed, **errors}
+        warnings = vocabulary_warnings(graphs, self.module.training_vocabulary,
+                                       hp.get("featurization"))
+        frame = pd.DataFrame({"smiles": smiles})
+        device = self.module.device
+        loader = DataLoader(graphs, batch_size=self.batch_size, shuffle=False)
+        return frame, errors, warnings, (b.to(device) for b in loader)
+
+    @torch.inference_mode()
+    def predict(self, molecules: Sequence[Any]) -> pd.DataFrame:
+        """Predict ``N`` molecules (SMILES strings or RDKit ``Mol``).
+
+        Returns:
+            pandas.DataFrame: ``N`` rows in input order (see the module docstring); rows that
+            could not be predicted have empty values and the reason in ``error``.
+        """
+        frame, errors, warnings, batches = self._batches(molecules)
+        rows, parts = [], []
+        for batch in batches:
+            rows.append(batch.sample_id.cpu())
+            parts.append({k: v.float().cpu() for k, v in self.module.predict_outputs(batch).items()})
+        names = self.module.target_names
+        if not parts:
+            return prediction_table(frame, np.zeros(0, dtype=np.int64),
+                                    np.zeros((0, len(names))), errors, names, warnings)
+        values = {k: torch.cat([p[k] for p in parts]).numpy() for k in parts[0]}
+        return prediction_table(frame, torch.cat(rows).numpy(), values.pop("prediction"), errors,
+                                names, warnings, values)
+
+    @torch.inference_mode()
+    def fingerprint(self, molecules: Sequence[Any], layer: Literal["encoder", "hidden"] = "encoder",
+                    member: int = 0) -> pd.DataFrame:
+        """Learned fingerprints of ``N`` molecules (:meth:`graph_urpe.nn.Graphormer.embed`).
+
+        Args:
+            molecules (Sequence): SMILES strings or RDKit ``Mol``.
+            layer (str, optional): ``"encoder"`` (the molecule embedding the head reads) or
+                ``"hidden"`` (the head's hidden layer). (default: ``"encoder"``)
+            member (int, optional): which member of an ensemble. (default: :obj:`0`)
+
+        Returns:
+            pandas.DataFrame: ``N`` rows in input order: ``row``, ``smiles``, ``fp_0`` ...
+            ``fp_<D-1>`` (float32; empty where ``error`` is set) and ``error``.
+
+        Raises:
+            ValueError: for a member the model does not have, or see
+                :meth:`~graph_urpe.nn.Graphormer.embed`.
+        """
+        members = self.module.members
+        if not 0 <= member < len(members):
+            raise ValueError(f"member {member} does not exist: this model has {len(members)} "
+                             f"(0 to {len(members) - 1}).")
+        frame, errors, _, batches = self._batches(molecules)
+        rows, vectors = [], []
+        for batch in batches:
+            rows.append(batch.sample_id.cpu())
+            vectors.append(members[member].embed(batch, layer).float().cpu())
+        net = members[member]
+        if not vectors:  # nothing embedded: the width the network would give
+            hidden = getattr(net.head, "hidden", None) if layer == "hidden" else None
+            width = net.encoder.embed_dim if layer == "encoder" else \
+                (hidden[0].out_features if hidden is not None else 0)
+        else:
+            width = vectors[0].shape[1]
+        values = np.full((len(frame), width), np.nan, dtype=np.float32)
+        if vectors:
+            values[torch.cat(rows).numpy()] = torch.cat(vectors).numpy()
+        table = pd.DataFrame(values, columns=[f"fp_{i}" for i in range(width)])
+        table.insert(0, "smiles", frame["smiles"])
+        table.insert(0, "row", np.arange(len(frame)))
+        table["error"] = [errors.get(i, "") for i in range(len(frame))]
+        return table
