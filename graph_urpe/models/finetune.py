@@ -10,8 +10,8 @@ vocabulary sizes, width, layers, heads, attention kind, then any tensor's name o
 the load in one line, so a model is never half loaded.
 
 :func:`encoder_parameter_groups` gives the encoder a lower learning rate than the head
-(``encoder_lr_factor``), and :func:`set_encoder_frozen` freezes it (``freeze_encoder``: the first
-part of the run); both are options of :class:`~graph_urpe.models.graph.GraphPropertyModule`. This
+(``encoder_lr_factor``), and the :class:`EncoderFreezing` callback freezes it (``freeze_encoder``:
+the first part of the run's updates); both are options of :class:`~graph_urpe.models.graph.GraphPropertyModule`. This
 is the recipe of Graphormer's ogbg-molhiv results (Ying et al., NeurIPS 2021, Sec. 4.2: fine-tuned
 from a PCQM4M-pretrained model) and of Chemprop's foundation model.
 """
@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from lightning.pytorch.callbacks import Callback
 from torch import Tensor, nn
 
 from graph_urpe.models.optim import parameter_groups
@@ -28,6 +29,7 @@ from graph_urpe.trust import read_checkpoint
 
 __all__ = [
     "ENCODER_FORMAT",
+    "EncoderFreezing",
     "EncoderMismatchError",
     "PretrainedEncoder",
     "check_finetune_options",
@@ -249,6 +251,38 @@ def set_encoder_frozen(network: nn.Module, frozen: bool) -> None:
     """
     for param in network.encoder.parameters():
         param.requires_grad_(not frozen)
+
+
+class EncoderFreezing(Callback):
+    r"""Keeps the encoder frozen for the first ``fraction`` of the run's updates, then trains it
+    (``freeze_encoder`` of :class:`~graph_urpe.models.graph.GraphPropertyModule`).
+
+    A plain callback rather than Lightning's :class:`~lightning.pytorch.callbacks.BaseFinetuning`:
+    that one thaws at epoch boundaries and adds the thawed parameters to the optimizer as a new
+    group, while the fraction here counts updates (runs of a few epochs thaw mid-epoch) and the
+    encoder's parameters stay in their groups from the start (``encoder_lr_factor``), frozen by
+    ``requires_grad`` only. The state is a function of ``global_step``, so a resumed run freezes
+    exactly as the uninterrupted one.
+
+    Args:
+        fraction (float): the frozen share of ``trainer.estimated_stepping_batches``, in
+            ``[0, 1)``.
+    """
+
+    def __init__(self, fraction: float) -> None:
+        super().__init__()
+        self.fraction = float(fraction)
+        self._frozen: bool | None = None
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx: int) -> None:
+        frozen = trainer.global_step < round(self.fraction * trainer.estimated_stepping_batches)
+        if frozen != self._frozen:
+            for member in pl_module.members:  # the network, or each network of an ensemble
+                set_encoder_frozen(member, frozen)
+            self._frozen = frozen
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__name__}(fraction={self.fraction})"
 
 
 

@@ -255,7 +255,6 @@ class GraphPropertyModule(EnsembleMixin, TrustedLoadMixin, LightningModule):
             )
         self.num_classes = self.num_outputs if task == "multiclass" else None
         finetune.check_finetune_options(model, pretrained, encoder_lr_factor, freeze_encoder)
-        self._encoder_frozen = False
         # Label columns (the network's num_tasks are its outputs): one class label
         # (multiclass), else one per output.
         self.num_labels = 1 if task == "multiclass" else self.num_outputs // (1 + self.mve)
@@ -514,23 +513,18 @@ class GraphPropertyModule(EnsembleMixin, TrustedLoadMixin, LightningModule):
                 state[name] = torch.full((self.num_labels,), float("nan"))
 
     def configure_callbacks(self) -> Sequence[Callback] | Callback:
-        """When testing, the data module's submission writer (``submission_writer()``:
-        OGB's file for PCQM4Mv2's hidden test splits)."""
+        """When fitting with ``freeze_encoder``, :class:`~graph_urpe.models.finetune.EncoderFreezing`;
+        when testing, the data module's submission writer (``submission_writer()``: OGB's file for
+        PCQM4Mv2's hidden test splits)."""
         trainer = self._trainer
+        if trainer is not None and trainer.state.fn == "fit":
+            fraction = self.hparams.get("freeze_encoder") or 0.0
+            return [finetune.EncoderFreezing(fraction)] if fraction > 0 else []
         if trainer is None or trainer.state.fn != "test":
             return []
         make = getattr(getattr(trainer, "datamodule", None), "submission_writer", None)
         writer = make() if callable(make) else None
         return [writer] if writer is not None else []
-
-    def on_train_batch_start(self, batch, batch_idx: int) -> None:
-        """Freeze the encoder during the first ``freeze_encoder`` of the run's updates."""
-        fraction = self.hparams.get("freeze_encoder") or 0.0
-        frozen = self.global_step < round(fraction * self.trainer.estimated_stepping_batches)
-        if frozen != self._encoder_frozen:
-            for member in self.members:
-                finetune.set_encoder_frozen(member, frozen)
-            self._encoder_frozen = frozen
 
     def configure_optimizers(self) -> dict[str, Any]:
         """The injected optimizer over :func:`~graph_urpe.models.optim.parameter_groups` (the
