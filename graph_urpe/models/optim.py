@@ -35,8 +35,8 @@ import math
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from lightning.pytorch.plugins.precision import MixedPrecision
 import torch
+from lightning.pytorch.plugins.precision import MixedPrecision
 from torch import Tensor, nn
 from torch.optim import Optimizer
 from torch.optim.lr_scheduler import LRScheduler
