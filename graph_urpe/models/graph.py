@@ -198,7 +198,7 @@ class GraphPropertyModule(EnsembleMixin, TrustedLoadMixin, LightningModule):
         # paths, arguments) are saved, so a checkpoint rebuilds them; objects given in Python are
         # never pickled into a checkpoint (it stays loadable with weights_only=True). LightningCLI
         # says it is instantiating through a private context variable (no public flag in
-        # Lightning 2.6; fenced by tests/test_lightning_private.py).
+        # Lightning 2.6; fenced by tests/test_private_apis.py).
         injected = ["model", "optimizer", "lr_scheduler"]
         self.save_hyperparameters(ignore=None if _given_hyperparameters.get() else injected)
         check_choice("task", task, Task)

@@ -206,7 +206,7 @@ class BatchedGraphDataModule(LightningDataModule):
         if trainer is None:
             return 1, 0
         # The Trainer's flag is private (no public attribute in Lightning 2.6; fenced by
-        # tests/test_lightning_private.py).
+        # tests/test_private_apis.py).
         if trainer.world_size > 1 and getattr(
             trainer._accelerator_connector, "use_distributed_sampler", False
         ):
