@@ -8,7 +8,7 @@ import pytest
 from graph_urpe.choices import check_at_least, check_choice
 from graph_urpe.cli import main
 from graph_urpe.nn import Graphormer, SequenceTransformer, URPEGraphConv
-from graph_urpe.nn.layers import Attention
+from graph_urpe.nn.conv import Attention
 
 
 def test_check_choice_names_the_option_and_its_values():

@@ -22,7 +22,7 @@ from graph_urpe.data.modules import (
     ZincLikeDataModule,
 )
 from graph_urpe.data.modules.sequence import SyntheticDataModule, WikiTextDataModule, sequence_links
-from graph_urpe.data.synthetic import SyntheticSequenceDataset
+from graph_urpe.data.synthetic_sequences import SyntheticSequenceDataset
 from graph_urpe.models import GraphPropertyModule
 from graph_urpe.models.sequence import LanguageModelModule, SyntheticTaskModule
 from graph_urpe.nn import Graphormer, SequenceTransformer, TransformerLM

@@ -10,7 +10,7 @@ import torch
 from torch_geometric.data import Batch, Data
 from torch_geometric.transforms import Compose
 
-import graph_urpe.nn.layers
+import graph_urpe.nn.conv
 from graph_urpe.nn import URPEGraphConv
 from graph_urpe.transforms import AddResistanceDistance, AddShortestPathDistance
 
@@ -21,7 +21,7 @@ GRAPHS = [nx.path_graph(6), nx.disjoint_union(nx.path_graph(2), nx.cycle_graph(3
 
 
 def test_docstring_example_runs():
-    result = doctest.testmod(graph_urpe.nn.layers, raise_on_error=False)
+    result = doctest.testmod(graph_urpe.nn.conv, raise_on_error=False)
     assert result.attempted > 0 and result.failed == 0
 
 

@@ -1,4 +1,4 @@
-"""Tests for the synthetic tasks (graph_urpe.data.synthetic) and their Lightning modules."""
+"""Tests for the synthetic tasks (graph_urpe.data.synthetic_sequences) and their Lightning modules."""
 
 import functools
 
@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from graph_urpe.data.modules.sequence import SyntheticDataModule
-from graph_urpe.data.synthetic import (
+from graph_urpe.data.synthetic_sequences import (
     SyntheticSequenceDataset,
     even_token_prediction_targets,
     filler_token,

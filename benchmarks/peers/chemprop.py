@@ -79,8 +79,9 @@ sys.path.insert(0, str(HERE.parent))  # benchmarks/ (for _common)
 sys.path.insert(0, str(HERE))  # benchmarks/peers/ (for _classical)
 sys.path.insert(0, str(ROOT))
 
+from _classical import VARIANTS as CLASSICAL
+from _classical import run_classical
 from _common import markdown_table
-from _classical import VARIANTS as CLASSICAL, run_classical
 
 CHEMPROP_VERSION = "2.3.1"
 TEMPLATE = ROOT / "graph_urpe" / "configs" / "csv" / "template.yaml"

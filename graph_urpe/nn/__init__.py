@@ -12,13 +12,12 @@ training code lives here, and nothing from the data side.
 
 from graph_urpe.dense import from_dense_batch, to_dense_pair, to_dense_path_edges
 from graph_urpe.nn.attention import MultiheadURPEAttention
-from graph_urpe.nn.block import GraphormerLayer, TransformerLayer
+from graph_urpe.nn.conv import URPEGraphConv
 from graph_urpe.nn.encoders import CategoricalEncoder, DegreeEncoder, MultiHopEdgeEncoder
 from graph_urpe.nn.functional import urpe_attention
 from graph_urpe.nn.graphormer import GraphormerEncoder
 from graph_urpe.nn.graphormer_model import Graphormer
 from graph_urpe.nn.heads import GraphHead
-from graph_urpe.nn.layers import URPEGraphConv
 from graph_urpe.nn.relations import (
     ContinuousRelations,
     GaussianBasisEmbedding,
@@ -29,6 +28,7 @@ from graph_urpe.nn.relations import (
     relative_position_ids,
 )
 from graph_urpe.nn.transformer import SequenceTransformer, TransformerLM
+from graph_urpe.nn.transformer_layer import GraphormerLayer, TransformerLayer
 
 __all__ = [
     "CategoricalEncoder",

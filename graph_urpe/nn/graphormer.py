@@ -71,9 +71,8 @@ from torch import Tensor, nn
 
 from graph_urpe.choices import check_at_least, check_choice
 from graph_urpe.dense import from_dense_batch, to_dense_path_edges
-from graph_urpe.nn.block import GraphormerLayer
+from graph_urpe.nn.conv import Attention, densify_graphs
 from graph_urpe.nn.encoders import CategoricalEncoder, DegreeEncoder, MultiHopEdgeEncoder
-from graph_urpe.nn.layers import Attention, densify_graphs
 from graph_urpe.nn.relations import (
     CONTINUOUS_RELATIONS,
     ContinuousRelations,
@@ -83,6 +82,7 @@ from graph_urpe.nn.relations import (
     num_graph_relations,
     relation_table_distance,
 )
+from graph_urpe.nn.transformer_layer import GraphormerLayer
 
 __all__ = ["GraphormerEncoder"]
 

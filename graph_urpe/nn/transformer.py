@@ -41,12 +41,12 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from graph_urpe.choices import check_at_least, check_choice
-from graph_urpe.nn.block import Activation, TransformerLayer
 from graph_urpe.nn.relations import (
     RelationEmbedding,
     num_relative_positions,
     relative_position_ids,
 )
+from graph_urpe.nn.transformer_layer import Activation, TransformerLayer
 
 __all__ = ["SequenceAttention", "SequenceTransformer", "TransformerLM", "TransformerLayer"]
 

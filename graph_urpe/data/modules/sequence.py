@@ -4,7 +4,7 @@ Luo et al., "Your Transformer May Not be as Powerful as You Expect", NeurIPS 202
 (arXiv 2205.13401):
 
 * :class:`SyntheticDataModule`: Position Identification and Even Token Prediction (Sec. 5.1),
-  samples from :mod:`graph_urpe.data.synthetic`;
+  samples from :mod:`graph_urpe.data.synthetic_sequences`;
 * :class:`WikiTextDataModule`: word-level language modelling (Sec. 5.3) on a WikiText-format
   corpus (:mod:`graph_urpe.data.text`).
 
@@ -23,7 +23,7 @@ from lightning.pytorch import LightningDataModule
 from torch.utils.data import DataLoader, TensorDataset
 
 from graph_urpe.choices import check_at_least
-from graph_urpe.data.synthetic import SyntheticSequenceDataset, SyntheticTask, num_classes
+from graph_urpe.data.synthetic_sequences import SyntheticSequenceDataset, SyntheticTask, num_classes
 from graph_urpe.data.text import LMBlockDataset, TokenFileCorpus
 
 __all__ = ["SyntheticDataModule", "WikiTextDataModule", "sequence_links"]
@@ -56,7 +56,7 @@ def sequence_links() -> list[tuple[str, str]]:
 
 
 class SyntheticDataModule(LightningDataModule):
-    r"""Position Identification / Even Token Prediction data (see :mod:`graph_urpe.data.synthetic`).
+    r"""Position Identification / Even Token Prediction data (see :mod:`graph_urpe.data.synthetic_sequences`).
 
     Training samples are generated on the fly from ``seed``; the validation and test sets are
     fixed (generated once, on first use, from independent streams).

@@ -29,7 +29,6 @@ from graph_urpe.dense import (
     node_counts,
     to_dense_pair,
 )
-from graph_urpe.nn.block import GraphormerLayer
 from graph_urpe.nn.relations import (
     CONTINUOUS_RELATIONS,
     ContinuousRelations,
@@ -41,6 +40,7 @@ from graph_urpe.nn.relations import (
     relation_table_distance,
     token_padding_mask,
 )
+from graph_urpe.nn.transformer_layer import GraphormerLayer
 
 __all__ = ["Attention", "DenseGraphs", "GraphRelation", "URPEGraphConv", "densify_graphs"]
 
