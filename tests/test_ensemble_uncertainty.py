@@ -174,3 +174,26 @@ def test_fit_ensemble_mve_then_predict_with_intervals(tmp_path, capsys):
     # the test report's rows agree with predicting the same molecules
     module = GraphPropertyModule.load_from_checkpoint(str(run / "checkpoints" / "last.ckpt"))
     assert len(module.members) == 2
+
+
+def test_ensemble_gradients_are_clipped_per_member():
+    from types import SimpleNamespace
+
+    from graph_urpe.models.optim import configure_gradient_clipping
+
+    torch.manual_seed(0)
+    big, small = torch.nn.Linear(3, 2), torch.nn.Linear(3, 2)
+    for p in big.parameters():
+        p.grad = torch.randn_like(p) * 10
+    for p in small.parameters():
+        p.grad = torch.randn_like(p) * 0.01
+    before = {id(p): p.grad.clone() for m in (big, small) for p in m.parameters()}
+    norm_big = math.sqrt(sum(float((p.grad ** 2).sum()) for p in big.parameters()))
+    module = SimpleNamespace(trainer=SimpleNamespace(precision_plugin=None))
+    optimizer = torch.optim.SGD([*big.parameters(), *small.parameters()], lr=0.1)
+    configure_gradient_clipping(module, optimizer, 1.0, "norm",
+                                [list(big.parameters()), list(small.parameters())])
+    for p in big.parameters():  # scaled to norm 1 on its own
+        torch.testing.assert_close(p.grad, before[id(p)] / norm_big, rtol=1e-5, atol=1e-7)
+    for p in small.parameters():  # under the threshold alone: untouched (a total norm would not)
+        torch.testing.assert_close(p.grad, before[id(p)])

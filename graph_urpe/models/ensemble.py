@@ -26,7 +26,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from graph_urpe.choices import check_at_least
 from graph_urpe.models.calibration import LEVEL, calibration_metrics, fit_calibration
+from graph_urpe.models.optim import configure_gradient_clipping
 
 __all__ = ["MIN_VARIANCE", "EnsembleMixin", "combine_members", "member_copies", "member_spread",
            "mve_outputs"]
@@ -120,6 +122,37 @@ class EnsembleMixin:
     :class:`~graph_urpe.models.GraphPropertyModule` (which holds ``_forwards``, ``mve``,
     ``num_labels``, the target statistics and the buffers ``uncertainty_scale`` and
     ``interval_factor``)."""
+
+    def _init_ensemble(self, ensemble_size: int) -> None:
+        """``ensemble``: the ``ensemble_size - 1`` members beside ``model``."""
+        check_at_least(1, ensemble_size=ensemble_size)
+        self.ensemble = nn.ModuleList(member_copies(self.model, ensemble_size - 1))
+
+    def _init_calibration(self) -> None:
+        """The buffers ``uncertainty_scale`` (sigma -> calibrated std, z-scaling) and
+        ``interval_factor`` (95 % half-width / sigma, conformal) of each target, fitted on the
+        validation split (regression); NaN until then."""
+        for name in ("uncertainty_scale", "interval_factor"):
+            self.register_buffer(name, torch.full((self.num_labels,), float("nan")))
+
+    def _default_calibration(self, checkpoint: dict) -> None:
+        """A checkpoint written before calibration existed loads as uncalibrated."""
+        state = checkpoint.get("state_dict")
+        for name in ("uncertainty_scale", "interval_factor"):
+            if state is not None and name not in state:
+                state[name] = torch.full((self.num_labels,), float("nan"))
+
+    @property
+    def members(self) -> list[nn.Module]:
+        """The networks of the ensemble: ``model`` first (one unless ``ensemble_size``)."""
+        return [self.model, *self.ensemble]
+
+    def configure_gradient_clipping(self, optimizer, gradient_clip_val=None,
+                                    gradient_clip_algorithm=None) -> None:
+        """:func:`~graph_urpe.models.optim.configure_gradient_clipping` (also fused optimizers
+        under mixed precision), per member of an ensemble, so each trains as it would alone."""
+        configure_gradient_clipping(self, optimizer, gradient_clip_val, gradient_clip_algorithm,
+                                    [list(m.parameters()) for m in self.members])
 
     def member_outputs(self, batch) -> Tensor:
         """Every member's outputs ``[M, R, num_outputs]`` (``loss="mve"``: means, then

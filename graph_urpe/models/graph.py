@@ -44,10 +44,10 @@ from lightning.pytorch.core.mixins.hparams_mixin import _given_hyperparameters
 from lightning.pytorch.utilities import rank_zero_info
 from torch import Tensor, nn
 
-from graph_urpe.choices import check_at_least, check_choice
+from graph_urpe.choices import check_choice
 from graph_urpe.models import finetune
 from graph_urpe.models.calibration import masked_gaussian_nll
-from graph_urpe.models.ensemble import EnsembleMixin, member_copies
+from graph_urpe.models.ensemble import EnsembleMixin
 from graph_urpe.models.metrics import (
     METRICS,
     EpochPredictions,
@@ -59,7 +59,6 @@ from graph_urpe.models.metrics import (
 )
 from graph_urpe.models.optim import (
     PolynomialDecayLR,
-    configure_gradient_clipping,
     configure_optimizers,
 )
 from graph_urpe.models.sample_ids import NODE_ID_STRIDE, node_sample_ids, sample_ids
@@ -236,8 +235,7 @@ class GraphPropertyModule(EnsembleMixin, TrustedLoadMixin, LightningModule):
                 "it does: set the network's outputs_per_task to 2 with loss mve, 1 otherwise "
                 "(graph-urpe fit sets it from --model.init_args.loss)."
             )
-        check_at_least(1, ensemble_size=ensemble_size)
-        self.ensemble = nn.ModuleList(member_copies(model, ensemble_size - 1))
+        self._init_ensemble(ensemble_size)
         if task == "multiclass":
             if num_classes is not None and num_classes != self.num_outputs:
                 raise ValueError(
@@ -271,10 +269,7 @@ class GraphPropertyModule(EnsembleMixin, TrustedLoadMixin, LightningModule):
             # A buffer only when asked for, so checkpoints written without one still load.
             self.register_buffer("bce_pos_weight", _pos_weight_tensor(pos_weight, task,
                                                                      self.num_labels))
-        # Regression: sigma -> calibrated std (z-scaling) and 95 % interval half-width / sigma
-        # (conformal), fitted on the validation split; NaN until then.
-        for name in ("uncertainty_scale", "interval_factor"):
-            self.register_buffer(name, torch.full((self.num_labels,), float("nan")))
+        self._init_calibration()
         # The atom / bond feature values seen in training (plain lists; set at fit, kept in the
         # checkpoint): predict flags inputs outside them.
         self.training_vocabulary: dict[str, list[list[int]]] | None = None
@@ -285,11 +280,6 @@ class GraphPropertyModule(EnsembleMixin, TrustedLoadMixin, LightningModule):
         self.epoch_predictions = nn.ModuleDict(
             {s: EpochPredictions(width) for s in ("val", "test")}
         )
-
-    @property
-    def members(self) -> list[nn.Module]:
-        """The networks of the ensemble: ``model`` first (one unless ``ensemble_size``)."""
-        return [self.model, *self.ensemble]
 
     # --------------------------------------------------------------------------- facts
     @property
@@ -507,10 +497,7 @@ class GraphPropertyModule(EnsembleMixin, TrustedLoadMixin, LightningModule):
         """Restore :attr:`training_vocabulary` (absent in older checkpoints: :obj:`None`); a
         checkpoint written before calibration existed loads as uncalibrated."""
         self.training_vocabulary = checkpoint.get("training_vocabulary")
-        state = checkpoint.get("state_dict")
-        for name in ("uncertainty_scale", "interval_factor"):
-            if state is not None and name not in state:
-                state[name] = torch.full((self.num_labels,), float("nan"))
+        self._default_calibration(checkpoint)
 
     def configure_callbacks(self) -> Sequence[Callback] | Callback:
         """When fitting with ``freeze_encoder``, :class:`~graph_urpe.models.finetune.EncoderFreezing`;
@@ -535,12 +522,6 @@ class GraphPropertyModule(EnsembleMixin, TrustedLoadMixin, LightningModule):
             g for m in self.members for g in finetune.encoder_parameter_groups(m, factor)]
         return configure_optimizers(self, self.optimizer, self.lr_scheduler, groups)
 
-    def configure_gradient_clipping(self, optimizer, gradient_clip_val=None,
-                                    gradient_clip_algorithm=None) -> None:
-        """:func:`~graph_urpe.models.optim.configure_gradient_clipping` (also fused optimizers
-        under mixed precision), per member of an ensemble, so each trains as it would alone."""
-        configure_gradient_clipping(self, optimizer, gradient_clip_val, gradient_clip_algorithm,
-                                    [list(m.parameters()) for m in self.members])
 
 
 def _pos_weight_tensor(pos_weight: list[float] | str, task: str, num_labels: int) -> Tensor:
