@@ -15,12 +15,13 @@ classification targets:
 for ``attention`` in none / rpe / urpe, with and without the graph token and the degree encoding,
 over seeds.
 
-``--biconnectivity``: is a node a cut vertex (Zhang, Luo, Wang, He, ICLR 2023: no model whose
-relations are shortest-path distances alone can tell cut vertices in general; the resistance
-distance can), on glued chorded cycles (``kinds=("blocks",)``: the chords give non-cut nodes
-degree 3 too, so the degree does not answer it), URPE attention with the degree encoding on and
-no graph token, for ``relations`` in ``spd`` / ``resistance`` / ``spd+resistance``
-(Graphormer-GD), over seeds. (Whether an *edge* is a bridge is an edge-level target, which
+``--biconnectivity``: is a node a cut vertex (node level), has the graph one (graph level; Zhang,
+Luo, Wang, He, ICLR 2023: no model whose relations are shortest-path distances alone can tell
+cut vertices in general; the resistance distance can), on two chorded cycles joined through a
+connector node, half of them with one more edge between the blocks that makes the graph
+2-connected (``kinds=("bridged",)``, 8-20 nodes), URPE attention, identical node features, no
+degree encoding, no graph token (mean readout), for ``relations`` in ``spd`` / ``resistance`` /
+``spd+resistance`` (Graphormer-GD), over seeds. (Whether an *edge* is a bridge is an edge-level target, which
 :class:`~graph_urpe.nn.Graphormer` has no head for; it is not run.) Model: ``Graphormer`` with 3 layers, width 32, 4 heads, FFN 64, no edge encoding, no
 dropout; readout = graph token when it is on, else the mean of the nodes. Training: AdamW (lr 3e-3,
 no weight decay), cross-entropy, ``--epochs`` epochs of batch 32 on 80 % of the graphs; accuracy on
@@ -36,7 +37,7 @@ Usage::
     python benchmarks/graph_synthetic.py --quick   # node tasks, token and degree off, seed 0
     python benchmarks/graph_synthetic.py           # full grid: 5 tasks x 3 x 2 x 2 x 3 seeds
     python benchmarks/graph_synthetic.py --jobs 2  # the same, two runs at a time (one thread each)
-    python benchmarks/graph_synthetic.py --biconnectivity  # cut vertices: SPD vs RD, 3 seeds
+    python benchmarks/graph_synthetic.py --biconnectivity --jobs 2  # cut vertices: SPD vs RD
 """
 
 from __future__ import annotations
@@ -60,7 +61,9 @@ from graph_urpe.nn import Graphormer
 from graph_urpe.transforms import AddResistanceDistance, AddShortestPathDistance
 
 ATTENTIONS = ("none", "rpe", "urpe")
-NODE_TASKS = [t for t, level in SYNTHETIC_TASKS.items() if level == "node" and t != "cut_vertex"]
+BICONNECTIVITY = ("cut_vertex", "has_cut_vertex")
+NODE_TASKS = [t for t, level in SYNTHETIC_TASKS.items()
+              if level == "node" and t not in BICONNECTIVITY]
 RELATION_SETS = (("spd",), ("resistance",), ("spd", "resistance"))
 PRE = Compose([AddShortestPathDistance(paths=False), AddResistanceDistance()])
 
@@ -156,7 +159,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--graphs", type=int, default=300, help="graphs per dataset (default: 300)")
     p.add_argument("--epochs", type=int, default=40, help="training epochs (default: 40)")
     p.add_argument("--seeds", type=int, default=3, help="seeds 0..S-1 (default: 3)")
-    p.add_argument("--tasks", nargs="+", default=list(SYNTHETIC_TASKS), choices=SYNTHETIC_TASKS)
+    p.add_argument("--tasks", nargs="+", choices=SYNTHETIC_TASKS,
+                   default=[t for t in SYNTHETIC_TASKS if t not in BICONNECTIVITY])
     p.add_argument("--threads", type=int, default=1,
                    help="torch threads per run (default: 1)")
     p.add_argument("--jobs", type=int, default=1,
@@ -164,9 +168,10 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     if args.biconnectivity:
-        grid = [("cut_vertex", "urpe", False, True, seed, args.graphs, args.epochs, relations,
-                 ("blocks",))
-                for seed, relations in itertools.product(range(args.seeds), RELATION_SETS)]
+        grid = [(task, "urpe", False, False, seed, args.graphs, args.epochs, relations,
+                 ("bridged",))
+                for task, seed, relations in itertools.product(
+                    BICONNECTIVITY, range(args.seeds), RELATION_SETS)]
     else:
         if args.quick:
             tasks, flags, seeds = NODE_TASKS, [(False, False)], [0]

@@ -21,11 +21,11 @@ from torch_geometric.data import Data, InMemoryDataset
 from graph_urpe.choices import check_choice
 from graph_urpe.transforms import AddShortestPathDistance
 
-__all__ = ["GRAPH_KINDS", "SYNTHETIC_TASKS", "SyntheticGraphDataset"]
+__all__ = ["DEFAULT_KINDS", "GRAPH_KINDS", "SYNTHETIC_TASKS", "SyntheticGraphDataset"]
 
 #: Structural tasks of :class:`SyntheticGraphDataset`.
 SyntheticGraphTask = Literal["degree", "distance2", "eccentricity", "cut_vertex", "diameter",
-                             "pairs_distance2"]
+                             "pairs_distance2", "has_cut_vertex"]
 
 SYNTHETIC_TASKS: dict[str, str] = {
     "degree": "node",
@@ -34,42 +34,57 @@ SYNTHETIC_TASKS: dict[str, str] = {
     "cut_vertex": "node",
     "diameter": "graph",
     "pairs_distance2": "graph",
+    "has_cut_vertex": "graph",
 }
 """Task name -> level. Node level: the degree, the number of nodes at distance exactly 2, the
 eccentricity (largest distance to another node), whether the node is a cut vertex (1 if removing
-it disconnects the graph: biconnectivity, Zhang et al., ICLR 2023). Graph level: the diameter and the number of
-unordered node pairs at distance exactly 2. All are class labels (the integer value itself)."""
+it disconnects the graph: biconnectivity, Zhang et al., ICLR 2023). Graph level: the diameter, the number of
+unordered node pairs at distance exactly 2, and whether the graph has a cut vertex. All are class labels (the integer value itself)."""
 
-GRAPH_KINDS = ("tree", "erdos_renyi", "blocks")
+GRAPH_KINDS = ("tree", "erdos_renyi", "bridged")
+"""Graph families of :class:`SyntheticGraphDataset`."""
+
+DEFAULT_KINDS = ("tree", "erdos_renyi")
+"""The families drawn by default (``"bridged"`` is for the biconnectivity tasks)."""
 
 
-def _blocks(n: int, rng: np.random.Generator) -> nx.Graph:
-    """Cycles of 3-7 nodes with one random chord each (when they have 4 or more nodes), glued
-    one after another at a random node of the graph so far, up to ``n`` nodes: every gluing node
-    is a cut vertex, and the chords give non-cut nodes degrees 3 too."""
+def _chorded_cycle(g: nx.Graph, size: int, rng: np.random.Generator) -> list[int]:
+    """Add a cycle of ``size`` new nodes with one random chord (size >= 4) to ``g``: a
+    2-connected block. Returns its nodes."""
+    nodes = list(range(g.number_of_nodes(), g.number_of_nodes() + size))
+    nx.add_cycle(g, nodes)
+    if size >= 4:
+        i = int(rng.integers(size))
+        g.add_edge(nodes[i], nodes[(i + int(rng.integers(2, size - 1))) % size])
+    return nodes
+
+
+def _bridged(n: int, rng: np.random.Generator) -> nx.Graph:
+    """Two chorded cycles (2-connected blocks ``A`` and ``B``, ``n - 1`` nodes together, at least
+    3 each) and a connector node ``c`` adjacent to ``a1`` in ``A`` and ``b1`` in ``B``; with
+    probability 1/2 one more edge ``a2 - b2`` (``a2 != a1``, ``b2 != b1``). Without it ``c``,
+    ``a1`` and ``b1`` are cut vertices; with it the graph is 2-connected. Node degrees and local
+    distances look alike either way, so a model must see whether every path between the blocks
+    runs through ``c``: biconnectivity (Zhang et al., ICLR 2023)."""
+    size_a = int(rng.integers(3, n - 3))
     g = nx.Graph()
-    g.add_node(0)
-    while g.number_of_nodes() < n:
-        size = int(min(rng.integers(3, 8), n - g.number_of_nodes() + 1))
-        anchor = int(rng.integers(g.number_of_nodes()))
-        if size < 3:  # one node left: a pendant edge (its anchor is a cut vertex too)
-            g.add_edge(anchor, g.number_of_nodes())
-            continue
-        cycle = [anchor] + list(range(g.number_of_nodes(), g.number_of_nodes() + size - 1))
-        nx.add_cycle(g, cycle)
-        if size >= 4:
-            i = int(rng.integers(size))
-            j = (i + int(rng.integers(2, size - 1))) % size
-            g.add_edge(cycle[i], cycle[j])
+    a = _chorded_cycle(g, size_a, rng)
+    b = _chorded_cycle(g, n - 1 - size_a, rng)
+    c = g.number_of_nodes()
+    i, j = int(rng.integers(len(a))), int(rng.integers(len(b)))
+    g.add_edges_from([(c, a[i]), (c, b[j])])
+    if rng.random() < 0.5:
+        g.add_edge(a[(i + 1 + int(rng.integers(len(a) - 1))) % len(a)],
+                   b[(j + 1 + int(rng.integers(len(b) - 1))) % len(b)])
     return g
 
 
 def _random_graph(kind: str, n: int, rng: np.random.Generator, mean_degree: float) -> nx.Graph:
     """A uniform random labelled tree, a connected Erdős–Rényi ``G(n, p)`` (redrawn until
-    connected) with ``p = mean_degree / (n - 1)``, or glued chorded cycles (``"blocks"``,
-    :func:`_blocks`)."""
-    if kind == "blocks":
-        return _blocks(n, rng)
+    connected) with ``p = mean_degree / (n - 1)``, or two blocks joined through a connector node
+    (``"bridged"``, :func:`_bridged`; at least 7 nodes)."""
+    if kind == "bridged":
+        return _bridged(n, rng)
     seed = int(rng.integers(2**31))
     if kind == "tree":
         return nx.random_labeled_tree(n, seed=seed)
@@ -95,6 +110,8 @@ def _targets(g: nx.Graph, task: str) -> torch.Tensor:
         values = [int(v in cut) for v in nodes]
     elif task == "diameter":
         values = [max(max(dist[v].values()) for v in nodes)]
+    elif task == "has_cut_vertex":
+        values = [int(not nx.is_biconnected(g))]
     else:
         values = [sum(1 for v in nodes for d in dist[v].values() if d == 2) // 2]
     return torch.tensor(values, dtype=torch.long)
@@ -111,7 +128,8 @@ class SyntheticGraphDataset(InMemoryDataset):
 
     Args:
         task (str): one of :data:`SYNTHETIC_TASKS`: ``"degree"``, ``"distance2"``,
-            ``"eccentricity"``, ``"cut_vertex"`` (node level), ``"diameter"``, ``"pairs_distance2"`` (graph level).
+            ``"eccentricity"``, ``"cut_vertex"`` (node level), ``"diameter"``,
+            ``"pairs_distance2"``, ``"has_cut_vertex"`` (graph level).
         num_graphs (int, optional): number of graphs. (default: :obj:`500`)
         min_nodes (int, optional): smallest graph. (default: :obj:`8`)
         max_nodes (int, optional): largest graph. (default: :obj:`20`)
@@ -144,7 +162,7 @@ class SyntheticGraphDataset(InMemoryDataset):
         num_graphs: int = 500,
         min_nodes: int = 8,
         max_nodes: int = 20,
-        kinds: tuple[str, ...] = ("tree", "erdos_renyi"),
+        kinds: tuple[str, ...] = DEFAULT_KINDS,
         mean_degree: float = 3.0,
         seed: int = 0,
         transform: Callable | None = None,
@@ -156,6 +174,8 @@ class SyntheticGraphDataset(InMemoryDataset):
         bad = [k for k in kinds if k not in GRAPH_KINDS]
         if bad or not kinds:
             raise ValueError(f"kinds must be a non-empty subset of {GRAPH_KINDS}, got {kinds!r}.")
+        if "bridged" in kinds and min_nodes < 7:
+            raise ValueError(f"kind 'bridged' needs min_nodes >= 7, got {min_nodes}.")
         super().__init__(None, transform)
         self.task = task
         self.level = SYNTHETIC_TASKS[task]

@@ -18,6 +18,7 @@ from typing import Any
 from graph_urpe.choices import check_choice
 from graph_urpe.data.modules.graph import BatchedGraphDataModule
 from graph_urpe.data.synthetic_graphs import (
+    DEFAULT_KINDS,
     GRAPH_KINDS,
     SYNTHETIC_TASKS,
     SyntheticGraphDataset,
@@ -104,7 +105,7 @@ class SyntheticGraphDataModule(BatchedGraphDataModule):
         test_size: int = 200,
         min_nodes: int = 8,
         max_nodes: int = 20,
-        kinds: tuple[str, ...] = GRAPH_KINDS,
+        kinds: tuple[str, ...] = DEFAULT_KINDS,
         mean_degree: float = 3.0,
         data_seed: int = 0,
         **kwargs: Any,
