@@ -89,7 +89,7 @@ def _without(config: dict, *paths: tuple[str, ...]) -> dict:
 ATTENTION = ("model", "init_args", "model", "init_args", "attention")
 
 
-@pytest.mark.parametrize("stem", ["zinc/graphormer-slim", "graph-synthetic/degree",
+@pytest.mark.parametrize("stem", ["zinc/graphormer-slim", "zinc/graphormer-gd", "graph-synthetic/degree",
                                   "pcqm4mv2/graphormer-base", "ogbg-molhiv/graphormer-slim"])
 def test_rpe_twin_differs_only_in_attention_and_name(stem):
     """The RPE baseline of a URPE experiment is a full file (one ``--config`` runs it), so it is
