@@ -99,7 +99,12 @@ def run_chemprop(folder: Path, task: str, method: str, seed: int, size: int, ven
     if method == "ensemble":
         train += ["--ensemble-size", str(size)]
     env = dict(os.environ, **ONE_THREAD)
-    cpu, _wall = run_measured(train, runs / f"chemprop-{method}-seed{seed}.log", folder, env)
+    done = out_dir / "train_cpu.json"  # a finished training is kept if predicting fails
+    if done.exists():
+        cpu = json.loads(done.read_text())["cpu_s"]
+    else:
+        cpu, _wall = run_measured(train, runs / f"chemprop-{method}-seed{seed}.log", folder, env)
+        done.write_text(json.dumps({"cpu_s": cpu}))
     test = rows["test"]
     y = data["target"].to_numpy(dtype=float)[test]
     if task != "regression":
@@ -110,7 +115,7 @@ def run_chemprop(folder: Path, task: str, method: str, seed: int, size: int, ven
     predict = [str(venv / "bin" / "chemprop"), "predict", "--test-path", str(runs / "test.csv"),
                "--smiles-columns", "smiles", "--model-paths", str(out_dir), "-o", str(preds),
                "--uncertainty-method", method, "--calibration-method", "zscaling",
-               "--cal-path", str(runs / "valid.csv"), "--target-columns", "target"]
+               "--cal-path", str(runs / "valid.csv")]
     cpu2, _ = run_measured(predict, runs / f"chemprop-{method}-seed{seed}-predict.log", folder,
                            env)
     frame = pd.read_csv(preds)
