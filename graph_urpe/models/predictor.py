@@ -28,7 +28,7 @@ import pandas as pd
 import torch
 from torch_geometric.loader import DataLoader
 
-from graph_urpe.data.modules.graph import spd_pre_transform
+from graph_urpe.data.modules.graph import pair_pre_transform
 from graph_urpe.data.predict_inputs import featurize_inputs, vocabulary_warnings
 from graph_urpe.data.predictions import prediction_table
 from graph_urpe.models.graph import GraphPropertyModule
@@ -99,8 +99,11 @@ class Predictor:
         """``(frame, errors, warnings, batches)`` of the inputs."""
         hp = self.module.hparams
         smiles, errors = _as_smiles(molecules)
+        # Both relations, whichever the network reads (relations=[spd] or [spd, resistance]):
+        # the resistance distance costs about 1 ms of CPU per molecule.
         graphs, failed = featurize_inputs(smiles, hp.get("featurization"),
-                                          hp.get("max_graph_nodes"), spd_pre_transform(),
+                                          hp.get("max_graph_nodes"),
+                                          pair_pre_transform(resistance=True),
                                           processing_workers=None,
                                           dataset_source=hp.get("dataset_source"))
         graphs = [g for g in graphs if int(g.sample_id) not in errors]
