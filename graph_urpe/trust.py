@@ -1,278 +1,412 @@
-"""Files a user receives are data: checkpoints and run folders name only graph-urpe's own classes.
+"""Files a user receives are data: checkpoints and run folders are read as plain values, checked
+against graph-urpe's registry of classes, and bounded, before anything is built.
 
 A user's ``--config`` and command-line options are trusted like a script: jsonargparse imports and
 builds whatever classes they name. A checkpoint (``--ckpt_path``, ``load_from_checkpoint``, ``plot
-CKPT``) and a run folder's ``config.yaml`` read on the user's behalf are not: the classes and
-callables they name are checked against :func:`allowed_class` **before anything they name is
-imported**, and anything else is refused with :class:`UntrustedFileError` (one line naming the file,
-the class and where it sits). Allowed are
+CKPT``) and a run folder's ``config.yaml`` read on the user's behalf are not, and never reach a
+generic resolver (jsonargparse's class resolution, an import by a dotted name found in the file):
 
-* classes defined in graph-urpe (``graph_urpe.*``) that are Lightning modules, data modules,
-  ``torch.nn`` modules or learning-rate schedulers (everything the shipped configurations use);
-* PyTorch's optimizers and learning-rate schedulers (``torch.optim.*``).
+* a checkpoint is read by :func:`torch.load` with ``weights_only=True`` (tensors, containers and
+  numbers; pickled code refused), only from a zip archive whose entries are stored uncompressed as
+  :func:`torch.save` writes them (reading costs about the file's size in memory), and holds at
+  most :data:`~graph_urpe.received.MAX_NODES` values in its hyperparameters;
+* its hyperparameters and a run folder's data section name classes only by a key or exact alias
+  of :mod:`graph_urpe.registry` and hold plain values of the types each class declares
+  (:mod:`graph_urpe.received`); anything else is refused with :class:`UntrustedFileError` (one
+  line naming the file and the entry) before anything it names is imported;
+* the model its hyperparameters describe is built on the ``meta`` device and its tensors compared,
+  name by name and shape by shape, with the state dict; tensors outside the state dict may take
+  at most four times its bytes (optimizer moments) plus 16 MiB;
+* what is built is built from the checked values: :meth:`TrustedLoadMixin.load_from_checkpoint`
+  builds the classes itself; ``graph-urpe`` hands jsonargparse only the canonical form (class
+  paths from the registry's table, plain values where the class declares plain types), under the
+  user's own ``--config`` and options.
 
-Checked before import means: a class path outside ``graph_urpe.`` / ``torch.optim.`` is refused
-from its text alone; one inside is imported (the package's and PyTorch's own modules) and must
-resolve to such a class. Every string value that jsonargparse could resolve to an import (a dotted
-name whose first part is an importable module) and every reference to another configuration file
-is refused the same way, wherever it sits in the nested ``class_path`` / ``init_args`` structure.
+Every refusal is a :class:`ReceivedFileError` (a :class:`ValueError`): one line naming the file,
+what was refused and what to do.
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import io
+import os.path as osp
 import pickle
-import re
-import sys
 import zipfile
 from typing import Any
 
 import torch
 
+from graph_urpe.received import (
+    MAX_NODES,
+    Refusal,
+    SizeRefusal,
+    check_class,
+    check_module_hparams,
+    check_sizes,
+    count_nodes,
+    module_kwargs,
+    shape_mismatch,
+)
+
 __all__ = [
+    "CheckedCheckpoint",
+    "ReceivedFileError",
     "TrustedLoadMixin",
     "UntrustedFileError",
-    "allowed_class",
-    "check_file_config",
     "read_checkpoint",
     "read_checkpoint_bytes",
+    "read_run_config",
     "read_run_data",
 ]
 
-_DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+")
-_CONFIG_SUFFIXES = (".yaml", ".yml", ".json", ".jsonnet")
-_INSTANTIATORS = ("lightning.pytorch.cli.instantiate_module",
-                  "pytorch_lightning.cli.instantiate_module")
+_ENCODER_FORMAT = "graph-urpe-encoder/1"
+_EXTRA_BYTES = 16 * 2**20
 
 
-class UntrustedFileError(ValueError):
-    r"""A checkpoint or run folder the user received names something graph-urpe does not build from
-    a file (or holds pickled objects). Nothing it names was imported or run. :attr:`path` names
-    the file."""
+class ReceivedFileError(ValueError):
+    r"""A checkpoint or run folder the user received cannot be used as it is: corrupt, not
+    graph-urpe's, or its sizes do not fit. One line; :attr:`path` names the file."""
 
-    def __init__(self, path: str, reason: str) -> None:
+    def __init__(self, path: Any, reason: str) -> None:
         self.path = str(path)
         super().__init__(f"refusing {path}: {reason}")
 
 
+class UntrustedFileError(ReceivedFileError):
+    r"""A received checkpoint or run folder names something graph-urpe does not build from a file
+    (a class outside its registry, a value of another type than the class declares, pickled
+    objects). Nothing it names was imported or run."""
+
+
+class CheckedCheckpoint(dict):
+    r"""A checkpoint read by :func:`read_checkpoint`; :attr:`module_config` is the canonical
+    ``{"class_path", "init_args"}`` of its Lightning module (:obj:`None` if it names none)."""
+
+    module_config: dict[str, Any] | None = None
+
+
 def _advice(kind: str) -> str:
-    return (f"nothing in it was run. A {kind} is data: it may name only graph-urpe's own classes "
-            "and torch optimizers / schedulers. If you trust its author like a script, build the "
-            "model yourself (e.g. in a --config you have read) and load only its weights.")
+    return (f"nothing in it was run. A {kind} is data: it may name only classes of graph-urpe's "
+            "registry (graph_urpe.registry) with plain values of the types they declare. If you "
+            "trust its author like a script, build the model yourself (e.g. in a --config you "
+            "have read) and load only its weights.")
 
 
-def allowed_class(path: str) -> bool:
-    r"""Whether a checkpoint or run folder may name the class ``path`` (a full dotted path).
-
-    Only paths under ``graph_urpe.`` or ``torch.optim.`` are imported to answer; any other path
-    is refused from its text alone.
-
-    Args:
-        path (str): a dotted class path, e.g. ``"graph_urpe.nn.Graphormer"``.
-
-    Returns:
-        bool: :obj:`True` for a graph-urpe Lightning module, data module, ``torch.nn`` module or
-        scheduler defined under ``graph_urpe``, or a ``torch.optim`` optimizer / scheduler.
-    """
-    if not isinstance(path, str) or not _DOTTED.fullmatch(path):
-        return False
-    if path.startswith("graph_urpe."):
-        from lightning.pytorch import LightningDataModule, LightningModule
-
-        bases: tuple[type, ...] = (LightningModule, LightningDataModule, torch.nn.Module,
-                                   torch.optim.lr_scheduler.LRScheduler)
-        home = "graph_urpe."
-    elif path.startswith("torch.optim."):
-        bases = (torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler,
-                 torch.optim.lr_scheduler.ReduceLROnPlateau)
-        home = "torch.optim."
-    else:
-        return False
-    obj = _resolve(path)
-    return (isinstance(obj, type) and issubclass(obj, bases)
-            and obj.__module__.startswith(home))
+def _refused(path: Any, err: Refusal, kind: str) -> UntrustedFileError:
+    return UntrustedFileError(path, f"{err}; " + _advice(kind))
 
 
-def _resolve(path: str) -> Any:
-    """The object at ``path`` (longest importable module prefix, then attributes), or None."""
-    parts = path.split(".")
-    for cut in range(len(parts) - 1, 0, -1):
-        try:
-            obj: Any = importlib.import_module(".".join(parts[:cut]))
-        except ImportError:
-            continue
-        for name in parts[cut:]:
-            obj = getattr(obj, name, None)
-        return obj
-    return None
+def _name(path: Any) -> str:
+    """A path as given, or a file object's ``name``."""
+    return str(getattr(path, "name", path) if hasattr(path, "read") else path)
 
 
-def _names_module(text: str) -> bool:
-    """Whether jsonargparse could import ``text``: a dotted name whose first part is a module."""
-    if not _DOTTED.fullmatch(text):
-        return False
-    top = text.split(".", 1)[0]
-    if top in sys.modules:
-        return True
+def _check_archive(source: Any, name: str) -> None:
+    """A zip archive whose entries are stored uncompressed (what :func:`torch.save` writes)."""
     try:
-        return importlib.util.find_spec(top) is not None  # a top-level spec: nothing is run
-    except (ImportError, ValueError):
-        return False
+        with zipfile.ZipFile(source) as archive:
+            packed = [i.filename for i in archive.infolist()
+                      if i.compress_type != zipfile.ZIP_STORED]
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError):
+        raise ReceivedFileError(name, "corrupt, truncated or not a PyTorch checkpoint (not the zip "
+                                "archive torch.save writes); use the best.ckpt or last.ckpt that "
+                                "`graph-urpe fit` wrote.") from None
+    finally:
+        if hasattr(source, "seek"):
+            source.seek(0)
+    if packed:
+        raise UntrustedFileError(name, f"its entry {packed[0]} is compressed; torch.save stores "
+                                 "tensors uncompressed, so a compressed one could take far more "
+                                 "memory than the file's size. Re-save it with torch.save.")
 
 
-def check_file_config(value: Any, path: str, kind: str = "checkpoint", where: str = "") -> None:
-    r"""Refuse a configuration read from a received file unless everything it names is allowed.
+def read_checkpoint(path: Any, map_location: Any = "cpu") -> CheckedCheckpoint:
+    r"""Read a received checkpoint as plain data, check everything it names, bound its sizes.
 
-    Walks nested dicts and lists; checks every ``class_path`` / ``_class_path`` (which must be a
-    full dotted path passing :func:`allowed_class`), Lightning's ``_instantiator`` (its own
-    ``instantiate_module`` only), every string that names an importable module, and every
-    reference to another configuration file.
-
-    Args:
-        value: the configuration (plain dicts, lists, scalars).
-        path (str): the file it came from (named in the error).
-        kind (str, optional): ``"checkpoint"`` or ``"run folder"`` (default: ``"checkpoint"``).
-        where (str, optional): the key path of :obj:`value` (default: ``""``).
-
-    Raises:
-        UntrustedFileError: naming :obj:`path`, the refused name and its key path.
-    """
-    if isinstance(value, dict):
-        for key, item in value.items():
-            at = f"{where}.{key}" if where else str(key)
-            if key == "_instantiator":
-                if item not in _INSTANTIATORS:
-                    raise UntrustedFileError(path, f"it names the instantiator {item!r} (at {at}); "
-                                             + _advice(kind))
-            elif key in ("class_path", "_class_path"):
-                if not allowed_class(item):
-                    raise UntrustedFileError(path, f"it names the class {item!r} (at {at}); "
-                                             + _advice(kind))
-            else:
-                check_file_config(item, path, kind, at)
-    elif isinstance(value, (list, tuple)):
-        for i, item in enumerate(value):
-            check_file_config(item, path, kind, f"{where}[{i}]")
-    elif isinstance(value, str):
-        text = value.strip()
-        if text.lower().endswith(_CONFIG_SUFFIXES):
-            raise UntrustedFileError(path, f"it refers to another configuration file {text!r} "
-                                     f"(at {where}); " + _advice(kind))
-        if _names_module(text) and not allowed_class(text):
-            raise UntrustedFileError(path, f"it names {text!r} (at {where}), which would be "
-                                     "imported; " + _advice(kind))
-
-
-def read_checkpoint(path: str, map_location: Any = "cpu") -> dict:
-    r"""Read a checkpoint as plain data and check what its hyperparameters name.
-
-    ``torch.load(weights_only=True)``: tensors, containers and numbers only; pickled code is
-    refused by our own message (never PyTorch's advice to turn ``weights_only`` off). Then
-    :func:`check_file_config` on ``hyper_parameters``.
+    In order: a zip archive with uncompressed entries; :func:`torch.load` with
+    ``weights_only=True`` (pickled code refused by our own message, never PyTorch's advice to turn
+    ``weights_only`` off); at most ``10 * MAX_NODES`` values in all; the hyperparameters checked
+    against the registry (:func:`graph_urpe.received.check_module_hparams`); the training
+    vocabulary's form; the tensors outside the state dict bounded by it; the model built on the
+    ``meta`` device and compared with the state dict (:func:`graph_urpe.received.check_sizes`).
+    An encoder file of :mod:`graph_urpe.pretrained` (``format: graph-urpe-encoder/1``) is checked
+    for plain values.
 
     Args:
         path (str or file-like): the checkpoint.
         map_location (optional): as for :func:`torch.load` (default: ``"cpu"``).
 
     Returns:
-        dict: the checkpoint.
+        CheckedCheckpoint: the checkpoint (a dict), with the canonical module configuration.
 
     Raises:
-        UntrustedFileError: pickled objects, or a class / callable outside the allow-list.
-        ValueError: the file is corrupt, truncated or not a checkpoint.
+        UntrustedFileError: pickled objects, a compressed entry, a class outside the registry, a
+            value of another type than its class declares.
+        ReceivedFileError: the file is a folder, corrupt, truncated, not a checkpoint, or its
+            tensors do not fit the model its hyperparameters describe.
         FileNotFoundError: it does not exist.
     """
-    name = getattr(path, "name", path)
+    name = _name(path)
+    if not hasattr(path, "read"):
+        if osp.isdir(path):
+            raise ReceivedFileError(name, "it is a folder; pass the .ckpt file (e.g. "
+                                    "RUN/checkpoints/best.ckpt).")
+        if not osp.exists(path):
+            raise FileNotFoundError(f"checkpoint {name} not found: pass an existing .ckpt file.")
+    _check_archive(path, name)
     try:
-        ckpt = torch.load(path, map_location=map_location, weights_only=True)
+        ckpt = torch.load(path, map_location=map_location, weights_only=True,
+                          mmap=not hasattr(path, "read"))
     except pickle.UnpicklingError as err:
         if "global" not in str(err).lower():  # not a refused class: a broken file
-            raise ValueError(f"cannot read checkpoint {name}: corrupt, truncated or not a PyTorch "
-                             "checkpoint (UnpicklingError); use the best.ckpt or last.ckpt that "
-                             "`graph-urpe fit` wrote.") from None
-        first = str(err).strip().splitlines()
-        detail = next((line.strip() for line in first if "GLOBAL" in line or "global" in line),
+            raise ReceivedFileError(name, "corrupt, truncated or not a PyTorch checkpoint "
+                                    "(UnpicklingError); use the best.ckpt or last.ckpt that "
+                                    "`graph-urpe fit` wrote.") from None
+        lines = str(err).strip().splitlines()
+        detail = next((line.strip() for line in lines if "GLOBAL" in line or "global" in line),
                       "not plain data")
         raise UntrustedFileError(name, f"it holds pickled Python objects ({detail[:160]}); "
                                  + _advice("checkpoint")) from None
-    except FileNotFoundError:
-        raise
-    except (RuntimeError, EOFError, OSError, zipfile.BadZipFile, KeyError) as err:
-        raise ValueError(f"cannot read checkpoint {name}: corrupt, truncated or not a PyTorch "
-                         f"checkpoint ({type(err).__name__}); use the best.ckpt or last.ckpt "
-                         "that `graph-urpe fit` wrote.") from None
+    except (RuntimeError, EOFError, OSError, zipfile.BadZipFile, KeyError, ValueError,
+            TypeError, AttributeError, IndexError) as err:
+        raise ReceivedFileError(name, f"corrupt, truncated or not a PyTorch checkpoint "
+                                f"({type(err).__name__}); use the best.ckpt or last.ckpt that "
+                                "`graph-urpe fit` wrote.") from None
     if not isinstance(ckpt, dict):
-        raise ValueError(f"{name} is not a checkpoint (a dict with a state_dict); use the "  # noqa: TRY004
-                         "best.ckpt or last.ckpt that `graph-urpe fit` wrote.")
-    for key in ("hyper_parameters", "datamodule_hyper_parameters"):
-        check_file_config(ckpt.get(key) or {}, name, "checkpoint", key)
-    return ckpt
+        raise ReceivedFileError(name, "not a checkpoint (a mapping with a state_dict); use the "
+                                "best.ckpt or last.ckpt that `graph-urpe fit` wrote.")
+    checked = CheckedCheckpoint(ckpt)
+    try:
+        count_nodes(ckpt, 10 * MAX_NODES, "the checkpoint")
+        if ckpt.get("format") == _ENCODER_FORMAT:
+            check_module_hparams(ckpt.get("encoder_args"), "encoder_args")
+            check_module_hparams(ckpt.get("metadata"), "metadata")
+            return checked
+        if "state_dict" not in ckpt:
+            raise ReceivedFileError(name, "it holds no state_dict: not a checkpoint of "
+                                    "`graph-urpe fit`; use the best.ckpt or last.ckpt it wrote.")
+        checked.module_config = check_module_hparams(ckpt.get("hyper_parameters"))
+        check_module_hparams(ckpt.get("datamodule_hyper_parameters"),
+                             "datamodule_hyper_parameters", role="data")
+        _check_vocabulary(ckpt.get("training_vocabulary"))
+        _check_tensor_bytes(ckpt)
+        if checked.module_config is not None:
+            check_sizes(checked.module_config, ckpt["state_dict"])
+    except SizeRefusal as err:
+        raise ReceivedFileError(name, f"{err}; use the checkpoint as `graph-urpe fit` wrote it "
+                                "(its tensors and hyperparameters unchanged).") from None
+    except Refusal as err:
+        raise _refused(name, err, "checkpoint") from None
+    return checked
 
 
-def read_checkpoint_bytes(path: str) -> io.BytesIO:
-    r"""The checkpoint's bytes, checked by :func:`read_checkpoint`, for a loader that reads it again
-    (:meth:`~lightning.pytorch.LightningModule.load_from_checkpoint`): the bytes checked are the
-    bytes loaded.
+def _check_vocabulary(vocabulary: Any) -> None:
+    """``None`` or ``{"atom": [[int, ...], ...], "bond": [[int, ...], ...]}`` (predict's
+    warnings read it)."""
+    if vocabulary is None:
+        return
+    form = ("training_vocabulary must map 'atom' and 'bond' to lists of lists of non-negative "
+            "integers")
+    if not isinstance(vocabulary, dict) or set(vocabulary) - {"atom", "bond"}:
+        raise Refusal(form)
+    for columns in vocabulary.values():
+        if not isinstance(columns, list) or not all(
+                isinstance(col, list) and all(isinstance(v, int) and not isinstance(v, bool)
+                                              and v >= 0 for v in col) for col in columns):
+            raise Refusal(form)
+
+
+def _check_tensor_bytes(ckpt: dict) -> None:
+    """Tensors outside the state dict take at most 4 times its bytes plus 16 MiB."""
+    state = ckpt.get("state_dict")
+    inside = sum(t.nbytes for t in state.values() if isinstance(t, torch.Tensor)) \
+        if isinstance(state, dict) else 0
+    outside, stack = 0, [v for k, v in ckpt.items() if k != "state_dict"]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, torch.Tensor):
+            outside += item.nbytes
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+    if outside > 4 * inside + _EXTRA_BYTES:
+        raise SizeRefusal(f"its tensors outside the state dict take {outside / 2**20:.1f} MiB, "
+                          "more than an optimizer's state for its state dict")
+
+
+def read_checkpoint_bytes(path: Any) -> io.BytesIO:
+    r"""The checkpoint's bytes after :func:`read_checkpoint` checked them (for a loader that reads
+    it again: the bytes checked are the bytes loaded).
 
     Raises:
-        UntrustedFileError, ValueError, FileNotFoundError: as :func:`read_checkpoint`.
+        UntrustedFileError, ReceivedFileError, FileNotFoundError: as :func:`read_checkpoint`.
     """
     if hasattr(path, "read"):
         data = path.read()
     else:
+        read_checkpoint(path)  # folder / missing / compressed: refused before reading it all
         with open(path, "rb") as handle:
             data = handle.read()
     buffer = io.BytesIO(data)
-    buffer.name = getattr(path, "name", str(path))
+    buffer.name = _name(path)
     read_checkpoint(buffer)
     buffer.seek(0)
     return buffer
 
 
-def read_run_data(path: str) -> dict | None:
-    r"""The ``data`` section of a run folder's ``config.yaml``, read as plain data (YAML's safe
-    loader: no ``!!python`` tags) and checked by :func:`check_file_config` (kind
-    ``"run folder"``); :obj:`None` if the file has no data section.
+def read_run_config(path: str) -> dict:
+    r"""A run folder's ``config.yaml`` as plain data: YAML's safe loader (no ``!!python`` tags),
+    at most :data:`~graph_urpe.received.MAX_NODES` nodes with every alias expanded (an alias bomb
+    stops there), a mapping at the top.
 
     Raises:
-        UntrustedFileError: a ``!!python`` tag, or a class / callable outside the allow-list.
-        ValueError: the file is not YAML or not a mapping.
+        UntrustedFileError: a ``!!python`` tag; too many nodes.
+        ReceivedFileError: not UTF-8 text, not YAML, or not a mapping.
     """
     import yaml
 
     try:
-        with open(path) as handle:
-            config = yaml.safe_load(handle) or {}
+        with open(path, encoding="utf-8") as handle:
+            loader = yaml.SafeLoader(handle)
+            try:
+                node = loader.get_single_node()
+                _count_yaml_nodes(node)
+                config = loader.construct_document(node) if node is not None else {}
+            finally:
+                loader.dispose()
     except yaml.constructor.ConstructorError as err:
         raise UntrustedFileError(path, f"it holds a Python object tag ({err.problem}); "
                                  + _advice("run folder")) from None
-    except yaml.YAMLError as err:
-        raise ValueError(f"cannot read {path}: not YAML ({type(err).__name__}); pass --config "
-                         "and --data options yourself.") from None
+    except Refusal as err:
+        raise _refused(path, err, "run folder") from None
+    except (yaml.YAMLError, UnicodeDecodeError) as err:
+        raise ReceivedFileError(path, f"not a YAML text file ({type(err).__name__}); pass "
+                                "--config and --data options yourself.") from None
+    except IsADirectoryError:
+        raise ReceivedFileError(path, "it is a folder, not a run's config.yaml.") from None
     if not isinstance(config, dict):
-        raise ValueError(f"{path} is not a run configuration (a mapping); pass --config and "  # noqa: TRY004
-                         "--data options yourself.")
-    data = config.get("data")
-    if not isinstance(data, dict):
+        raise ReceivedFileError(path, f"not a run configuration (a mapping, found "
+                                f"{type(config).__name__}); pass --config and --data options "
+                                "yourself, or leave this run out.")
+    return config
+
+
+def _count_yaml_nodes(root: Any) -> None:
+    """Refuse a YAML node graph with more than MAX_NODES nodes, aliases expanded."""
+    import yaml
+
+    count, stack = 0, [root]
+    while stack:
+        node = stack.pop()
+        count += 1
+        if count > MAX_NODES:
+            raise Refusal(f"it holds more than {MAX_NODES:,} values once its YAML aliases are "
+                          "expanded (a run's config.yaml holds a few hundred)")
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                stack.extend((key, value))
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend(node.value)
+
+
+def read_run_data(path: str) -> dict | None:
+    r"""The canonical ``data`` section of a run folder's ``config.yaml`` (:func:`read_run_config`),
+    checked against the registry (:func:`graph_urpe.received.check_class`, role ``"data"``);
+    :obj:`None` if the file has no data section.
+
+    Raises:
+        UntrustedFileError: a ``!!python`` tag, a class outside the registry, a value of another
+            type than the class declares.
+        ReceivedFileError: the file is not YAML or not a mapping.
+    """
+    data = read_run_config(path).get("data")
+    if data is None:
         return None
-    check_file_config(data, path, "run folder", "data")
-    return data
+    try:
+        return check_class(data, "data", "data")
+    except Refusal as err:
+        raise _refused(path, err, "run folder") from None
 
 
 class TrustedLoadMixin:
-    r"""Mixin for Lightning modules: :meth:`load_from_checkpoint` checks the checkpoint with
-    :func:`read_checkpoint` (plain data, allow-listed classes) before Lightning builds anything
-    from it; the bytes checked are the bytes loaded. Put it before ``LightningModule`` in the
-    bases.
-
-    Raises:
-        UntrustedFileError: from :meth:`load_from_checkpoint`, as :func:`read_checkpoint`.
+    r"""Mixin for Lightning modules: :meth:`load_from_checkpoint` reads the checkpoint with
+    :func:`read_checkpoint` and builds the module itself from the checked values (Lightning's
+    instantiator, which resolves class paths with jsonargparse, is never called). Put it before
+    ``LightningModule`` in the bases.
     """
 
     @classmethod
-    def load_from_checkpoint(cls, checkpoint_path: Any, *args: Any, **kwargs: Any) -> Any:
-        """:meth:`lightning.pytorch.LightningModule.load_from_checkpoint` of a checked file."""
-        return super().load_from_checkpoint(  # type: ignore[misc]
-            read_checkpoint_bytes(checkpoint_path), *args, **kwargs)
+    def load_from_checkpoint(cls, checkpoint_path: Any, map_location: Any = None,
+                             hparams_file: Any = None, strict: bool | None = None,
+                             weights_only: bool | None = None, **kwargs: Any) -> Any:
+        r"""Build the module a checked checkpoint describes and load its weights.
+
+        Args:
+            checkpoint_path (str or file-like): the checkpoint.
+            map_location (optional): as for :func:`torch.load` (default: :obj:`None`: CPU).
+            hparams_file: not supported (must be :obj:`None`): a checkpoint carries its own.
+            strict (bool, optional): :meth:`torch.nn.Module.load_state_dict`'s ``strict``
+                (default: :obj:`None`: :obj:`True`).
+            weights_only: ignored: checkpoints are always read with ``weights_only=True``.
+            **kwargs: arguments that replace the checkpoint's (e.g. ``model=net`` for a module
+                built in Python from a network instance).
+
+        Raises:
+            UntrustedFileError, ReceivedFileError: as :func:`read_checkpoint`; a checkpoint of
+                another module class; tensors that do not fit the module built with
+                :obj:`kwargs`.
+        """
+        from lightning.pytorch.core.mixins.hparams_mixin import _given_hyperparameters_context
+
+        from graph_urpe.registry import CLASSES, lookup
+
+        if hparams_file is not None:
+            raise ValueError("hparams_file is not supported: a graph-urpe checkpoint carries its "
+                             "own hyperparameters (pass changed arguments as keywords).")
+        ckpt = read_checkpoint(checkpoint_path, map_location or "cpu")
+        name = _name(checkpoint_path)
+        config = ckpt.module_config
+        if config is None:  # no class named: the hyperparameters of ``cls``, checked as such
+            key = next((k for k, e in CLASSES.items() if e.role == "module" and e.load() is cls),
+                       None)
+            hparams = {k: v for k, v in (ckpt.get("hyper_parameters") or {}).items()
+                       if not k.startswith("_")}
+            try:
+                if key is None:
+                    raise Refusal(f"{cls.__name__} is not in graph-urpe's registry of classes")
+                config = check_class({"class_path": key, "init_args": hparams}, "module",
+                                     "hyper_parameters")
+                if not kwargs:
+                    check_sizes(config, ckpt["state_dict"])
+            except SizeRefusal as err:
+                raise ReceivedFileError(name, str(err)) from None
+            except Refusal as err:
+                raise _refused(name, err, "checkpoint") from None
+        klass = lookup(config["class_path"]).load()
+        if not issubclass(klass, cls):
+            raise ReceivedFileError(name, f"it holds a {klass.__name__}, not a {cls.__name__}; "
+                                    f"load it with {klass.__name__}.")
+        built = module_kwargs({"init_args": {k: v for k, v in config["init_args"].items()
+                                             if k not in kwargs}})
+        saved = {"_class_path": config["class_path"], **config["init_args"]}
+        try:
+            if kwargs:
+                module = klass(**built, **kwargs)
+            else:
+                with _given_hyperparameters_context(
+                        hparams=saved, instantiator="lightning.pytorch.cli.instantiate_module"):
+                    module = klass(**built)
+        except (TypeError, ValueError) as err:  # arguments the caller gave
+            first = (str(err).strip().splitlines() or [""])[0][:300]
+            raise ReceivedFileError(name, f"its hyperparameters and the arguments given do not "
+                                    f"build a {klass.__name__} ({first}).") from None
+        problem = shape_mismatch(module.state_dict(), ckpt["state_dict"])
+        if problem and strict is not False:
+            raise ReceivedFileError(name, f"its state dict does not fit the module built: "
+                                    f"{problem}; pass arguments that build the trained sizes.")
+        module.on_load_checkpoint(ckpt)
+        module.load_state_dict(ckpt["state_dict"], strict=strict is not False)
+        if isinstance(map_location, (str, torch.device)):
+            module = module.to(map_location)
+        return module

@@ -99,7 +99,7 @@ def test_custom_model_loader(tmp_path):
     "args, message",
     [
         (["{missing}"], "neither a run folder nor a checkpoint"),
-        (["{bad}"], "cannot read checkpoint"),
+        (["{bad}"], "corrupt, truncated or not a PyTorch checkpoint"),
         (["{ckpt}", "--smiles", SMILES, "--layer", "2"], "--layer 2 is out of range"),
         (["{ckpt}", "--smiles", SMILES, "--head", "4"], "--head 4 is out of range"),
         (["{ckpt}", "--smiles", "[Na+].[Cl-]"], "not one of the 28 ZINC atom types"),

@@ -1,7 +1,8 @@
 """Checkpoints and run folders a user receives are data: nothing they name is imported or run.
 
-Every hostile file writes a marker file if any of its code runs; each test asserts the marker does
-not exist and that the one-line error names the file and the refused class.
+Every hostile file would write a marker file if any of its code ran (the exploits of issue 28,
+with harmless payloads); each test asserts that the marker does not exist, that no module outside
+graph-urpe's own and its libraries was imported, and that the refusal is one line naming the file.
 """
 
 from __future__ import annotations
@@ -9,7 +10,8 @@ from __future__ import annotations
 import functools
 import io
 import pickle
-import re
+import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -22,132 +24,276 @@ from graph_urpe.cli import main
 from graph_urpe.cli.lightning_cli import GraphURPECLI
 from graph_urpe.cli.plot import main as plot_main
 from graph_urpe.models.graph import GraphPropertyModule
-from graph_urpe.trust import UntrustedFileError, allowed_class, check_file_config
+from graph_urpe.received import build, check_module_hparams
+from graph_urpe.registry import CLASSES, lookup
+from graph_urpe.trust import (
+    ReceivedFileError,
+    UntrustedFileError,
+    read_checkpoint,
+    read_run_config,
+    read_run_data,
+)
 from tests.test_cli import write_config
 
 REPO = Path(__file__).resolve().parents[1]
 
-NETWORK = {"class_path": "graph_urpe.nn.Graphormer",
-           "init_args": {"num_tasks": 1, "atom_categories": [30], "bond_categories": [5],
-                         "num_layers": 2, "embed_dim": 16, "num_heads": 2, "ffn_dim": 16,
-                         "max_hops": 4, "max_distance": 8, "max_degree": 6, "dropout": 0.0}}
+NET = {"num_tasks": 1, "atom_categories": [28], "bond_categories": [4], "num_layers": 1,
+       "embed_dim": 16, "num_heads": 2, "ffn_dim": 16, "max_hops": 4, "max_distance": 8,
+       "max_degree": 6, "dropout": 0.0}
+ALLOWED_NEW_MODULES = ("graph_urpe.", "torch.", "lightning.", "jsonargparse", "torchmetrics",
+                       "torch_geometric", "typeshed_client", "docstring_parser")
 
 
-def _sequential(marker: Path) -> dict:
-    """PyG's Sequential evaluates the text after ``->`` in ``input_args``: it writes ``marker``."""
-    payload = f"x -> __import__('pathlib').Path({str(marker)!r}).write_text('ran')"
-    return {"class_path": "torch_geometric.nn.Sequential",
-            "init_args": {"input_args": payload, "modules": []}}
+def hparams(**extra) -> dict:
+    """A graph-urpe checkpoint's hyperparameters (the form LightningCLI saves)."""
+    return {"_class_path": "graph_urpe.models.graph.GraphPropertyModule",
+            "_instantiator": "lightning.pytorch.cli.instantiate_module",
+            "model": {"class_path": "graph_urpe.nn.Graphormer", "init_args": dict(NET)},
+            "optimizer": {"class_path": "torch.optim.AdamW", "init_args": {"lr": 1e-3}},
+            "task": "regression", "featurization": "zinc", **extra}
 
 
-def _checkpoint(path: Path, network: dict, **extra) -> Path:
-    hparams = {"_class_path": "graph_urpe.models.graph.GraphPropertyModule",
-               "_instantiator": "lightning.pytorch.cli.instantiate_module",
-               "model": network, "task": "regression", "featurization": "zinc", **extra}
+@functools.lru_cache(maxsize=1)
+def state_dict() -> dict:
+    """The state dict of the model :func:`hparams` describes."""
+    torch.manual_seed(0)
+    return build(check_module_hparams(hparams())).state_dict()
+
+
+def checkpoint(path: Path, hp: dict | None = None, state: dict | None = None, **top) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    torch.save({"state_dict": {}, "hyper_parameters": hparams, "epoch": 0, "global_step": 0,
-                "pytorch-lightning_version": "2.6.6"}, path)
+    torch.save({"state_dict": dict(state_dict()) if state is None else state,
+                "hyper_parameters": hparams() if hp is None else hp, "epoch": 0,
+                "global_step": 0, "pytorch-lightning_version": "2.6.6", **top}, path)
     return path
 
 
+def outside_allow_list(before: set[str]) -> set[str]:
+    """Modules imported since ``before`` that are neither graph-urpe's (its ``__main__`` excluded)
+    nor its libraries'."""
+    new = set(sys.modules) - before
+    return {m for m in new if not m.startswith(ALLOWED_NEW_MODULES)
+            or m.startswith("graph_urpe.cli.__main__")}
+
+
 @pytest.fixture
-def evil(tmp_path, monkeypatch):
-    """(hostile checkpoint, marker, importable module that writes the marker when imported)."""
-    marker = tmp_path / "MARKER"
+def marker(tmp_path, monkeypatch):
+    """A marker path; ``evilmod`` (importable) writes it when imported; the cwd is tmp_path."""
+    mark = tmp_path / "MARKER"
     (tmp_path / "evilmod.py").write_text(
-        f"import pathlib\npathlib.Path({str(marker)!r}).write_text('imported')\n"
+        f"import pathlib\npathlib.Path({str(mark)!r}).write_text('imported')\n"
         "import torch\nclass Net(torch.nn.Module):\n    def __init__(self, **kw):\n"
         "        super().__init__()\n        self.num_tasks = 1\n")
+    (tmp_path / "cfgfile").write_text("class_path: evilmod.Net\n")  # no suffix
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.chdir(tmp_path)
-    return _checkpoint(tmp_path / "evil.ckpt", _sequential(marker)), marker
+    return mark
 
 
-def _refused(capsys, args, name):
-    with pytest.raises(SystemExit) as info:
-        main(args)
+def exploits(mark: Path) -> dict[str, dict]:
+    """Issue 28's hostile hyperparameters, by name."""
+    yaml_payload = f"{{class_path: joblib.logger.PrintTime, init_args: {{logfile: {mark}}}}}"
+    sequential = {"class_path": "torch_geometric.nn.Sequential", "init_args": {
+        "input_args": f"x -> __import__('pathlib').Path({str(mark)!r}).write_text('ran')",
+        "modules": []}}
+    return {
+        "lambda_lr": hparams(lr_scheduler={"class_path": "torch.optim.lr_scheduler.LambdaLR",
+                                           "init_args": {"lr_lambda": yaml_payload}}),
+        "yaml_in_a_float": hparams(lr_scheduler={"class_path": "PolynomialDecayLR",
+                                                 "init_args": {"end_lr": yaml_payload}}),
+        "yaml_string_model": hparams(model="{class_path: this.Foo}"),
+        "torch_linear": hparams(model={"class_path": "torch.nn.Linear",
+                                       "init_args": {"in_features": 1, "out_features": 1}}),
+        "existing_file": hparams(model="cfgfile"),
+        "bare_name": hparams(lr_scheduler="Softsign"),
+        "cli_main": {**hparams(), "_class_path": "graph_urpe.cli.__main__.Foo"},
+        "evilmod": {**hparams(), "_class_path": "evilmod.Net"},
+        "sequential": hparams(model=sequential),
+        "dotted_string": hparams(loss="os.system"),
+        "instantiator": {**hparams(), "_instantiator": "evilmod.Net"},
+        "unknown_argument": hparams(optimizer={"class_path": "torch.optim.AdamW",
+                                               "init_args": {"params": "evilmod.Net"}}),
+    }
+
+
+@pytest.mark.parametrize("name", sorted(exploits(Path("m"))))
+def test_every_exploit_of_the_issue_is_refused_before_anything_is_imported(
+        marker, tmp_path, name, capsys):
+    path = checkpoint(tmp_path / f"{name}.ckpt", exploits(marker)[name])
+    warm = checkpoint(tmp_path / "warm.ckpt", hparams(loss="nope"))  # the refusal's own imports
+    with pytest.raises(SystemExit):
+        main(["predict", "--ckpt_path", str(warm), "--data.init_args.predict_smiles", '["C"]'])
+    capsys.readouterr()
+    before = set(sys.modules)
+    with pytest.raises(UntrustedFileError) as info:
+        GraphPropertyModule.load_from_checkpoint(path)
+    message = str(info.value)
+    assert str(path) in message and "\n" not in message and "registry" in message, message
+    with pytest.raises(UntrustedFileError):
+        GraphPropertyModule.load_from_checkpoint(io.BytesIO(path.read_bytes()))
+    with pytest.raises(SystemExit) as exit_info:
+        main(["predict", "--ckpt_path", str(path), "--data.init_args.predict_smiles", '["CCO"]'])
     err = capsys.readouterr().err
-    assert info.value.code == 2
-    assert name in err and "refusing" in err, err
-    return err
+    assert exit_info.value.code == 2 and str(path) in err and len(err.strip().splitlines()) == 2
+    assert not marker.exists()
+    assert outside_allow_list(before) == set()
 
 
-@pytest.mark.parametrize("sub", ["predict", "test", "validate", "fit"])
-def test_hostile_checkpoint_runs_nothing_on_any_subcommand(evil, sub, capsys):
-    ckpt, marker = evil
-    args = [sub, "--ckpt_path", str(ckpt)]
-    if sub == "predict":
-        args += ["--data.init_args.predict_smiles", '["CCO"]']
-    err = _refused(capsys, args, "torch_geometric.nn.Sequential")
-    assert str(ckpt) in err and "weights_only" not in err
+@pytest.mark.parametrize("sub", ["test", "validate", "fit"])
+def test_the_issue_exploit_is_refused_by_every_subcommand_and_plot(marker, tmp_path, sub, capsys):
+    path = checkpoint(tmp_path / "evil.ckpt", exploits(marker)["lambda_lr"])
+    with pytest.raises(SystemExit) as info:
+        main([sub, "--ckpt_path", str(path)])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and "LambdaLR" in err and "weights_only" not in err
+    if sub == "test":
+        for extra in ([], ["--smiles", "CCO"]):
+            assert plot_main([str(path), "--out", str(tmp_path / "figs"), *extra]) == 2
+            assert "LambdaLR" in capsys.readouterr().err
     assert not marker.exists()
 
 
-def test_hostile_checkpoint_runs_nothing_on_plot_and_load_from_checkpoint(evil, tmp_path, capsys):
-    ckpt, marker = evil
-    for extra in ([], ["--smiles", "CCO"]):
-        assert plot_main([str(ckpt), "--out", str(tmp_path / "figs"), *extra]) == 2
-        assert "torch_geometric.nn.Sequential" in capsys.readouterr().err
-    with pytest.raises(UntrustedFileError, match=r"torch_geometric\.nn\.Sequential"):
-        GraphPropertyModule.load_from_checkpoint(ckpt)
-    buffer = io.BytesIO(ckpt.read_bytes())  # a file object is checked too
-    with pytest.raises(UntrustedFileError, match="Sequential"):
-        GraphPropertyModule.load_from_checkpoint(buffer)
-    assert not marker.exists()
+def test_a_checkpoint_of_fit_loads_and_keeps_its_configuration(tmp_path):
+    path = checkpoint(tmp_path / "good.ckpt", training_vocabulary={"atom": [[1, 2]], "bond": []})
+    module = GraphPropertyModule.load_from_checkpoint(path)
+    assert len(module.model.encoder.layers) == 1
+    assert module.hparams["model"]["init_args"]["embed_dim"] == 16  # saved again by a new fit
+    assert module.training_vocabulary == {"atom": [[1, 2]], "bond": []}
+    for key, tensor in state_dict().items():
+        torch.testing.assert_close(module.state_dict()[key], tensor, rtol=0, atol=0,
+                                   equal_nan=True, msg=key)
+    # Old and new layouts' class paths are aliases of the same registry keys.
+    old = hparams(model={"class_path": "graph_urpe.nn.graphormer.Graphormer",
+                         "init_args": dict(NET)})
+    old["_class_path"] = "graph_urpe.tasks.graph.GraphPropertyModule"
+    old["lr_scheduler"] = {"class_path": "graph_urpe.tasks.optim.PolynomialDecayLR",
+                           "init_args": {"warmup_steps": 2}}
+    assert GraphPropertyModule.load_from_checkpoint(checkpoint(tmp_path / "old.ckpt", old))
 
 
-def test_a_class_path_naming_any_installed_module_is_not_imported(evil, tmp_path, capsys):
-    _, marker = evil
-    nested = _checkpoint(tmp_path / "a.ckpt", {"class_path": "evilmod.Net", "init_args": {}})
-    _refused(capsys, ["test", "--ckpt_path", str(nested)], "evilmod.Net")
-    top = _checkpoint(tmp_path / "b.ckpt", NETWORK)
-    hp = torch.load(top, weights_only=True)
-    hp["hyper_parameters"]["_class_path"] = "evilmod.Net"
-    torch.save(hp, top)
-    _refused(capsys, ["predict", "--ckpt_path", str(top)], "evilmod.Net")
-    # A plain string jsonargparse would import (a Callable-typed argument), and a short name.
-    for value in ("evilmod.Net", "os.system"):
-        path = _checkpoint(tmp_path / "c.ckpt", NETWORK, loss=value)
-        _refused(capsys, ["test", "--ckpt_path", str(path)], value)
-    shortname = _checkpoint(tmp_path / "d.ckpt", {"class_path": "Sequential", "init_args": {}})
-    _refused(capsys, ["test", "--ckpt_path", str(shortname)], "'Sequential'")
-    other = _checkpoint(tmp_path / "e.ckpt", NETWORK, instantiator=None)
-    hp = torch.load(other, weights_only=True)
-    hp["hyper_parameters"]["_instantiator"] = "evilmod.Net"
-    torch.save(hp, other)
-    with pytest.raises(UntrustedFileError, match="instantiator 'evilmod.Net'"):
-        GraphPropertyModule.load_from_checkpoint(other)
-    assert not marker.exists()
+def test_registry_holds_every_shipped_class_and_resolves_nothing_else():
+    configs = list((REPO / "configs").rglob("*.yaml")) + [REPO / "graph_urpe/configs/default.yaml"]
+    used = set()
+    for config in configs:
+        stack = [yaml.safe_load(config.read_text())]
+        while stack:
+            item = stack.pop()
+            if isinstance(item, dict):
+                used.update(v for k, v in item.items() if k == "class_path")
+                stack.extend(item.values())
+    assert len(used) >= 10
+    for path in sorted(used):
+        entry = lookup(path)
+        assert entry is not None, path
+        cls = entry.load()
+        assert f"{cls.__module__}.{cls.__qualname__}".endswith(path.rsplit(".", 1)[1])
+    for key, entry in CLASSES.items():  # every registered class: its type hints resolve
+        cls = entry.load()
+        assert cls.__name__ == key and f"{cls.__module__}.{cls.__qualname__}" in entry.aliases
+        check_module_hparams({"_class_path": key}, role=entry.role)
+    for name in ("torch.nn.Linear", "os.system", "Sequential", "graph_urpe.cli.main",
+                 "graph_urpe.models.graph.nn.Sequential", "torch.optim.Optimizer",
+                 "torch.optim.lr_scheduler.LambdaLR", " Graphormer", "graphormer", 3, None):
+        assert lookup(name) is None, name
 
 
-def test_hostile_run_folder_runs_nothing(evil, tmp_path, capsys):
-    _, marker = evil
+def test_a_hostile_run_folder_is_refused_and_a_test_csv_run_is_testable(marker, tmp_path,
+                                                                       capsys):
     run = tmp_path / "runs" / "x" / "version_0"
-    ckpt = _checkpoint(run / "checkpoints" / "best.ckpt", NETWORK)
-    data = {"class_path": "torch_geometric.data.LightningDataset",
-            "init_args": {"train_dataset": {
-                "class_path": "torch_geometric.datasets.FakeDataset",
-                "init_args": {"transform": _sequential(marker)}}}}
-    (run / "config.yaml").write_text(yaml.safe_dump({"data": data}))
-    for sub in ("test", "validate"):
-        err = _refused(capsys, [sub, "--ckpt_path", str(ckpt)],
-                       "torch_geometric.data.LightningDataset")
-        assert str(run / "config.yaml") in err and "run folder" in err
-    # Nested inside an allowed data module: the inner class is refused.
-    data = {"class_path": "graph_urpe.data.modules.molecule.CSVDataModule",
-            "init_args": {"path": "mols.csv", "transform": _sequential(marker)}}
-    (run / "config.yaml").write_text(yaml.safe_dump({"data": data}))
-    _refused(capsys, ["test", "--ckpt_path", str(ckpt)], "torch_geometric.nn.Sequential")
-    # YAML's Python tags are refused by the safe loader, with our message.
-    (run / "config.yaml").write_text(
-        "data: !!python/object/apply:os.system ['touch " + str(marker) + "']\n")
-    _refused(capsys, ["test", "--ckpt_path", str(ckpt)], "Python object tag")
-    # Another configuration file named by the run folder is not read either.
-    (run / "config.yaml").write_text(yaml.safe_dump({"data": {
-        "class_path": "graph_urpe.data.modules.molecule.CSVDataModule",
-        "init_args": {"transform": "other.yaml"}}}))
-    _refused(capsys, ["test", "--ckpt_path", str(ckpt)], "other.yaml")
+    ckpt = checkpoint(run / "checkpoints" / "best.ckpt")
+    config = run / "config.yaml"
+    hostile = [
+        {"class_path": "torch_geometric.data.LightningDataset", "init_args": {}},
+        {"class_path": "CSVDataModule", "init_args": {"path": "m.csv", "transform": "x"}},
+        {"class_path": "CSVDataModule", "init_args": {"path": {"class_path": "evilmod.Net"}}},
+        "cfgfile",
+    ]
+    for data in hostile:
+        config.write_text(yaml.safe_dump({"data": data}))
+        with pytest.raises(SystemExit):
+            main(["test", "--ckpt_path", str(ckpt)])
+        err = capsys.readouterr().err
+        assert str(config) in err and "run folder" in err, err
+    config.write_text("data: !!python/object/apply:os.system ['touch " + str(marker) + "']\n")
+    with pytest.raises(UntrustedFileError, match="Python object tag"):
+        read_run_data(str(config))
     assert not marker.exists()
+    # A run trained on test.csv (a name that is also a module's) is plain data.
+    config.write_text(yaml.safe_dump({"data": {"class_path": "graph_urpe.tasks.CSVDataModule",
+                                               "init_args": {"path": "test.csv"}}}))
+    assert read_run_data(str(config)) == {
+        "class_path": "graph_urpe.data.modules.CSVDataModule",
+        "init_args": {"path": "test.csv"}}
+
+
+def test_run_folder_alias_bomb_and_non_mapping_are_one_line(tmp_path):
+    config = tmp_path / "config.yaml"
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 10)]
+    config.write_text("\n".join(lines) + "\ndata: *a9\n")  # 1e10 leaves in ~1 KB
+    assert config.stat().st_size < 4000
+    with pytest.raises(UntrustedFileError, match="aliases are expanded"):
+        read_run_data(str(config))
+    for text, what in (("- a\n- b\n", "mapping, found list"), ("\xff\xfe", "not a YAML text"),
+                       ("a: [", "not a YAML text")):
+        config.write_bytes(text.encode("latin-1"))
+        with pytest.raises(ReceivedFileError, match=what) as info:
+            read_run_config(str(config))
+        assert str(config) in str(info.value) and "\n" not in str(info.value)
+
+
+def test_sizes_are_bounded_by_the_state_dict_before_anything_is_built(tmp_path):
+    import time
+
+    def refused(name, hp=None, state=None, match="", **top):
+        path = checkpoint(tmp_path / f"{name}.ckpt", hp, state, **top)
+        start = time.process_time()
+        with pytest.raises(ReceivedFileError, match=match) as info:
+            GraphPropertyModule.load_from_checkpoint(path)
+        assert time.process_time() - start < 20 and "\n" not in str(info.value)
+        assert str(path) in str(info.value)
+
+    huge = hparams()
+    huge["model"]["init_args"]["num_layers"] = 1_000_000
+    refused("layers", huge, match="num_layers is 1,000,000, more than the")
+    refused("members", hparams(ensemble_size=1_000_000), match="ensemble_size is 1,000,000")
+    wide = hparams()
+    wide["model"]["init_args"]["num_heads"] = 2**20  # a meta build stops after a few tensors
+    refused("heads", wide, match="far more layers|do not build|has shape")
+    two = hparams()
+    two["model"]["init_args"]["num_layers"] = 2
+    refused("two", two, match="missing")
+    wide = dict(state_dict(), extra=torch.zeros(4))
+    refused("unknown", state=wide, match="does not have")
+    reshaped = dict(state_dict())
+    key = next(k for k in reshaped if k.endswith("weight"))
+    reshaped[key] = reshaped[key].reshape(-1)
+    refused("reshaped", state=reshaped, match="has shape")
+    refused("big", match="outside the state dict", blob=torch.zeros(5 * 2**20))
+    refused("vocabulary", match="training_vocabulary",
+            training_vocabulary={"atom": "C", "bond": []})
+    path = tmp_path / "nostate.ckpt"
+    torch.save({"hyper_parameters": hparams()}, path)
+    with pytest.raises(ReceivedFileError, match="no state_dict"):
+        read_checkpoint(path)
+    with pytest.raises(ReceivedFileError, match="is a folder"):
+        read_checkpoint(tmp_path)
+
+
+def test_shared_reference_bomb_and_compressed_entries_are_refused(tmp_path):
+    leaf: list = [0] * 10
+    for _ in range(12):  # 10**12 values reached through pickle's shared references
+        leaf = [leaf] * 10
+    path = checkpoint(tmp_path / "bomb.ckpt", hparams(target_names=leaf))
+    with pytest.raises(UntrustedFileError, match="more than"):
+        read_checkpoint(path)
+    good = checkpoint(tmp_path / "good.ckpt")
+    packed = tmp_path / "packed.ckpt"
+    with zipfile.ZipFile(good) as src, zipfile.ZipFile(packed, "w", zipfile.ZIP_DEFLATED) as dst:
+        for info in src.infolist():
+            dst.writestr(info.filename, src.read(info))
+    with pytest.raises(UntrustedFileError, match="compressed"):
+        read_checkpoint(packed)
 
 
 class _Payload:
@@ -155,72 +301,35 @@ class _Payload:
         return (print, ("ran",))
 
 
-def test_pickled_checkpoint_gets_our_message_never_weights_only_false(tmp_path, capsys):
+def test_pickled_or_corrupt_checkpoint_gets_our_message_never_weights_only_false(tmp_path,
+                                                                                 capsys):
     path = tmp_path / "pickled.ckpt"
     torch.save({"state_dict": {}, "hyper_parameters": {"x": _Payload()}}, path)
-    err = _refused(capsys, ["predict", "--ckpt_path", str(path)], "pickled Python objects")
-    assert "weights_only" not in err and len(err.strip().splitlines()) == 2  # + the debug hint
-    with pytest.raises(UntrustedFileError) as info:
-        GraphPropertyModule.load_from_checkpoint(path)
-    assert "weights_only" not in str(info.value)
+    with pytest.raises(SystemExit):
+        main(["predict", "--ckpt_path", str(path)])
+    err = capsys.readouterr().err
+    assert "pickled Python objects" in err and "weights_only" not in err
+    assert len(err.strip().splitlines()) == 2  # + the debug hint
     garbage = tmp_path / "garbage.ckpt"
     garbage.write_bytes(pickle.dumps([1, 2])[:3])
-    err = _refused_value(capsys, ["test", "--ckpt_path", str(garbage)])
-    assert "corrupt, truncated or not a PyTorch checkpoint" in err
+    with pytest.raises(ReceivedFileError, match="corrupt, truncated or not a PyTorch"):
+        GraphPropertyModule.load_from_checkpoint(garbage)
 
 
-def _refused_value(capsys, args):
-    with pytest.raises(SystemExit):
-        main(args)
-    return capsys.readouterr().err
-
-
-def _class_paths(value):
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if key == "class_path":
-                yield item
-            yield from _class_paths(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _class_paths(item)
-
-
-def test_allow_list_holds_every_shipped_configuration_and_nothing_else():
-    configs = list((REPO / "configs").rglob("*.yaml")) + list(
-        (REPO / "graph_urpe" / "configs").rglob("*.yaml"))
-    used = {p for c in configs for p in _class_paths(yaml.safe_load(c.read_text()))}
-    assert len(used) >= 10
-    for path in sorted(used):
-        assert allowed_class(path), path
-    for path in ("torch.optim.Adam", "torch.optim.lr_scheduler.CosineAnnealingLR",
-                 "torch.optim.lr_scheduler.ReduceLROnPlateau",
-                 "graph_urpe.models.graph.GraphPropertyModule"):
-        assert allowed_class(path), path
-    for path in ("torch_geometric.nn.Sequential", "os.system", "builtins.eval",
-                 "graph_urpe.cli.main",                       # a function, not a class
-                 "graph_urpe.models.graph.nn.Sequential",      # torch's class, reached via ours
-                 "graph_urpe.models.graph.Tensor", "torch.nn.Linear", "torch.optim.Optimizer.zero_grad",
-                 "Sequential", "graph_urpe.nope.Nothing", 3):
-        assert not allowed_class(path), path
-    # Plain data passes: file names, choices, numbers.
-    check_file_config({"path": "mols.csv", "root": "data", "task": "regression", "lr": 1e-3,
-                       "evaluator": "ogbg-molhiv", "names": ["logP", "u0"]}, "f")
-
-
-def test_the_user_option_beats_the_checkpoint_on_test_and_predict(tmp_path, capsys, monkeypatch):
-    """Package defaults < checkpoint < the user's --config and options (the --config is trusted
-    like a script and applied, never silently dropped)."""
+def test_the_user_option_beats_the_checkpoint_and_sizes_must_still_fit(tmp_path, capsys,
+                                                                       monkeypatch):
+    """Package defaults < checkpoint < the user's --config and options (trusted like a script,
+    applied, never silently dropped); the model they build must fit the checkpoint's tensors."""
     monkeypatch.chdir(tmp_path)
-    config, _ = write_config(tmp_path)  # its network has 1 layer; the checkpoint's 2
-    ckpt = _checkpoint(tmp_path / "c.ckpt", NETWORK, standardize=False)
+    config, _ = write_config(tmp_path)  # the same sizes as NET, lr 3e-3
+    ckpt = checkpoint(tmp_path / "c.ckpt", hparams(standardize=False))
     seen = {}
 
     def record(cli_or_trainer, model, *args, **kwargs):
         seen["model"] = model
         return []
 
-    monkeypatch.setattr(Trainer, "test", functools.wraps(Trainer.test)(record))  # its options
+    monkeypatch.setattr(Trainer, "test", functools.wraps(Trainer.test)(record))
     monkeypatch.setattr(GraphURPECLI, "predict", record)
     for sub in ("test", "predict"):
         seen.clear()
@@ -229,11 +338,13 @@ def test_the_user_option_beats_the_checkpoint_on_test_and_predict(tmp_path, caps
               "--data.init_args.predict_smiles", '["CCO"]'])
         hp = seen["model"].hparams
         assert hp["model"]["init_args"]["dropout"] == 0.25, sub  # the option
-        assert hp["model"]["init_args"]["num_layers"] == 1, sub   # the --config
+        assert hp["optimizer"]["init_args"]["lr"] == 3e-3, sub    # the --config
         assert hp["standardize"] is False, sub                    # the checkpoint's own value
-        built = [n for n, _ in seen["model"].named_modules() if re.fullmatch(r".*layers\.\d+", n)]
-        assert len(built) == 1, built
-    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        main(["test", "--ckpt_path", str(ckpt), "--config", config,
+              "--model.init_args.model.init_args.num_layers", "3"])
+    err = capsys.readouterr().err
+    assert "does not fit the model your options build" in err and str(ckpt) in err
 
 
 def test_lightning_still_reads_ckpt_path_where_graph_urpe_replaces_it():

@@ -15,8 +15,10 @@ featurisation, node limit) are static properties of the data module and are link
 model (:data:`GRAPH_LINKS`), for ``fit``, ``validate`` and ``test``; for ``predict`` the
 checkpoint's values are used, so ``predict --ckpt_path X`` alone rebuilds the trained model.
 With ``--ckpt_path``: package defaults < the checkpoint's model < ``--config`` files < options.
-A ``--config`` is trusted like a script; a checkpoint and a run folder's ``config.yaml`` are data,
-checked by :mod:`graph_urpe.trust` before anything they name is imported.
+A ``--config`` is trusted like a script; a checkpoint and a run folder's ``config.yaml`` are data:
+read by :mod:`graph_urpe.trust`, they reach the parser only in their canonical form (classes of
+:mod:`graph_urpe.registry`, plain values checked against each class's signature), and the model
+built must fit the checkpoint's tensors.
 
 Runs: ``fit`` writes one folder per run, ``<trainer.default_root_dir>/<name>/version_<N>``
 (``--name``, ``--version``; the next free version by default, the latest one with
@@ -38,6 +40,7 @@ import shlex
 import sys
 from typing import Any, Literal
 
+import torch
 from lightning.pytorch import LightningDataModule, LightningModule, Trainer
 from lightning.pytorch.callbacks import (
     EarlyStopping,
@@ -67,6 +70,7 @@ from graph_urpe.cli.run import (
 )
 from graph_urpe.cli.seeds import seeds_command
 from graph_urpe.files import claim_run_folder
+from graph_urpe.received import shape_mismatch
 from graph_urpe.trust import read_checkpoint, read_run_data
 
 __all__ = ["GRAPH_LINKS", "GraphURPECLI", "run"]
@@ -189,8 +193,9 @@ class GraphURPECLI(LightningCLI):
         options, so ``predict --ckpt_path X`` alone rebuilds the trained model and a user's option
         beats the checkpoint's.
 
-        The checkpoint is read by :func:`~graph_urpe.trust.read_checkpoint` (plain data; the
-        classes it names checked against the allow-list before anything is imported). For
+        The checkpoint is read by :func:`~graph_urpe.trust.read_checkpoint` (plain data; its
+        classes registry keys, its values checked against their signatures, its sizes against
+        its state dict, before anything is imported or built). For
         ``validate`` / ``test`` without data options, the data section of the run folder's
         ``config.yaml`` (``RUN/config.yaml`` beside ``RUN/checkpoints/``) is read and checked the
         same way, so the model is evaluated on the data it was trained on.
@@ -198,7 +203,9 @@ class GraphURPECLI(LightningCLI):
         Raises:
             CLIError: ``predict`` without ``--ckpt_path``.
             FileNotFoundError: a ``--ckpt_path`` file that does not exist.
-            UntrustedFileError: the checkpoint or run folder names a class outside the allow-list.
+            UntrustedFileError: the checkpoint or run folder names a class outside the registry
+                or holds a value of another type than the class declares.
+            ReceivedFileError: the checkpoint is corrupt or its tensors do not fit its model.
         """
         if isinstance(args, dict) or not isinstance(args, (list, tuple, type(None))):
             super().parse_arguments(parser, args)  # structured configuration (run=False)
@@ -235,7 +242,22 @@ class GraphURPECLI(LightningCLI):
                 "file (fit prints the best and last checkpoint paths), or 'last' to resume.")
         ckpt = read_checkpoint(ckpt_path)
         self.training_vocabulary = ckpt.get("training_vocabulary")
-        return _checkpoint_arguments(argv, sub, ckpt_path, ckpt)
+        self._checkpoint_shapes = (ckpt_path, {k: torch.empty(v.shape, device="meta")
+                                               for k, v in ckpt["state_dict"].items()})
+        return _checkpoint_arguments(argv, sub, ckpt_path, ckpt.module_config)
+
+    _checkpoint_shapes: tuple[str, dict] | None = None
+
+    def instantiate_classes(self) -> None:
+        """LightningCLI's instantiation, then: the model built under the user's options must fit
+        the ``--ckpt_path`` checkpoint's tensors (one line naming the first difference)."""
+        super().instantiate_classes()
+        if self._checkpoint_shapes is not None and isinstance(self.model, LightningModule):
+            path, shapes = self._checkpoint_shapes
+            problem = shape_mismatch(self.model.state_dict(), shapes)
+            if problem:
+                raise CLIError(f"{path} does not fit the model your options build: {problem}; "
+                               "drop the options or --config that change the network's sizes.")
 
     def _parse_ckpt_path(self) -> None:
         """Disables Lightning's own reading of ``--ckpt_path`` hyperparameters (it parses them over
@@ -425,16 +447,15 @@ def _ckpt_argument(argv: list[str]) -> str | None:
     return None if value in (None, "null", "None", "") else value
 
 
-def _checkpoint_arguments(argv: list[str], sub: str, ckpt_path: str, ckpt: dict) -> list[str]:
-    """``argv`` with the checkpoint's model (and the run folder's data) after the subcommand."""
-    hparams = dict(ckpt.get("hyper_parameters") or {})
-    class_path = hparams.pop("_class_path", None)
-    hparams.pop("_instantiator", None)
-    if class_path is None or "model" not in hparams:
+def _checkpoint_arguments(argv: list[str], sub: str, ckpt_path: str,
+                          module_config: dict | None) -> list[str]:
+    """``argv`` with the checkpoint's canonical model configuration (and the run folder's
+    canonical data section) as the first ``--config``: class paths from graph-urpe's registry
+    and plain values checked against each class's signature (:mod:`graph_urpe.received`)."""
+    if module_config is None:
         return argv
     # jsonargparse's --config takes a file or the configuration itself (JSON is YAML).
-    config = {"model": {"class_path": class_path,
-                        "init_args": json.loads(json.dumps(hparams, default=list))}}
+    config = {"model": module_config}
     user = argv[1:]
     run_config = osp.join(osp.dirname(osp.dirname(osp.abspath(ckpt_path))), "config.yaml")
     if sub in ("validate", "test") and osp.isfile(run_config) and not any(

@@ -1,0 +1,456 @@
+"""What a received file may say, checked before anything is built: registry classes, plain values.
+
+A checkpoint's hyperparameters and a run folder's ``config.yaml`` are read on the user's behalf;
+they are data, never handed to a generic resolver. Each class entry ``{class_path, init_args}``
+must name a class of :mod:`graph_urpe.registry` (an exact key or alias) in a position of its role,
+and every argument must be a parameter of that class's ``__init__`` holding a value of the type
+its annotation declares: numbers, strings, booleans, :obj:`None`, and lists / dicts of them,
+or a nested registry class where the annotation is a network, optimizer or scheduler. Anything
+else (an unknown key, a tensor, a string where a class or callable stands, a type without a
+declaration) is refused by :class:`Refusal`, naming the entry. :func:`check_class` returns the
+**canonical** configuration: the same plain values, class paths replaced by the registry's own.
+
+:func:`build` makes objects from a canonical configuration directly (networks built,
+optimizers / schedulers as :func:`functools.partial`). :func:`check_sizes` builds the Lightning
+module on the ``meta`` device (no memory; at most a few registrations per tensor of the state
+dict, so ``num_layers: 1000000`` stops at once) and compares its tensors, name by name and shape
+by shape, with the checkpoint's state dict before the real model is built.
+"""
+
+from __future__ import annotations
+
+import collections.abc as cabc
+import functools
+import inspect
+import math
+import types
+import typing
+from typing import Any, Literal, Self, Union
+
+import torch
+from torch import nn
+from torch.overrides import TorchFunctionMode
+from torch.utils._device import _device_constructors
+
+from graph_urpe.registry import CLASSES, COUNTS, RegisteredClass, lookup
+
+__all__ = ["MAX_NODES", "Refusal", "SizeRefusal", "build", "check_class", "check_module_hparams",
+           "check_sizes", "count_nodes", "module_kwargs", "shape_mismatch"]
+
+MAX_NODES = 100_000
+"""Most containers and values walked in a received configuration (shared references counted at
+every place they appear: an alias or pickle-memo bomb stops here)."""
+MAX_STRING = 4096
+"""Longest string value a received configuration may hold."""
+
+_FACTORIES = _device_constructors() - {torch.tensor, torch.as_tensor, torch.asarray,
+                                       torch.scalar_tensor, torch.frombuffer}
+_SMALL = 4096
+_CLASS_KEYS = frozenset({"class_path", "init_args"})
+
+
+class Refusal(ValueError):
+    """A received configuration says something graph-urpe does not build from a file (the
+    message names the entry; the caller adds the file)."""
+
+
+class SizeRefusal(Refusal):
+    """A received checkpoint's sizes do not fit its state dict (or do not build a model)."""
+
+
+def count_nodes(value: Any, limit: int = MAX_NODES, what: str = "it") -> int:
+    r"""Count the containers and values of ``value`` (every visit, shared references included),
+    refusing beyond ``limit``.
+
+    Raises:
+        Refusal: more than :obj:`limit` nodes, or nesting deeper than 100.
+    """
+    count, stack = 0, [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        count += 1
+        if count > limit or depth > 100:
+            raise Refusal(f"{what} holds more than {limit:,} values or nests deeper than 100 "
+                          "(a graph-urpe file holds far fewer)")
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+            stack.extend((k, depth + 1) for k in item)
+        elif isinstance(item, (list, tuple)):
+            stack.extend((v, depth + 1) for v in item)
+    return count
+
+
+# ----------------------------------------------------------------------------- signatures
+def _role_of(hint: Any) -> str | None:
+    """The registry role an annotation stands for (a network, optimizer or scheduler), or None."""
+    from lightning.pytorch import LightningDataModule
+
+    if isinstance(hint, type):
+        if issubclass(hint, nn.Module):
+            return "network"
+        if issubclass(hint, LightningDataModule):
+            return "data"
+        return None
+    if typing.get_origin(hint) is cabc.Callable:
+        args = typing.get_args(hint)
+        returned = args[-1] if args else None
+        parts = typing.get_args(returned) or (returned,)
+        if any(isinstance(p, type) and issubclass(p, torch.optim.Optimizer) for p in parts):
+            return "optimizer"
+        if any(isinstance(p, type) and p.__name__ in ("LRScheduler", "ReduceLROnPlateau")
+               for p in parts):
+            return "scheduler"
+    return None
+
+
+@functools.cache
+def _parameters(key: str) -> dict[str, Any]:
+    """``name -> annotation`` of the registered class's ``__init__`` (its ``**kwargs`` followed
+    to :attr:`~graph_urpe.registry.RegisteredClass.kwargs_to` or the next ``__init__`` of its
+    MRO, whose arguments with defaults are accepted too)."""
+    entry = CLASSES[key]
+    cls = entry.load()
+    params: dict[str, Any] = {}
+    skip_first = entry.role in ("optimizer", "scheduler")  # params / optimizer: given at build
+    _collect(cls, params, skip_first, entry.load_kwargs_target(), defaults_only=False)
+    return params
+
+
+def _collect(cls: type, params: dict[str, Any], skip_first: bool, kwargs_to: type | None,
+             defaults_only: bool) -> None:
+    hints = typing.get_type_hints(cls.__init__)
+    signature = inspect.signature(cls.__init__)
+    follow = False
+    for i, (name, p) in enumerate(list(signature.parameters.items())[1:]):
+        if p.kind is p.VAR_KEYWORD:
+            follow = True
+        elif p.kind is p.VAR_POSITIONAL or (skip_first and i == 0):
+            continue
+        elif name not in params and not (defaults_only and p.default is p.empty):
+            params[name] = hints.get(name, type(p.default) if p.default not in (p.empty, None)
+                                     else Any)
+    if follow:
+        nxt = kwargs_to or next((c for c in cls.__mro__[1:] if "__init__" in vars(c)), None)
+        if nxt is not None and nxt is not object and nxt.__module__.startswith(
+                ("graph_urpe.", "torch.optim")):
+            _collect(nxt, params, False, None, defaults_only=kwargs_to is not None)
+
+
+# ------------------------------------------------------------------------------- checking
+def check_class(value: Any, role: str, where: str) -> dict[str, Any]:
+    r"""Check one class entry of a received configuration and return its canonical form.
+
+    Args:
+        value: ``{"class_path": NAME, "init_args": {...}}`` or a bare ``NAME`` (a registry key
+            or alias).
+        role (str): the role the position calls for (:data:`graph_urpe.registry.ROLES`).
+        where (str): the entry's key path, named in errors.
+
+    Returns:
+        dict: ``{"class_path": the registry's class path, "init_args": checked plain values}``.
+
+    Raises:
+        Refusal: a name outside the registry or of another role, an unknown argument, or a
+            value of another type than the class declares.
+    """
+    if isinstance(value, str):
+        name, args = value, {}
+    elif isinstance(value, dict) and "class_path" in value and set(value) <= _CLASS_KEYS:
+        name, args = value["class_path"], value.get("init_args") or {}
+    else:
+        raise Refusal(f"{where} must name a {role} class as {{class_path: KEY, init_args: "
+                      f"{{...}}}}, not {_show(value)}")
+    entry = lookup(name)
+    if entry is None:
+        known = ", ".join(k for k, e in CLASSES.items() if e.role == role)
+        raise Refusal(f"{where} names {_show(name)}, which is not in graph-urpe's registry of "
+                      f"classes (a {role} may be: {known})")
+    if entry.role != role:
+        raise Refusal(f"{where} names {entry.key}, a {entry.role}, where a {role} stands")
+    if not isinstance(args, dict):
+        raise Refusal(f"{where}.init_args must be a mapping, not {_show(args)}")
+    return {"class_path": entry.class_path, "init_args": _check_args(entry, args, where)}
+
+
+def _check_args(entry: RegisteredClass, args: dict, where: str) -> dict[str, Any]:
+    params = _parameters(entry.key)
+    out = {}
+    for name, value in args.items():
+        at = f"{where}.init_args.{name}"
+        if name not in params:
+            raise Refusal(f"{at}: {entry.key} has no argument {_show(name)} (its arguments: "
+                          f"{', '.join(params)})")
+        out[name] = _check_value(value, params[name], at)
+    return out
+
+
+def _check_value(value: Any, hint: Any, where: str) -> Any:
+    """``value`` checked against the annotation ``hint``; canonical class entries inside."""
+    if hint is Any:  # no declared type: plain values only, no class entries
+        return _plain_any(value, where)
+    role = _role_of(hint)
+    if role is not None:
+        return check_class(value, role, where)
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for option in (a for a in args if a is not type(None)):
+            try:
+                return _check_value(value, option, where)
+            except Refusal as err:
+                errors.append(err)
+        classy = [e for e in errors if "class" in str(e)]
+        raise (classy or errors)[0] if len(errors) == 1 or classy else Refusal(
+            f"{where} holds {_show(value)}; expected {_type_name(hint)}")
+    if origin is Literal:
+        if any(type(value) is type(a) and value == a for a in args):
+            return value
+        raise Refusal(f"{where} holds {_show(value)}; expected one of {list(args)}")
+    if hint is type(None):
+        if value is None:
+            return None
+    elif hint is bool:
+        if isinstance(value, bool):
+            return value
+    elif hint is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif hint is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    elif hint is str:
+        if isinstance(value, str):
+            if len(value) > MAX_STRING:
+                raise Refusal(f"{where} holds a string of {len(value):,} characters (at most "
+                              f"{MAX_STRING})")
+            return value
+    elif origin in (list, tuple, set, frozenset, cabc.Sequence, cabc.Iterable,
+                    cabc.MutableSequence) or hint in (list, tuple):
+        if isinstance(value, (list, tuple)):
+            if origin is tuple and args and args[-1] is not Ellipsis:
+                if len(value) != len(args):
+                    raise Refusal(f"{where} holds {len(value)} values; expected {len(args)}")
+                return [_check_value(v, a, f"{where}[{i}]")
+                        for i, (v, a) in enumerate(zip(value, args, strict=True))]
+            item = args[0] if args else Any
+            return [_check_value(v, item, f"{where}[{i}]") for i, v in enumerate(value)]
+    elif origin in (dict, cabc.Mapping) or hint is dict:
+        if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+            item = args[1] if len(args) == 2 else Any
+            return {k: _check_value(v, item, f"{where}.{k}") for k, v in value.items()}
+    else:
+        raise Refusal(f"{where} holds {_show(value)} where the class declares {_type_name(hint)}"
+                      ", which a received file may not hold (only plain values)")
+    raise Refusal(f"{where} holds {_show(value)}; expected {_type_name(hint)}")
+
+
+def check_module_hparams(hparams: Any, where: str = "hyper_parameters",
+                         role: str = "module") -> dict[str, Any] | None:
+    r"""Check a checkpoint's ``hyper_parameters`` (Lightning's form: ``_class_path``,
+    ``_instantiator`` and the module's arguments at the top level).
+
+    Args:
+        hparams: the hyperparameters (:obj:`None`: nothing to check).
+        where (str, optional): their key, named in errors (default: ``"hyper_parameters"``).
+        role (str, optional): the role of the class they name (default: ``"module"``).
+
+    Returns:
+        dict or None: the canonical ``{"class_path", "init_args"}`` of the Lightning module;
+        :obj:`None` when the hyperparameters name no class (a module built in Python): their
+        values are still checked to be plain.
+
+    Raises:
+        Refusal: as :func:`check_class`; an ``_instantiator`` other than Lightning's own.
+    """
+    if hparams is None:
+        return None
+    if not isinstance(hparams, dict):
+        raise Refusal(f"{where} must be a mapping, not {_show(hparams)}")
+    count_nodes(hparams, what=where)
+    args = dict(hparams)
+    instantiator = args.pop("_instantiator", None)
+    if instantiator not in (None, "lightning.pytorch.cli.instantiate_module",
+                            "pytorch_lightning.cli.instantiate_module"):
+        raise Refusal(f"{where}._instantiator names {_show(instantiator)}; graph-urpe builds "
+                      "received models itself")
+    class_path = args.pop("_class_path", None)
+    if class_path is None:
+        _plain_any(args, where)
+        return None
+    return check_class({"class_path": class_path, "init_args": args}, role, where)
+
+
+def _plain_any(value: Any, where: str) -> Any:
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    if isinstance(value, str):
+        return _check_value(value, str, where)
+    if isinstance(value, (list, tuple)):
+        return [_plain_any(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+        if "class_path" in value:  # a registry class, checked as its own role
+            entry = lookup(value["class_path"])
+            return check_class(value, entry.role if entry else "class", where)
+        if "_class_path" in value:
+            raise Refusal(f"{where} names a class where no class may stand")
+        return {k: _plain_any(v, f"{where}.{k}") for k, v in value.items()}
+    raise Refusal(f"{where} holds {_show(value)}; only plain values may stand here")
+
+
+# ------------------------------------------------------------------------------- building
+def build(config: dict[str, Any], **overrides: Any) -> Any:
+    r"""Build a canonical class entry (:func:`check_class`'s output) directly: networks and data
+    modules are instantiated, optimizers and schedulers become :func:`functools.partial`.
+
+    Args:
+        config (dict): ``{"class_path", "init_args"}`` from :func:`check_class`.
+        **overrides: arguments that replace the entry's (e.g. a network instance).
+    """
+    entry = lookup(config["class_path"])
+    assert entry is not None, config  # canonical entries name registry classes only
+    kwargs = {k: _built(v) for k, v in config["init_args"].items()}
+    kwargs.update(overrides)
+    cls = entry.load()
+    if entry.role in ("optimizer", "scheduler"):
+        return functools.partial(cls, **kwargs)
+    return cls(**kwargs)
+
+
+def _built(value: Any) -> Any:
+    if isinstance(value, dict) and set(value) == _CLASS_KEYS and lookup(value["class_path"]):
+        return build(value)
+    return value
+
+
+def module_kwargs(config: dict[str, Any]) -> dict[str, Any]:
+    """The Lightning module's keyword arguments built from its canonical entry (nested classes
+    built by :func:`build`)."""
+    return {k: _built(v) for k, v in config["init_args"].items()}
+
+
+class _RegistrationBudget:
+    """Counts module / parameter / buffer registrations; refuses beyond ``limit``."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.count, self.handles = limit, 0, []
+
+    def _tick(self, *args: Any) -> None:
+        self.count += 1
+        if self.count > self.limit:
+            raise SizeRefusal(f"its hyperparameters build far more layers and tensors than its state "
+                          f"dict holds (more than {self.limit:,} registrations)")
+
+    def __enter__(self) -> Self:
+        from torch.nn.modules import module as m
+
+        self.handles = [m.register_module_module_registration_hook(self._tick),
+                        m.register_module_parameter_registration_hook(self._tick),
+                        m.register_module_buffer_registration_hook(self._tick)]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for handle in self.handles:
+            handle.remove()
+
+
+class _MetaFactories(TorchFunctionMode):
+    """Tensor factories (``empty``, ``zeros``, ``arange``, ...) asking for more than ``_SMALL``
+    elements make ``meta`` tensors: shapes without memory. Smaller ones and tensors made from data
+    (``torch.tensor``) stay real, so the code may compute with them (the sum of vocabulary sizes,
+    an ensemble's seeds)."""
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None):
+        kwargs = dict(kwargs or {})
+        if func in _FACTORIES and _numel(args, kwargs) > _SMALL:
+            kwargs["device"] = "meta"
+        return func(*args, **kwargs)
+
+
+def _numel(args: Any, kwargs: dict) -> int:
+    """The element count a factory call asks for (its integer sizes multiplied; unknown: big)."""
+    sizes = kwargs.get("size")
+    if sizes is None:
+        sizes = next((a for a in args if isinstance(a, (tuple, list, torch.Size))), None)
+    if sizes is None:
+        sizes = [a for a in args if isinstance(a, int) and not isinstance(a, bool)]
+    try:
+        return math.prod(int(n) for n in sizes)
+    except (TypeError, ValueError):
+        return _SMALL + 1
+
+
+def check_sizes(config: dict[str, Any], state_dict: Any, where: str = "state_dict") -> None:
+    r"""Build the Lightning module of a canonical entry on the ``meta`` device and compare its
+    tensors with ``state_dict`` (names and shapes) before anything real is built.
+
+    Raises:
+        Refusal: a state dict that is not ``{name: tensor}``, tensors the model does not have or
+            lacks, a shape that differs, hyperparameters that build far more than the state dict
+            holds, or that the class refuses.
+    """
+    if not isinstance(state_dict, dict) or not all(
+            isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state_dict.items()):
+        raise SizeRefusal(f"{where} must map names to tensors")
+    for name, value in _counts(config):
+        if value > len(state_dict):
+            raise SizeRefusal(f"its {name} is {value:,}, more than the {len(state_dict):,} tensors of "
+                          f"its state dict (each of them has some)")
+    with _RegistrationBudget(8 * len(state_dict) + 256), _MetaFactories():
+        try:
+            module = build(config)
+        except Refusal:
+            raise
+        except Exception as err:  # noqa: BLE001  (the class's own check of its arguments)
+            first = (str(err).strip().splitlines() or [""])[0][:300]
+            raise SizeRefusal(f"its hyperparameters do not build a model ({type(err).__name__}: "
+                          f"{first})") from None
+    problem = shape_mismatch(module.state_dict(), state_dict)
+    if problem:
+        raise SizeRefusal(f"{where} does not fit the model its hyperparameters describe: {problem}")
+
+
+def _counts(config: Any) -> list[tuple[str, int]]:
+    """``(name, value)`` of the :data:`~graph_urpe.registry.COUNTS` arguments in a canonical
+    configuration (nested classes included)."""
+    found, stack = [], [config]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            for key, value in item.items():
+                if key in COUNTS and isinstance(value, int):
+                    found.append((key, value))
+                stack.append(value)
+        elif isinstance(item, list):
+            stack.extend(item)
+    return found
+
+
+def shape_mismatch(expected: dict[str, Any], found: dict[str, Any]) -> str | None:
+    r"""One line saying how the tensors ``found`` differ from ``expected`` (names, shapes), or
+    :obj:`None` when they fit."""
+    unknown = [k for k in found if k not in expected]
+    missing = [k for k in expected if k not in found]
+    if unknown:
+        return f"{len(unknown)} tensor(s) the model does not have ({_few(unknown)})"
+    if missing:
+        return f"{len(missing)} tensor(s) of the model missing ({_few(missing)})"
+    for key, tensor in expected.items():
+        if tuple(tensor.shape) != tuple(found[key].shape):
+            return (f"{key} has shape {list(found[key].shape)}, the model's is "
+                    f"{list(tensor.shape)}")
+    return None
+
+
+def _few(names: list[str]) -> str:
+    return ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+
+
+def _show(value: Any) -> str:
+    text = repr(value) if not isinstance(value, float) or math.isfinite(value) else str(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _type_name(hint: Any) -> str:
+    return getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
