@@ -141,3 +141,18 @@ def test_classical_anchors_fit_on_train_rows_only():
     with pytest.raises(ValueError, match="variant"):
         classical.fit_predict("knn", "regression", np.zeros((2, 3)), np.zeros(2),
                               np.zeros((1, 3)), 0)
+
+
+def test_encoder_choice_reads_the_tested_checkpoints_validation_metric(tmp_path):
+    path = os.path.join(os.path.dirname(os.path.dirname(SCRIPT)), "finetune_encoders.py")
+    spec = importlib.util.spec_from_file_location("finetune_encoders", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    (tmp_path / "metrics.csv").write_text(
+        "epoch,step,train/loss,val/mae,val/rocauc\n0,9,1.0,,\n0,9,,2.0,0.6\n1,19,,1.5,0.8\n"
+        "2,29,,1.7,0.7\n2,29,,,\n")
+    assert module.validation_metric(tmp_path, "mae") == 1.7      # the last epoch (last ckpt)
+    assert module.validation_metric(tmp_path, "rocauc") == 0.8   # the best epoch (best ckpt)
+    (tmp_path / "metrics.csv").write_text("epoch,step,train/loss\n0,9,1.0\n")
+    with pytest.raises(ValueError, match="no val/mae"):
+        module.validation_metric(tmp_path, "mae")
