@@ -172,3 +172,35 @@ def test_compiles_fullgraph_with_multiplier(backend):
         results.append([out, *(t.grad for t in ins)])
     for a, b in zip(*results):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("with_mult", [True, False])
+def test_fused_dropout_uses_the_keep_mask(with_mult):
+    """The fused block's dropout is the next :func:`keep_mask` of the global generator with its
+    scale: output and every gradient equal the float64 reference with that mask applied by hand."""
+    from graph_urpe.nn._dropout import keep_mask
+
+    q, k, v, bias, mult, _ = _inputs(3)
+    mult = mult if with_mult else None
+    p = 0.3
+    ins = [t.clone().requires_grad_(True) for t in (q, k, v, bias)]
+    ins.append(None if mult is None else mult.clone().requires_grad_(True))
+    torch.manual_seed(11)
+    out = urpe_attention(*ins[:3], attn_bias=ins[3], multiplier=ins[4], dropout_p=p,
+                         training=True, backend="fused")
+    torch.manual_seed(11)
+    keep, scale = keep_mask(torch.empty(B, H, N, N), p)
+    assert 0 < int(keep.sum()) < keep.numel() and scale == pytest.approx(1 / (1 - p), rel=1e-4)
+    ref_ins = [None if t is None else t.double().requires_grad_(True)
+               for t in (q, k, v, bias, mult)]
+    drop = keep.double() * scale
+    ref = reference(ref_ins[0], ref_ins[1], torch.eye(N, dtype=torch.float64).expand(B, H, N, N),
+                    ref_ins[3], ref_ins[4], None, False)  # the weights themselves
+    ref = torch.einsum("bhij,bhjd->bhid", ref * drop, ref_ins[2])
+    torch.testing.assert_close(out.double(), ref, rtol=1e-5, atol=1e-5)
+    w = torch.randn(out.shape, generator=torch.Generator().manual_seed(1))
+    (out * w).sum().backward()
+    (ref * w.double()).sum().backward()
+    for name, a, r in zip("qkvBC", ins, ref_ins):
+        if a is not None:
+            torch.testing.assert_close(a.grad.double(), r.grad, rtol=1e-4, atol=1e-5, msg=name)

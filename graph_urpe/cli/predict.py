@@ -1,24 +1,28 @@
-"""``graph-urpe predict`` on SMILES, one straight path: check the output, featurise the inputs as
-the checkpoint was trained (:mod:`graph_urpe.data.predict_inputs`), flag inputs outside the
-training vocabulary, predict, write one row per input.
+"""``graph-urpe predict`` on SMILES, one straight path: check the output, then chunk by chunk of
+input rows featurise them as the checkpoint was trained (:mod:`graph_urpe.data.predict_inputs`),
+flag inputs outside the training vocabulary, predict, write the chunk's rows (one per input); join
+the chunks into the output at the end (:mod:`graph_urpe.cli.prediction_parts`: a killed run
+resumes at the first chunk not written).
 
-* :class:`SmilesPredictionWriter`: the Lightning callback that writes the table
+* :class:`SmilesPredictionWriter`: the Lightning callback that builds a chunk's table
   (:func:`graph_urpe.data.predictions.prediction_table`), handed plain values only;
 * :func:`predict_smiles`: the whole path (what ``graph-urpe predict`` runs).
 """
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import torch
 from lightning.pytorch.callbacks import BasePredictionWriter
+from tqdm.auto import tqdm
 
+from graph_urpe.cli.prediction_parts import PredictionParts, file_identity
 from graph_urpe.data.predict_inputs import vocabulary_warnings
 from graph_urpe.data.predictions import prediction_table
-from graph_urpe.files import atomic_write_csv
 from graph_urpe.models.metrics import EpochPredictions
 
 __all__ = ["SmilesPredictionWriter", "predict_smiles"]
@@ -29,21 +33,21 @@ UNCERTAINTY_KEYS = ("std", "lower", "upper")
 
 
 class SmilesPredictionWriter(BasePredictionWriter):
-    """Collects predictions (all DDP ranks) and writes one CSV row per input row.
+    """Collects the predictions of one ``trainer.predict`` (all DDP ranks) into the table of its
+    input rows (:attr:`table`, on rank 0): one row per input row, in input order.
 
     Args:
-        frame (pandas.DataFrame): the ``N`` input rows.
-        errors (dict[int, str]): row -> why it has no prediction.
-        warnings (dict[int, str]): row -> why its prediction is doubtful (the ``warning`` column).
-        output (str): the CSV to write.
+        frame (pandas.DataFrame): the ``N`` input rows (its index: their input row numbers).
+        errors (dict[int, str]): position in ``frame`` -> why it has no prediction.
+        warnings (dict[int, str]): position -> why its prediction is doubtful (``warning``).
         target_names (list[str]): ``T`` prediction names (columns ``<name>_pred``).
     """
 
     def __init__(self, frame: pd.DataFrame, errors: dict[int, str], warnings: dict[int, str],
-                 output: str, target_names: list[str]) -> None:
+                 target_names: list[str]) -> None:
         super().__init__(write_interval="batch")
         self.frame, self.errors, self.warnings = frame, errors, warnings
-        self.output, self.target_names = output, list(target_names)
+        self.target_names = list(target_names)
         self._ids: list[torch.Tensor] = []
         self._preds: list[torch.Tensor] = []
         self._keys: list[str] = ["prediction"]
@@ -67,51 +71,102 @@ class SmilesPredictionWriter(BasePredictionWriter):
         parts = dict(zip(self._keys, preds.cpu().numpy().reshape(len(ids), -1, width)
                          .transpose(1, 0, 2)))
         if trainer.is_global_zero:
-            self.write(ids.cpu().numpy(), parts.pop("prediction"), parts)
+            self.tabulate(ids.cpu().numpy(), parts.pop("prediction"), parts)
 
-    def write(self, rows, predictions, uncertainty: dict | None = None) -> pd.DataFrame:
-        """Write the table (``rows`` ``[G]`` input rows, ``predictions`` ``[G, T]``, optional
-        ``uncertainty`` ``{"std" | "lower" | "upper": [G, T]}``) and print how many rows were
-        predicted, failed and flagged."""
-        errors, flagged = self.errors, self.warnings
-        self.table = prediction_table(self.frame, rows, predictions, errors, self.target_names,
-                                      flagged, uncertainty)
-        atomic_write_csv(self.table, self.output)
-        total = len(self.table)
-        failed = f"{len(errors)} failed (reason in the 'error' column)" if errors else "0 failed"
-        warned = (f"; {len(flagged)} outside the training vocabulary (see the 'warning' column)"
-                  if flagged else "")
-        print(f"\nWrote predictions for {total} input rows to {self.output}: "
-              f"{total - len(errors)} predicted, {failed}{warned}.")
-        for row, reason in sorted(errors.items())[:10]:
-            print(f"  row {row}: {reason}")
-        if len(errors) > 10:
-            print(f"  ... and {len(errors) - 10} more")
-        return self.table
+    def tabulate(self, rows, predictions, uncertainty: dict | None = None) -> pd.DataFrame:
+        """The table (:func:`~graph_urpe.data.predictions.prediction_table`) of ``rows``
+        (``[G]`` positions in ``frame``), ``predictions`` ``[G, T]`` and the optional
+        ``uncertainty`` ``{"std" | "lower" | "upper": [G, T]}``; its ``row`` column holds the
+        input row numbers (``frame.index``)."""
+        frame = self.frame.reset_index(drop=True)
+        table = prediction_table(frame, rows, predictions, self.errors, self.target_names,
+                                 self.warnings, uncertainty)
+        if "row" not in self.frame.columns:
+            table["row"] = self.frame.index.to_numpy()
+        self.table = table
+        return table
+
+
+def _predict_chunk(trainer: Any, model: Any, datamodule: Any, frame: pd.DataFrame,
+                   featurization: str | None, vocabulary: dict | None, targets: list[str],
+                   predict_kwargs: dict) -> pd.DataFrame:
+    """The prediction table of one chunk of input rows (see :func:`predict_smiles`)."""
+    facts = model.hparams
+    local = frame.reset_index(drop=True)
+    datamodule.prepare_predict(featurization, facts.get("max_graph_nodes"),
+                               facts.get("dataset_source"), frame=local)
+    writer = SmilesPredictionWriter(
+        frame, datamodule.predict_errors,
+        vocabulary_warnings(datamodule.predict_graphs, vocabulary, featurization), targets)
+    if not datamodule.predict_graphs:  # Lightning skips the loop on an empty loader
+        return writer.tabulate(np.zeros(0, dtype=np.int64), np.zeros((0, len(targets))))
+    trainer.callbacks.append(writer)
+    try:
+        trainer.predict(model, datamodule=datamodule, return_predictions=False, **predict_kwargs)
+    finally:
+        trainer.callbacks.remove(writer)
+    return writer.table
+
+
+def _report(counts: dict[str, int], first_errors: list[tuple[int, str]], output: str,
+            rank_zero: bool) -> None:
+    """Print how many rows were predicted, failed and flagged, and the first failures."""
+    if not rank_zero or not counts["rows"]:
+        return
+    failed = counts["failed"]
+    failed_text = f"{failed} failed (reason in the 'error' column)" if failed else "0 failed"
+    flagged = (f"; {counts['flagged']} outside the training vocabulary (see the 'warning' "
+               "column)" if counts["flagged"] else "")
+    resumed = (f" ({counts['resumed_chunks']} chunks from an interrupted run reused)"
+               if counts["resumed_chunks"] else "")
+    print(f"\nWrote predictions for {counts['rows']} input rows to {output}{resumed}: "
+          f"{counts['predicted']} predicted, {failed_text}{flagged}.")
+    for row, reason in first_errors[:10]:
+        print(f"  row {row}: {reason}")
+    if failed > 10:
+        print(f"  ... and {failed - 10} more")
+
+
+def _count_rows(path: str | None, smiles: list[str] | None) -> int | None:
+    """The number of input rows, for the progress bar: a CSV's line count less its header (an
+    estimate when quoted fields span lines)."""
+    if path is None:
+        return None if smiles is None else len(smiles)
+    lines, last = 0, b"\n"
+    with open(path, "rb") as handle:
+        while block := handle.read(1 << 22):
+            lines += block.count(b"\n")
+            last = block[-1:]
+    return max(0, lines + (last != b"\n") - 1)
 
 
 def predict_smiles(trainer: Any, model: Any, datamodule: Any,
-                   vocabulary: dict | None = None, **predict_kwargs: Any) -> pd.DataFrame | None:
+                   vocabulary: dict | None = None, **predict_kwargs: Any) -> dict[str, int]:
     """Predict a data module's SMILES inputs and write one row per input (the whole path).
 
-    Checks the output path before any work, featurises the inputs with the model's facts
+    Checks the output path before any work, then goes through the input in chunks of
+    ``datamodule.predict_chunk_rows`` rows: featurises a chunk with the model's facts
     (:meth:`~graph_urpe.data.modules.graph.GraphDataModule.prepare_predict`), flags inputs outside
-    the training vocabulary, adds the one :class:`SmilesPredictionWriter` to the trainer and runs
-    ``trainer.predict``. When no input becomes a graph (Lightning skips the loop on an empty
-    loader) the error rows are still written, so no stale output is mistaken for this run's.
+    the training vocabulary, runs ``trainer.predict`` with one :class:`SmilesPredictionWriter`
+    and writes the chunk's rows at once (:class:`~graph_urpe.cli.prediction_parts.
+    PredictionParts`); at the end the chunks are joined into the output atomically. Memory is
+    bounded by a chunk, a progress bar on stderr shows rows done, rate and ETA, and a killed run
+    started again with the same input, checkpoint and chunk size skips the chunks already written.
+    A chunk where no input becomes a graph still writes its error rows.
 
     Args:
         trainer (lightning.pytorch.Trainer): the trainer.
         model (GraphPropertyModule): the trained module (its ``featurization``,
             ``max_graph_nodes``, ``dataset_source``, ``target_names``).
-        datamodule (GraphDataModule): ``predict_smiles`` / ``predict_csv`` and
-            ``predict_output``.
+        datamodule (GraphDataModule): ``predict_smiles`` / ``predict_csv``, ``predict_output``
+            and ``predict_chunk_rows``.
         vocabulary (dict, optional): the training vocabulary (default: :obj:`None`, the model's
             :attr:`training_vocabulary`, restored by ``load_from_checkpoint``).
-        **predict_kwargs: more arguments of ``trainer.predict`` (e.g. ``ckpt_path``).
+        **predict_kwargs: more arguments of ``trainer.predict`` (e.g. ``ckpt_path``: loaded for
+            the first chunk predicted).
 
     Returns:
-        pandas.DataFrame: the written table (on rank 0; :obj:`None` on other ranks).
+        dict: ``{"rows", "predicted", "failed", "flagged", "resumed_chunks"}`` counts.
 
     Raises:
         ValueError: no input could be predicted (after writing their error rows), or see
@@ -121,26 +176,60 @@ def predict_smiles(trainer: Any, model: Any, datamodule: Any,
     datamodule.check_predict_output()
     facts = model.hparams
     featurization = facts.get("featurization")
-    datamodule.prepare_predict(featurization, facts.get("max_graph_nodes"),
-                               facts.get("dataset_source"))
     if vocabulary is None:
         vocabulary = getattr(model, "training_vocabulary", None)
-    writer = SmilesPredictionWriter(
-        datamodule.predict_frame, datamodule.predict_errors,
-        vocabulary_warnings(datamodule.predict_graphs, vocabulary, featurization),
-        datamodule.predict_output, list(model.target_names))
-    frame = datamodule.predict_frame
-    if not datamodule.predict_graphs:
-        if len(frame) and trainer.is_global_zero:
-            writer.write(np.zeros(0, dtype=np.int64), np.zeros((0, len(writer.target_names))))
+    targets = list(model.target_names)
+    parts = PredictionParts(datamodule.predict_output, {
+        "input": file_identity(datamodule.predict_csv),
+        "smiles": None if datamodule.predict_smiles is None else list(datamodule.predict_smiles),
+        "checkpoint": file_identity(predict_kwargs.get("ckpt_path")),
+        "chunk_rows": datamodule.predict_chunk_rows, "smiles_column": datamodule.smiles_column,
+        "targets": targets})
+    counts = {"rows": 0, "predicted": 0, "failed": 0, "flagged": 0,
+              "resumed_chunks": parts.resumed}
+    first_errors: list[tuple[int, str]] = []
+    lightning_bar = trainer.progress_bar_callback
+    if lightning_bar is not None:
+        lightning_bar.disable()  # one bar over all chunks instead of one per chunk
+    total = _count_rows(datamodule.predict_csv, datamodule.predict_smiles)
+    bar = tqdm(total=total, desc="Predicting", unit="mol", file=sys.stderr, smoothing=0.05,
+               disable=not trainer.is_global_zero)
+    chunks = 0
+    try:
+        for index, frame in enumerate(datamodule.predict_chunks()):
+            chunks = index + 1
+            if parts.done(index):
+                table = parts.read(index)
+            else:
+                table = _predict_chunk(trainer, model, datamodule, frame, featurization,
+                                       vocabulary, targets, predict_kwargs)
+                predict_kwargs.pop("ckpt_path", None)  # loaded once: later chunks reuse it
+                if trainer.is_global_zero:
+                    parts.write(index, table)
+            errors = table["error"].astype(str)
+            failed = errors != ""
+            counts["rows"] += len(table)
+            counts["failed"] += int(failed.sum())
+            counts["predicted"] += int((~failed).sum())
+            counts["flagged"] += int((table["warning"].astype(str) != "").sum())
+            if len(first_errors) < 10:
+                first_errors += [(int(r), e) for r, e in zip(table["row"][failed], errors[failed])]
+            bar.update(len(table))
+    finally:
+        bar.close()
+        if lightning_bar is not None:
+            lightning_bar.enable()
+    if trainer.is_global_zero:
+        if chunks:
+            parts.finish(chunks)
+        else:  # no input rows: nothing to write
+            parts.discard()
+    _report(counts, first_errors, datamodule.predict_output, trainer.is_global_zero)
+    if counts["predicted"] == 0:
+        rows = counts["rows"]
         raise ValueError(
-            f"no molecule could be predicted: {len(frame)} input rows"
-            + (", all failed (see the 'error' column above)." if len(frame) else
+            f"no molecule could be predicted: {rows} input rows"
+            + (", all failed (see the 'error' column above)." if rows else
                ": give at least one SMILES (--data.init_args.predict_csv or predict_smiles).")
         )
-    trainer.callbacks.append(writer)
-    try:
-        trainer.predict(model, datamodule=datamodule, return_predictions=False, **predict_kwargs)
-    finally:
-        trainer.callbacks.remove(writer)
-    return writer.table
+    return counts

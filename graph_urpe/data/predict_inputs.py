@@ -12,6 +12,7 @@ The command that runs the prediction and writes the table is :mod:`graph_urpe.cl
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pandas as pd
@@ -21,6 +22,7 @@ from graph_urpe.data.processing import molecules_to_graphs
 
 __all__ = [
     "featurize_inputs",
+    "iter_predict_inputs",
     "read_predict_inputs",
     "training_vocabulary",
     "vocabulary_warnings",
@@ -58,6 +60,32 @@ def read_predict_inputs(predict_csv: str | None, predict_smiles: list[str] | Non
         "nothing to predict: pass --data.init_args.predict_csv FILE (with a "
         f"{smiles_column!r} column) or --data.init_args.predict_smiles '[SMILES, ...]'."
     )
+
+
+def iter_predict_inputs(predict_csv: str | None, predict_smiles: list[str] | None,
+                        smiles_column: str, chunk_rows: int) -> Iterator[pd.DataFrame]:
+    """The input table of :func:`read_predict_inputs` in consecutive chunks of at most
+    ``chunk_rows`` rows, a CSV read chunk by chunk (never whole). Each chunk keeps its rows'
+    input numbers as its index (``frame.index``: 0-based data rows of the whole input).
+
+    Raises:
+        ValueError: as :func:`read_predict_inputs`.
+    """
+    if predict_csv is None:
+        frame = read_predict_inputs(None, predict_smiles, smiles_column)
+        for start in range(0, len(frame), chunk_rows):
+            yield frame.iloc[start:start + chunk_rows]
+        return
+    reader = pd.read_csv(predict_csv, dtype={smiles_column: str}, keep_default_na=False,
+                         skip_blank_lines=False, chunksize=chunk_rows)
+    with reader:
+        for frame in reader:
+            if smiles_column not in frame.columns:
+                raise ValueError(
+                    f"column {smiles_column!r} not found in {predict_csv}; available: "
+                    f"{list(frame.columns)} (set --data.init_args.smiles_column)."
+                )
+            yield frame
 
 
 def featurize_inputs(smiles: list[str], featurization: str | None, max_nodes: int | None,

@@ -71,6 +71,7 @@ from torch import Tensor, nn
 
 from graph_urpe.choices import check_at_least, check_choice
 from graph_urpe.dense import from_dense_batch, to_dense_path_edges
+from graph_urpe.nn._dropout import Dropout
 from graph_urpe.nn.conv import Attention, densify_graphs
 from graph_urpe.nn.encoders import CategoricalEncoder, DegreeEncoder, MultiHopEdgeEncoder
 from graph_urpe.nn.relations import (
@@ -220,7 +221,7 @@ class GraphormerEncoder(nn.Module):
             if centrality_encoding else None
         )
         self.graph_token = nn.Parameter(torch.empty(1, 1, embed_dim)) if graph_token else None
-        self.input_dropout = nn.Dropout(input_dropout)
+        self.input_dropout = Dropout(input_dropout)
 
         num_graph_relations(max_distance)  # refuses a negative one
         num_rel = num_graph_relations(self.max_distance)

@@ -9,6 +9,7 @@ from torch import Tensor, nn
 from torch_geometric.nn import global_add_pool, global_mean_pool
 
 from graph_urpe.choices import check_at_least, check_choice
+from graph_urpe.nn._dropout import Dropout
 
 __all__ = ["GraphHead", "Readout"]
 
@@ -56,7 +57,7 @@ class GraphHead(nn.Module):
             raise ValueError(f"dropout must be in [0, 1), got {dropout}.")
         self.readout = readout
         self.hidden = None if hidden_dim is None else nn.Sequential(
-            nn.Linear(embed_dim, hidden_dim), nn.ReLU(), nn.Dropout(dropout))
+            nn.Linear(embed_dim, hidden_dim), nn.ReLU(), Dropout(dropout))
         self.linear = nn.Linear(embed_dim if hidden_dim is None else hidden_dim, num_tasks)
 
     def reset_parameters(self) -> None:

@@ -41,6 +41,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from graph_urpe.choices import check_at_least, check_choice
+from graph_urpe.nn._dropout import Dropout
 from graph_urpe.nn.relations import (
     RelationEmbedding,
     num_relative_positions,
@@ -136,7 +137,7 @@ class SequenceTransformer(nn.Module):
         self.embed_positions = nn.Embedding(max_length, embed_dim) if attention == "ape" else None
         self.embed_norm = None if norm_first else nn.LayerNorm(embed_dim)
         self.final_norm = nn.LayerNorm(embed_dim) if norm_first else None
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         ffn_dim = 4 * embed_dim if ffn_dim is None else ffn_dim
         self.layers = nn.ModuleList(
             TransformerLayer(

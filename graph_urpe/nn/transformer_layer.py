@@ -16,6 +16,7 @@ from typing import Literal
 from torch import Tensor, nn
 
 from graph_urpe.choices import check_choice
+from graph_urpe.nn._dropout import Dropout
 from graph_urpe.nn.attention import MultiheadURPEAttention
 
 __all__ = ["Activation", "GraphormerLayer", "TransformerLayer"]
@@ -87,10 +88,10 @@ class TransformerLayer(nn.Module):
         self.ffn = nn.Sequential(
             nn.Linear(embed_dim, self.ffn_dim),
             _ACTIVATIONS[activation](),
-            nn.Dropout(activation_dropout),
+            Dropout(activation_dropout),
             nn.Linear(self.ffn_dim, embed_dim),
         )
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def reset_parameters(self) -> None:
         """Reset the norms, the attention projections and the FFN."""

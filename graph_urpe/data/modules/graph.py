@@ -23,6 +23,7 @@ row (:mod:`graph_urpe.cli.predict`).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -33,10 +34,12 @@ from torch_geometric.data import Data, InMemoryDataset
 from torch_geometric.loader import DataLoader
 from torch_geometric.transforms import Compose
 
+from graph_urpe.choices import check_at_least
 from graph_urpe.data.featurize import feature_dims
 from graph_urpe.data.indexed import IndexedDataset
 from graph_urpe.data.predict_inputs import (
     featurize_inputs,
+    iter_predict_inputs,
     read_predict_inputs,
     training_vocabulary,
 )
@@ -282,6 +285,12 @@ class GraphDataModule(BatchedGraphDataModule):
         resistance (bool, optional): also store the resistance distance
             (:class:`~graph_urpe.transforms.AddResistanceDistance`), which models with
             ``relations`` including ``"resistance"`` read (Graphormer-GD). (default: :obj:`False`)
+        bucketing (bool, optional): size-bucketed batches (see the base class).
+            (default: :obj:`True`)
+        predict_chunk_rows (int, optional): ``predict`` reads, featurises, predicts and writes
+            this many input rows at a time (memory bounded by the chunk, not the input; a killed
+            run resumes at the first unwritten chunk: :mod:`graph_urpe.cli.prediction_parts`).
+            (default: :obj:`20000`)
 
     Raises:
         ValueError: for non-positive budgets or both ``predict_smiles`` and ``predict_csv``.
@@ -309,6 +318,7 @@ class GraphDataModule(BatchedGraphDataModule):
         predict_output: str = "predictions.csv",
         bucketing: bool = True,
         resistance: bool = False,
+        predict_chunk_rows: int = 20_000,
     ) -> None:
         super().__init__(batch_size, max_nodes_per_batch, max_cells_per_batch, num_workers, seed,
                          bucketing)
@@ -319,6 +329,8 @@ class GraphDataModule(BatchedGraphDataModule):
             )
         if predict_smiles is not None and predict_csv is not None:
             raise ValueError("give either predict_smiles or predict_csv, not both.")
+        check_at_least(1, predict_chunk_rows=predict_chunk_rows)
+        self.predict_chunk_rows = int(predict_chunk_rows)
         self.root = root
         self.max_graph_nodes = max_graph_nodes
         self.strict = strict
@@ -440,7 +452,8 @@ class GraphDataModule(BatchedGraphDataModule):
         return min(limits) if limits else None
 
     def prepare_predict(self, featurization: str | None, max_graph_nodes: int | None = None,
-                        dataset_source: str | None = None) -> None:
+                        dataset_source: str | None = None,
+                        frame: pd.DataFrame | None = None) -> None:
         """Read and featurise the inputs to predict as the model was trained: fills
         :attr:`predict_frame` (``N`` input rows), :attr:`predict_graphs` and
         :attr:`predict_errors` (row -> reason). ``graph-urpe predict`` calls it with the
@@ -450,16 +463,27 @@ class GraphDataModule(BatchedGraphDataModule):
             featurization (str): the model's ``"ogb"`` / ``"zinc"``.
             max_graph_nodes (int, optional): the model's node limit (larger inputs get an error).
             dataset_source (str, optional): the model's data (named if it is not molecular).
+            frame (pandas.DataFrame, optional): these input rows instead of all of
+                ``predict_csv`` / ``predict_smiles`` (one chunk of :meth:`predict_chunks`;
+                rows numbered from 0 within it). (default: :obj:`None`)
 
         Raises:
             ValueError: no inputs, a CSV without the SMILES column, or a non-molecular model.
         """
-        frame = read_predict_inputs(self.predict_csv, self.predict_smiles, self.smiles_column)
+        if frame is None:
+            frame = read_predict_inputs(self.predict_csv, self.predict_smiles, self.smiles_column)
         graphs, errors = featurize_inputs(
             frame[self.smiles_column].tolist(), featurization,
             self._predict_limit(max_graph_nodes), self.pre_transform, self.processing_workers,
             dataset_source)
         self.predict_frame, self.predict_graphs, self.predict_errors = frame, graphs, errors
+
+    def predict_chunks(self) -> Iterator[pd.DataFrame]:
+        """The input rows in chunks of at most :attr:`predict_chunk_rows`, read as they are
+        needed (a CSV is never held whole; :func:`~graph_urpe.data.predict_inputs.
+        iter_predict_inputs`)."""
+        return iter_predict_inputs(self.predict_csv, self.predict_smiles, self.smiles_column,
+                                   self.predict_chunk_rows)
 
     def _setup_predict(self) -> None:
         if self.predict_frame is None:

@@ -1,0 +1,129 @@
+"""The chunks of a ``graph-urpe predict`` output on disk: written as they are predicted, kept
+across a kill, joined into the output file at the end.
+
+``predict`` on a large input works through it in chunks of rows; each predicted chunk is written
+at once (atomically) as ``<output>.parts/part-<k>.csv``, beside a ``manifest.json`` naming the
+input, the checkpoint and the chunk size. A later run with the same manifest skips the chunks
+already written (a killed run resumes where it stopped); a run with another input, checkpoint or
+chunk size starts over. When every chunk is written they are joined into ``<output>`` through a
+temporary file renamed over it (a reader never sees a half-written output) and the parts folder is
+removed. A chunk in which no input became a graph lacks the uncertainty columns a model may give
+(``<target>_std`` ...): it gets empty cells there.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import os.path as osp
+import re
+import shutil
+
+import pandas as pd
+
+from graph_urpe.files import atomic_write, atomic_write_csv
+
+__all__ = ["PredictionParts", "file_identity"]
+
+
+def file_identity(path: str | None) -> dict | None:
+    """``{"path", "size", "mtime_ns"}`` of a file (what makes a saved part stale), or
+    :obj:`None` for no file."""
+    if path is None or not osp.isfile(path):
+        return None
+    stat = os.stat(path)
+    return {"path": osp.abspath(path), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+
+
+class PredictionParts:
+    """The parts folder of one output file.
+
+    Args:
+        output (str): the final CSV.
+        manifest (dict): what the parts depend on (plain JSON data: input and checkpoint
+            identities, chunk size, columns). Parts written under another manifest are removed.
+
+    Attributes:
+        folder (str): ``<output>.parts``.
+        resumed (int): parts found from an earlier run with the same manifest.
+    """
+
+    def __init__(self, output: str, manifest: dict) -> None:
+        self.output = output
+        self.folder = f"{output}.parts"
+        self.manifest = json.loads(json.dumps(manifest))
+        path = osp.join(self.folder, "manifest.json")
+        previous = None
+        if osp.isfile(path):
+            try:
+                with open(path, encoding="utf-8") as handle:
+                    previous = json.load(handle)
+            except (OSError, ValueError):
+                previous = None
+        if previous != self.manifest and osp.isdir(self.folder):
+            shutil.rmtree(self.folder)  # another input, checkpoint or chunk size: start over
+        os.makedirs(self.folder, exist_ok=True)
+        if previous != self.manifest:
+            with atomic_write(path) as handle:
+                json.dump(self.manifest, handle, indent=1)
+        self.resumed = len(self._written())
+
+    def _written(self) -> list[int]:
+        return sorted(int(m.group(1)) for name in os.listdir(self.folder)
+                      if (m := re.fullmatch(r"part-(\d+)\.csv", name)))
+
+    def path(self, index: int) -> str:
+        """The file of chunk ``index``."""
+        return osp.join(self.folder, f"part-{index:07d}.csv")
+
+    def done(self, index: int) -> bool:
+        """Whether chunk ``index`` was written (by this run or a killed earlier one)."""
+        return osp.isfile(self.path(index))
+
+    def write(self, index: int, table: pd.DataFrame) -> None:
+        """Write chunk ``index`` atomically (a kill leaves it whole or absent).
+
+        Raises:
+            graph_urpe.files.OutputError: file-system errors (names the path).
+        """
+        atomic_write_csv(table, self.path(index))
+
+    def read(self, index: int) -> pd.DataFrame:
+        """Chunk ``index`` as written (text columns as text, empty cells as ``""``)."""
+        return pd.read_csv(self.path(index), keep_default_na=False, dtype=str)
+
+    def discard(self) -> None:
+        """Remove the parts folder (nothing to join)."""
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def finish(self, count: int) -> None:
+        """Join chunks ``0 .. count - 1`` into the output (header once), atomically, and remove
+        the parts folder.
+
+        Raises:
+            RuntimeError: if a chunk is missing.
+            graph_urpe.files.OutputError: file-system errors (names the path).
+        """
+        missing = [i for i in range(count) if not self.done(i)]
+        if missing:
+            raise RuntimeError(f"prediction chunks {missing[:5]} are missing in {self.folder}")
+        headers = []
+        for i in range(count):
+            with open(self.path(i), "rb") as part:
+                headers.append(part.readline())
+        # A chunk without any graph has no uncertainty columns (the model never ran on it):
+        # the widest header is every chunk's, the narrower chunks get empty cells.
+        widest = max(headers, key=lambda h: len(next(csv.reader([h.decode()]))))
+        columns = next(csv.reader([widest.decode()]))
+        with atomic_write(self.output, "wb") as out:
+            out.write(widest)
+            for i in range(count):
+                if headers[i] != widest:
+                    table = self.read(i).reindex(columns=columns, fill_value="")
+                    out.write(table.to_csv(index=False, header=False).encode())
+                    continue
+                with open(self.path(i), "rb") as part:
+                    part.readline()
+                    shutil.copyfileobj(part, out, 1 << 20)
+        shutil.rmtree(self.folder)

@@ -1,0 +1,85 @@
+"""``predict`` in chunks: the same table as one pass, rows written chunk by chunk, and a killed run
+resumed without predicting its finished chunks again (graph_urpe/cli/predict.py,
+graph_urpe/cli/prediction_parts.py)."""
+
+from __future__ import annotations
+
+import os
+
+import pandas as pd
+import pytest
+from test_tasks_graph import _fit_with_checkpoints, tiny_net, trainer
+
+from graph_urpe.cli.predict import predict_smiles
+from graph_urpe.cli.prediction_parts import PredictionParts
+from graph_urpe.data.modules.molecule import CSVDataModule
+from graph_urpe.models.graph import GraphPropertyModule
+
+INPUTS = ["CCO", "C1CC", "[Na+].[Cl-]", "CCCCCCCCCCCC", "c1ccccc1", "", "OCCO", "CCN", "CC(=O)O"]
+
+
+def _predict(tmp_path, loaded, chunk_rows, out, trainer_=None):
+    csv = tmp_path / "to_predict.csv"
+    if not csv.exists():  # the same file (size, modification time) for a resumed run
+        pd.DataFrame({"id": [f"m{i}" for i in range(len(INPUTS))],
+                      "smiles": INPUTS}).to_csv(csv, index=False)
+    pdm = CSVDataModule(str(tmp_path / "mols_regression.csv"), featurization="zinc",
+                        predict_csv=str(csv), predict_output=str(out), max_graph_nodes=10,
+                        batch_size=2, predict_chunk_rows=chunk_rows)
+    return predict_smiles(trainer_ or trainer(tmp_path), loaded, pdm)
+
+
+def test_chunks_give_the_one_pass_table_and_resume_after_a_kill(tmp_path, monkeypatch):
+    _model, _dm, ckpt, _ = _fit_with_checkpoints(tmp_path, epochs=1)
+    loaded = GraphPropertyModule.load_from_checkpoint(ckpt.last_model_path, model=tiny_net())
+    whole = tmp_path / "whole.csv"
+    counts = _predict(tmp_path, loaded, 1000, whole)
+    assert counts == {"rows": 9, "predicted": 5, "failed": 4, "flagged": 0, "resumed_chunks": 0}
+    expected = pd.read_csv(whole, keep_default_na=False, dtype=str)
+    assert expected["row"].tolist() == [str(i) for i in range(9)]
+
+    # Chunks of 2 rows; chunk 1 (rows 2, 3) has no graph, so the third trainer.predict is chunk 3:
+    # killed there, chunks 0-2 are on disk.
+    out = tmp_path / "chunked.csv"
+    t = trainer(tmp_path)
+    real = t.predict
+    calls = []
+
+    def dies_on_third(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(t, "predict", dies_on_third)
+    with pytest.raises(KeyboardInterrupt):
+        _predict(tmp_path, loaded, 2, out, t)
+    assert not out.exists()  # the output appears only whole
+    parts = sorted(os.listdir(f"{out}.parts"))
+    assert parts == ["manifest.json", "part-0000000.csv", "part-0000001.csv", "part-0000002.csv"]
+    first = pd.read_csv(f"{out}.parts/part-0000002.csv", keep_default_na=False, dtype=str)
+    pd.testing.assert_frame_equal(first, expected.iloc[4:6].reset_index(drop=True))
+
+    # Started again: the three chunks are reused (predict runs for chunks 3 and 4 only).
+    t2 = trainer(tmp_path)
+    real2, calls2 = t2.predict, []
+    monkeypatch.setattr(t2, "predict", lambda *a, **k: (calls2.append(1), real2(*a, **k))[1])
+    counts = _predict(tmp_path, loaded, 2, out, t2)
+    assert counts["resumed_chunks"] == 3 and len(calls2) == 2
+    assert {k: counts[k] for k in ("rows", "predicted", "failed")} == \
+        {"rows": 9, "predicted": 5, "failed": 4}
+    pd.testing.assert_frame_equal(pd.read_csv(out, keep_default_na=False, dtype=str), expected)
+    assert not os.path.exists(f"{out}.parts")
+
+
+def test_parts_of_another_input_are_not_reused(tmp_path):
+    out = str(tmp_path / "p.csv")
+    parts = PredictionParts(out, {"input": {"size": 1}})
+    parts.write(0, pd.DataFrame({"row": [0], "x_pred": [1.0]}))
+    assert PredictionParts(out, {"input": {"size": 1}}).resumed == 1
+    again = PredictionParts(out, {"input": {"size": 2}})  # the input changed
+    assert again.resumed == 0 and not again.done(0)
+    again.write(0, pd.DataFrame({"row": [0], "x_pred": [2.0]}))
+    again.write(1, pd.DataFrame({"row": [1], "x_pred": [3.0]}))
+    again.finish(2)
+    assert pd.read_csv(out).to_dict("list") == {"row": [0, 1], "x_pred": [2.0, 3.0]}
