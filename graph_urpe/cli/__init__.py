@@ -43,6 +43,7 @@ COMMANDS = {
     "seeds": "graph_urpe.cli.seeds",
     "hpopt": "graph_urpe.cli.hpopt",
     "fingerprint": "graph_urpe.cli.fingerprint",
+    "explain": "graph_urpe.cli.explain",
 }
 """The subcommands outside LightningCLI: name -> the module whose ``main(argv)`` runs it (imported
 only when that subcommand runs). A new command is one line here and one in :data:`HELP`."""
@@ -63,6 +64,7 @@ subcommands:
   seeds      fit one experiment over N seeds, then collect it and the leaderboard row (--help)
   hpopt      hyperparameter search (Optuna): N fits, bad ones pruned, the best as a config file
   fingerprint  learned molecule embeddings of a checkpoint, CSV or .npz (--help)
+  explain    why this prediction: per-atom attributions of a checkpoint, PNG per molecule + CSV
 
 `graph-urpe SUBCOMMAND --help` lists the options of a subcommand; `--model.help CLASS` and
 `--data.help CLASS` those of a class (e.g. --model.help graph_urpe.models.GraphPropertyModule).

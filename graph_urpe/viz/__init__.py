@@ -9,7 +9,9 @@ drawn).
 * :mod:`~graph_urpe.viz.relations`: the learned ``B`` and ``C`` tables per head against SPD or
   ``j - i``, read from a state dict;
 * :mod:`~graph_urpe.viz.attention`: attention maps before / after ``C`` on one molecule, drawn
-  beside it.
+  beside it;
+* :mod:`~graph_urpe.viz.attribution`: per-atom integrated-gradients attributions of a
+  prediction (Captum, ``pip install 'graph-urpe[explain]'``), drawn on the molecule by RDKit.
 
 ``viz`` draws; it imports :mod:`graph_urpe.nn` and :mod:`graph_urpe.data`, never
 :mod:`graph_urpe.models` or :mod:`graph_urpe.cli` (the run summary imports ``viz`` to draw a run's figures; the ``graph-urpe plot``
@@ -21,6 +23,7 @@ from graph_urpe.viz.attention import (
     attention_maps,
     plot_attention,
 )
+from graph_urpe.viz.attribution import AtomAttributions, atom_attributions, draw_attributions
 from graph_urpe.viz.curves import learning_curves_figure, plot_learning_curves, read_metrics_csv
 from graph_urpe.viz.relations import (
     RelationTables,
@@ -42,10 +45,13 @@ from graph_urpe.viz.results import (
 from graph_urpe.viz.run import plot_run
 
 __all__ = [
+    "AtomAttributions",
     "RelationTables",
+    "atom_attributions",
     "attention_figure",
     "attention_maps",
     "confusion_figure",
+    "draw_attributions",
     "graph_relation_labels",
     "infer_task",
     "learning_curves_figure",
