@@ -10,7 +10,7 @@ import warnings
 
 import pytest
 
-from graph_urpe.cli import SUBCOMMANDS, main
+from graph_urpe.cli import COMMANDS, HELP, SUBCOMMANDS, main
 from graph_urpe.cli.configs import CONFIG_DIR, resolve_config, shipped_configs
 from graph_urpe.cli.messages import CLIError, format_warning
 from graph_urpe.data.csv.row_errors import RowError, SkippedRowsWarning, handle_row_errors
@@ -33,7 +33,9 @@ def test_unknown_subcommand_lists_all_and_suggests_the_close_one(capsys):
     assert exit_info.value.code == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err
-    assert all(sub in err for sub in SUBCOMMANDS) and len(SUBCOMMANDS) == 8
+    assert all(sub in err for sub in SUBCOMMANDS)
+    assert SUBCOMMANDS == ("fit", "validate", "test", "predict", *COMMANDS)
+    assert all(f"\n  {sub} " in HELP for sub in COMMANDS)  # each command has its help line
     assert err.endswith("did you mean `graph-urpe fit --help`?")
     with pytest.raises(SystemExit):
         main(["zzz"])  # nothing close: no suggestion
