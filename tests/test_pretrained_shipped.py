@@ -1,0 +1,20 @@
+"""Every shipped encoder is package data that loads as plain tensors and builds its encoder."""
+
+import os
+
+import pytest
+import torch
+
+from graph_urpe.models.finetune import ENCODER_FORMAT
+from graph_urpe.pretrained import SHIPPED, available, resolve
+
+
+@pytest.mark.parametrize("name", sorted(SHIPPED))
+def test_shipped_encoder_is_plain_data_with_provenance(name):
+    assert name in available()  # package data: its absence is a packaging bug, not a skip
+    path = resolve(name)
+    blob = torch.load(path, map_location="cpu", weights_only=True)  # refuses any code object
+    assert blob["format"] == ENCODER_FORMAT
+    assert all(t.dtype == torch.float32 for t in blob["encoder_state"].values())
+    assert blob["metadata"]["labels"] and blob["metadata"]["global_step"] > 0
+    assert os.path.getsize(path) < 5 * 2**20  # a few MB at most
