@@ -84,8 +84,9 @@ def test_fingerprints_equal_the_encoders_output(checkpoint, tmp_path):
         for member, table, layer in ((0, enc, "encoder"), (1, hidden, "hidden")):
             net = model.module.members[member]
             with torch.no_grad():
-                nodes, _ = net.encoder(graph.x, graph.edge_index, graph.spd,
-                                       edge_attr=graph.edge_attr, spd_pred=graph.spd_pred)
+                nodes, _ = net.encoder(graph.x, graph.edge_index, graph.pair_index,
+                                       edge_attr=graph.edge_attr, spd=graph.spd,
+                                       spd_pred_index=graph.spd_pred_index)
                 pooled = nodes.sum(0)  # sum readout, written out
                 lin = net.head.hidden[0]
                 expected = pooled if layer == "encoder" else \
