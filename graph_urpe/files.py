@@ -6,7 +6,15 @@ A file is written under a unique temporary name in its destination folder, flush
 writers at once leave either the previous file or one complete new one, never a truncated or
 mixed one, and no temporary file. Errors of the file system (no space, no permission) are raised
 as :class:`OutputError` with one line that names the path. Run folders are claimed by exclusive
-creation (:func:`claim_run_folder`).
+creation (:func:`claim_run_folder`) and held by a lock while a run writes into them
+(:func:`lock_run_folder`).
+
+Temporary names say who writes them: ``.<name>.<host>-<pid>-<random>.tmp`` and
+``.probe-<host>-<pid>-<random>``. A process killed while writing (``kill -9``) leaves one behind;
+:func:`remove_stale_temporaries` (called before a run or ``predict`` writes into a folder) removes
+those whose process is gone: on this host when the process no longer exists, from another host
+(a shared file system) after a day, and those of the older naming without a process after an
+hour.
 """
 
 from __future__ import annotations
@@ -16,13 +24,16 @@ import errno
 import os
 import os.path as osp
 import re
+import socket
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 
 import pandas as pd
 
 __all__ = ["OutputError", "atomic_save", "atomic_write", "atomic_write_csv", "check_writable",
-           "claim_run_folder"]
+           "claim_run_folder", "lock_run_folder", "refuse_output_over_inputs",
+           "remove_stale_temporaries"]
 
 PROBE_BYTES = 1 << 16
 """Size of :func:`check_writable`'s probe file (64 KiB)."""
@@ -78,6 +89,112 @@ def claim_run_folder(parent: str, prefix: str = "version_") -> tuple[int, str]:
         raise _explain(err, parent) from None
 
 
+def refuse_output_over_inputs(output: str, inputs: dict[str, str | None]) -> None:
+    """Refuse an output path that is one of the inputs (the same file, also through a link).
+
+    Args:
+        output (str): the output file.
+        inputs (dict[str, str or None]): option -> input path (:obj:`None`: not given).
+
+    Raises:
+        OutputError: naming the output, the input's option and the fix.
+    """
+    for option, path in inputs.items():
+        if not isinstance(path, str) or not path:
+            continue
+        same = osp.realpath(output) == osp.realpath(path)
+        with contextlib.suppress(OSError):
+            same = same or osp.samefile(output, path)
+        if same:
+            raise OutputError(errno.EEXIST, f"cannot write {output}: it is the input of {option}; "
+                              "choose another output path, so that the input is kept")
+
+
+def _owner() -> str:
+    """``<host>-<pid>`` of this process, for temporary names."""
+    host = re.sub(r"[^A-Za-z0-9_-]", "_", socket.gethostname().split(".")[0]) or "host"
+    return f"{host}-{os.getpid()}"
+
+
+_OWNED = (re.compile(r"\..+\.(?P<host>[A-Za-z0-9_-]+)-(?P<pid>\d+)-[a-z0-9_]+\.tmp"),
+          re.compile(r"\.probe-(?P<host>[A-Za-z0-9_-]+)-(?P<pid>\d+)-[a-z0-9_]+"))
+_UNOWNED = (re.compile(r"\..+\.[a-z0-9_]{8}\.tmp"), re.compile(r"\.probe-[a-z0-9_]{8}"))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, owned by someone else
+        return True
+    return True
+
+
+def remove_stale_temporaries(folder: str) -> list[str]:
+    """Remove the temporary files of graph-urpe's own naming in ``folder`` whose writer is gone
+    (see the module docstring); files of any other name are never touched.
+
+    Args:
+        folder (str): the folder (nothing happens if it does not exist).
+
+    Returns:
+        list[str]: the removed files.
+    """
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    host, now, removed = _owner().rsplit("-", 1)[0], time.time(), []
+    for name in names:
+        path = osp.join(folder, name)
+        owned = next((m for p in _OWNED if (m := p.fullmatch(name))), None)
+        try:
+            age = now - os.stat(path).st_mtime
+        except OSError:
+            continue
+        if owned is not None:
+            stale = (not _alive(int(owned["pid"])) if owned["host"] == host
+                     else age > 86400)
+        else:
+            stale = any(p.fullmatch(name) for p in _UNOWNED) and age > 3600
+        if stale:
+            with contextlib.suppress(OSError):
+                os.remove(path)
+                removed.append(path)
+    return removed
+
+
+def lock_run_folder(folder: str) -> object | None:
+    """Hold ``folder`` for this process: an exclusive lock on ``<folder>/.lock``, released when
+    the process ends (also when it is killed), so two runs never write into one folder.
+
+    Returns:
+        the open lock file (keep it), or :obj:`None` where file locks are not available.
+
+    Raises:
+        OutputError: another process holds the folder, or the lock file cannot be written.
+    """
+    try:
+        import fcntl
+    except ImportError:  # not POSIX
+        return None
+    path = osp.join(folder, ".lock")
+    try:
+        os.makedirs(folder, exist_ok=True)
+        handle = open(path, "a+")  # noqa: SIM115  (held for the process's life)
+    except OSError as err:
+        raise _explain(err, path) from None
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.close()
+        raise OutputError(errno.EBUSY, f"run folder {folder} is in use by another `graph-urpe "
+                          "fit`: wait for it to finish, or choose another --version (or none, "
+                          "for the next free one)") from None
+    return handle
+
+
 def check_writable(path: str) -> None:
     """Fail early if ``path`` cannot be written: its folder is created if needed and a probe file
     of :data:`PROBE_BYTES` is written to disk (fsync) and removed there, so a full disk, a
@@ -92,9 +209,10 @@ def check_writable(path: str) -> None:
     if osp.isdir(path):
         raise OutputError(errno.EISDIR, f"cannot write {path}: it is a folder; give a file name")
     folder = osp.dirname(osp.abspath(path))
+    remove_stale_temporaries(folder)
     try:
         os.makedirs(folder, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=folder, prefix=".probe-") as probe:
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=f".probe-{_owner()}-") as probe:
             probe.write(b"\0" * PROBE_BYTES)  # an empty file fits even on a full disk
             probe.flush()
             os.fsync(probe.fileno())
@@ -113,7 +231,8 @@ def _temporary(path: str) -> tuple[int, str]:
     folder = osp.dirname(osp.abspath(path))
     try:
         os.makedirs(folder, exist_ok=True)
-        return tempfile.mkstemp(dir=folder, prefix=f".{osp.basename(path)}.", suffix=".tmp")
+        return tempfile.mkstemp(dir=folder, prefix=f".{osp.basename(path)}.{_owner()}-",
+                                suffix=".tmp")
     except OSError as err:
         raise _explain(err, path) from None
 

@@ -28,6 +28,7 @@ what was refused and what to do.
 
 from __future__ import annotations
 
+import inspect
 import io
 import os.path as osp
 import pickle
@@ -372,6 +373,11 @@ class TrustedLoadMixin:
                        None)
             hparams = {k: v for k, v in (ckpt.get("hyper_parameters") or {}).items()
                        if not k.startswith("_")}
+            if "model" in inspect.signature(cls.__init__).parameters and "model" not in {
+                    **hparams, **kwargs}:
+                raise ReceivedFileError(name, "it does not record its network (a module built "
+                                        "in Python, not by `graph-urpe fit`): load it with "
+                                        "load_from_checkpoint(path, model=network).")
             try:
                 if key is None:
                     raise Refusal(f"{cls.__name__} is not in graph-urpe's registry of classes")

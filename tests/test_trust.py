@@ -169,6 +169,14 @@ def test_a_checkpoint_of_fit_loads_and_keeps_its_configuration(tmp_path):
     old["lr_scheduler"] = {"class_path": "graph_urpe.tasks.optim.PolynomialDecayLR",
                            "init_args": {"warmup_steps": 2}}
     assert GraphPropertyModule.load_from_checkpoint(checkpoint(tmp_path / "old.ckpt", old))
+    # A module built in Python records no network: it is passed again, never guessed.
+    bare = {"task": "regression", "standardize": False}
+    path = checkpoint(tmp_path / "bare.ckpt", bare)
+    with pytest.raises(ReceivedFileError, match=r"does not record its network.*model=network"):
+        GraphPropertyModule.load_from_checkpoint(path)
+    net = build(check_module_hparams(hparams())).model
+    module = GraphPropertyModule.load_from_checkpoint(path, model=net)
+    assert module.model is net and module.hparams["standardize"] is False
 
 
 def test_registry_holds_every_shipped_class_and_resolves_nothing_else():

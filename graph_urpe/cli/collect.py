@@ -41,11 +41,11 @@ from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
-import yaml
 
 from graph_urpe.cli.leaderboard import RECORD_FILE, read_record
 from graph_urpe.files import OutputError, atomic_write, atomic_write_csv, check_writable
 from graph_urpe.models.metrics import METRICS
+from graph_urpe.trust import read_run_config
 
 __all__ = ["build_parser", "collect_runs", "expand_run_dirs", "format_table",
            "leaderboard_notes", "leaderboard_table", "main", "read_run", "summarize"]
@@ -145,9 +145,11 @@ def read_run(run_dir: str) -> dict[str, object]:
     last = rows.iloc[-1]
     config_path = osp.join(run_dir, "config.yaml")
     config = {}
-    if osp.isfile(config_path):
-        with open(config_path) as handle:
-            config = yaml.safe_load(handle) or {}
+    if osp.isfile(config_path):  # a run folder may be received: read as data (graph_urpe.trust)
+        try:
+            config = read_run_config(config_path)
+        except ValueError as err:
+            raise CollectError(f"{err} (or leave this run out of collect)") from None
     seed = config.get("seed_everything")
     match = re.fullmatch(r"version_(\d+)", osp.basename(osp.normpath(run_dir)))
     result: dict[str, object] = {

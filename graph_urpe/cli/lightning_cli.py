@@ -69,7 +69,12 @@ from graph_urpe.cli.run import (
     write_run_outputs,
 )
 from graph_urpe.cli.seeds import seeds_command
-from graph_urpe.files import claim_run_folder
+from graph_urpe.files import (
+    check_writable,
+    claim_run_folder,
+    lock_run_folder,
+    remove_stale_temporaries,
+)
 from graph_urpe.received import shape_mismatch
 from graph_urpe.trust import read_checkpoint, read_run_data
 
@@ -312,6 +317,13 @@ class GraphURPECLI(LightningCLI):
                     "the run without --ckpt_path, or give --name/--version of the run to resume."
                 )
         run_dir = osp.join(folder, f"version_{version}")
+        if os.environ.get("LOCAL_RANK", "0") == "0" and os.environ.get("NODE_RANK", "0") == "0":
+            # one fit per folder (an explicit --version too); then what a killed one left
+            self._run_lock = lock_run_folder(run_dir)
+            for part in (run_dir, osp.join(run_dir, "checkpoints")):
+                remove_stale_temporaries(part)
+            # a full disk is one line here, not a TensorBoard thread's traceback later
+            check_writable(osp.join(run_dir, "config.yaml"))
         if ckpt == "last":
             last = osp.join(run_dir, "checkpoints", "last.ckpt")
             if not osp.isfile(last):

@@ -71,22 +71,16 @@ def default_out_dir(path: Path) -> Path:
 def load_graph_model(ckpt: Path) -> tuple[nn.Module, str]:
     """The network and featurisation of a graph checkpoint saved by ``graph-urpe fit``.
 
-    Loads :class:`~graph_urpe.models.graph.GraphPropertyModule` with ``weights_only=True`` on the
-    CPU and returns ``(module.model, module.hparams.featurization or "ogb")``.
+    Loads :class:`~graph_urpe.models.graph.GraphPropertyModule` (checked, built from the
+    checkpoint's checked values: :mod:`graph_urpe.trust`) on the CPU and returns ``(module.model, module.hparams.featurization or "ogb")``.
 
     Raises:
-        ValueError: if the checkpoint holds no built graph model.
+        graph_urpe.trust.ReceivedFileError: (a :class:`ValueError`) if the checkpoint does not
+            record its network or is refused (:func:`graph_urpe.trust.read_checkpoint`).
     """
     from graph_urpe.models.graph import GraphPropertyModule
 
-    try:
-        module = GraphPropertyModule.load_from_checkpoint(ckpt, map_location="cpu",
-                                                          weights_only=True)
-    except TypeError as err:  # no network configuration stored (a module built in Python)
-        raise ValueError(
-            f"{ckpt} does not record its network (it was not written by `graph-urpe fit`): "
-            "draw attention maps in Python with graph_urpe.viz.attention_maps(network, smiles)."
-        ) from err
+    module = GraphPropertyModule.load_from_checkpoint(ckpt, map_location="cpu")
     return module.model, module.hparams.get("featurization") or "ogb"
 
 

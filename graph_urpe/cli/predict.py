@@ -21,8 +21,10 @@ from lightning.pytorch.callbacks import BasePredictionWriter
 from tqdm.auto import tqdm
 
 from graph_urpe.cli.prediction_parts import PredictionParts, file_identity
+from graph_urpe.data.csv.reading import csv_header
 from graph_urpe.data.predict_inputs import vocabulary_warnings
-from graph_urpe.data.predictions import prediction_table
+from graph_urpe.data.predictions import check_output_columns, prediction_table
+from graph_urpe.files import refuse_output_over_inputs
 from graph_urpe.models.metrics import EpochPredictions
 
 __all__ = ["SmilesPredictionWriter", "predict_smiles"]
@@ -79,7 +81,17 @@ class SmilesPredictionWriter(BasePredictionWriter):
         ``uncertainty`` ``{"std" | "lower" | "upper": [G, T]}``; its ``row`` column holds the
         input row numbers (``frame.index``)."""
         frame = self.frame.reset_index(drop=True)
-        table = prediction_table(frame, rows, predictions, self.errors, self.target_names,
+        # A prediction that is not finite (broken weights or statistics) is an error in its row.
+        predictions = np.array(predictions, dtype=np.float64).reshape(len(rows), -1)
+        broken = ~np.isfinite(predictions).all(axis=1)
+        predictions[broken] = np.nan
+        uncertainty = {k: np.where(broken[:, None], np.nan, v)
+                       for k, v in (uncertainty or {}).items()} or None
+        errors = dict(self.errors)
+        for row in np.asarray(rows)[broken].tolist():
+            errors[int(row)] = ("the model's prediction is not finite (NaN or infinite): the "
+                                "checkpoint's weights are broken; use another checkpoint")
+        table = prediction_table(frame, rows, predictions, errors, self.target_names,
                                  self.warnings, uncertainty)
         if "row" not in self.frame.columns:
             table["row"] = self.frame.index.to_numpy()
@@ -169,11 +181,20 @@ def predict_smiles(trainer: Any, model: Any, datamodule: Any,
         dict: ``{"rows", "predicted", "failed", "flagged", "resumed_chunks"}`` counts.
 
     Raises:
-        ValueError: no input could be predicted (after writing their error rows), or see
+        ValueError: no input could be predicted (after writing their error rows; a prediction
+            that is not finite is an error in its row), the input CSV cannot be read or has
+            columns named like the output's, or see
             :meth:`~graph_urpe.data.modules.graph.GraphDataModule.prepare_predict`.
-        graph_urpe.files.OutputError: the output path cannot be written.
+        graph_urpe.files.OutputError: the output path cannot be written, or is one of the inputs
+            (the checkpoint, the input CSV).
     """
+    refuse_output_over_inputs(datamodule.predict_output, {
+        "--data.init_args.predict_csv": datamodule.predict_csv,
+        "--ckpt_path": predict_kwargs.get("ckpt_path")})
     datamodule.check_predict_output()
+    if datamodule.predict_csv is not None:  # before any work: the user's columns are kept
+        check_output_columns(csv_header(datamodule.predict_csv), list(model.target_names),
+                             datamodule.predict_csv)
     facts = model.hparams
     featurization = facts.get("featurization")
     if vocabulary is None:

@@ -33,6 +33,7 @@ from lightning.pytorch.trainer.states import TrainerFn
 
 from graph_urpe.files import atomic_save, atomic_write_csv
 from graph_urpe.models.metrics import METRICS
+from graph_urpe.trust import read_checkpoint
 
 SMALL_TEST_SPLIT = 20
 """Below this many test graphs the end-of-fit summary warns that the test metrics say little."""
@@ -54,14 +55,22 @@ __all__ = [
 class AtomicCheckpointIO(TorchCheckpointIO):
     """:class:`~lightning.fabric.plugins.io.torch_io.TorchCheckpointIO` that writes each checkpoint
     to a temporary file in the destination folder and renames it over the target
-    (:func:`graph_urpe.files.atomic_save`): a failed write leaves the previous checkpoint intact.
+    (:func:`graph_urpe.files.atomic_save`): a failed write leaves the previous checkpoint intact,
+    and that reads every checkpoint Lightning restores (``--ckpt_path``: resume, test, predict)
+    with :func:`graph_urpe.trust.read_checkpoint`, so the bytes restored are the bytes checked.
 
     Raises:
         graph_urpe.files.OutputError: on file-system errors (names the path).
+        graph_urpe.trust.ReceivedFileError: a checkpoint :func:`~graph_urpe.trust.read_checkpoint`
+            refuses.
     """
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path, storage_options=None) -> None:
         atomic_save(lambda tmp: torch.save(checkpoint, tmp), str(path))
+
+    def load_checkpoint(self, path, map_location: Any = None,
+                        weights_only: bool | None = None) -> dict[str, Any]:
+        return dict(read_checkpoint(str(path), map_location or "cpu"))
 
 
 class RNGStateCheckpoint(Callback):

@@ -122,6 +122,28 @@ def parse_smiles(smiles: str) -> Chem.Mol:
     return mol
 
 
+def heavy_atom_count(smiles: str) -> int | None:
+    r"""The number of atoms a SMILES's graph will have (every atom but hydrogens without an
+    isotope label, as :func:`parse_smiles` keeps them), read without sanitising: linear in the
+    text's length, so a limit is checked before sanitisation, featurisation and shortest paths
+    (RDKit's ring perception alone takes minutes on a 20,000-atom ring).
+
+    Args:
+        smiles (str): the SMILES text.
+
+    Returns:
+        int or None: the count, or :obj:`None` if the text does not parse (then
+        :func:`parse_smiles` says why).
+    """
+    if not isinstance(smiles, str):
+        return None
+    with rdBase.BlockLogs():
+        mol = Chem.MolFromSmiles(smiles, sanitize=False)
+    if mol is None:
+        return None
+    return sum(1 for a in mol.GetAtoms() if a.GetAtomicNum() != 1 or a.GetIsotope())
+
+
 def zinc_atom_type_name(atom: Chem.Atom) -> str:
     r"""The ZINC type name (``"C"``, ``"N H3 +"``, ...) of an atom of a **kekulised** molecule
     without isotope labels (see the module docstring); it may not be one of the 28 types."""

@@ -18,6 +18,7 @@ from typing import Any
 import pandas as pd
 import torch
 
+from graph_urpe.data.csv.reading import iter_csv_file, read_csv_file
 from graph_urpe.data.processing import molecules_to_graphs
 
 __all__ = [
@@ -42,12 +43,14 @@ def read_predict_inputs(predict_csv: str | None, predict_smiles: list[str] | Non
     ``predict_smiles``.
 
     Raises:
-        ValueError: neither is given, or the CSV lacks ``smiles_column``.
+        ValueError: neither is given, the CSV lacks ``smiles_column``, or it cannot be read
+            (:func:`~graph_urpe.data.csv.reading.read_csv_file`: a folder, empty, not UTF-8,
+            duplicate column names).
     """
     if predict_csv is not None:
         # Blank lines stay rows (an empty SMILES, reported), so row r is CSV line r + 2.
-        frame = pd.read_csv(predict_csv, dtype={smiles_column: str}, keep_default_na=False,
-                            skip_blank_lines=False)
+        frame = read_csv_file(predict_csv, dtype={smiles_column: str}, keep_default_na=False,
+                              skip_blank_lines=False)
         if smiles_column not in frame.columns:
             raise ValueError(
                 f"column {smiles_column!r} not found in {predict_csv}; available: "
@@ -76,16 +79,14 @@ def iter_predict_inputs(predict_csv: str | None, predict_smiles: list[str] | Non
         for start in range(0, len(frame), chunk_rows):
             yield frame.iloc[start:start + chunk_rows]
         return
-    reader = pd.read_csv(predict_csv, dtype={smiles_column: str}, keep_default_na=False,
-                         skip_blank_lines=False, chunksize=chunk_rows)
-    with reader:
-        for frame in reader:
-            if smiles_column not in frame.columns:
-                raise ValueError(
-                    f"column {smiles_column!r} not found in {predict_csv}; available: "
-                    f"{list(frame.columns)} (set --data.init_args.smiles_column)."
-                )
-            yield frame
+    for frame in iter_csv_file(predict_csv, chunk_rows, dtype={smiles_column: str},
+                               keep_default_na=False, skip_blank_lines=False):
+        if smiles_column not in frame.columns:
+            raise ValueError(
+                f"column {smiles_column!r} not found in {predict_csv}; available: "
+                f"{list(frame.columns)} (set --data.init_args.smiles_column)."
+            )
+        yield frame
 
 
 def featurize_inputs(smiles: list[str], featurization: str | None, max_nodes: int | None,

@@ -1,7 +1,10 @@
 """The prediction table for SMILES inputs: one output row per input row, in input order.
 
 Rows that could not become a graph (invalid SMILES, an atom the featurisation cannot type, a graph
-larger than the limit) keep their place with empty predictions and the reason in ``error``.
+larger than the limit) or whose prediction is not finite keep their place with empty predictions
+and the reason in ``error``. The input's own columns are kept as they are: an input column named
+like one the table adds (:func:`output_columns`) is refused (:func:`check_output_columns`), never
+overwritten.
 """
 
 from __future__ import annotations
@@ -9,7 +12,32 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-__all__ = ["prediction_table"]
+__all__ = ["UNCERTAINTY_KEYS", "check_output_columns", "output_columns", "prediction_table"]
+
+UNCERTAINTY_KEYS = ("std", "lower", "upper")
+"""Suffixes of the uncertainty columns an ensemble's table adds after each ``<target>_pred``."""
+
+
+def output_columns(target_names: list[str], keys: tuple[str, ...] = UNCERTAINTY_KEYS
+                   ) -> list[str]:
+    """The columns :func:`prediction_table` may add: ``row``, ``<target>_pred`` (and
+    ``<target>_<key>`` for each of ``keys``), ``error``, ``warning``."""
+    return ["row", *(f"{name}_{key}" for name in target_names for key in ("pred", *keys)),
+            "error", "warning"]
+
+
+def check_output_columns(columns: list[str], target_names: list[str], source: str,
+                         keys: tuple[str, ...] = UNCERTAINTY_KEYS) -> None:
+    """Refuse input ``columns`` named like the table's own (:func:`output_columns`).
+
+    Raises:
+        ValueError: naming ``source``, the columns and the fix.
+    """
+    clash = [c for c in output_columns(target_names, keys) if c in set(columns)]
+    if clash:
+        raise ValueError(f"{source} has column(s) {clash}, which predict writes (row, "
+                         "<target>_pred / _std / _lower / _upper, error, warning): rename them in "
+                         "the input so that none of your values is overwritten.")
 
 
 def prediction_table(
@@ -41,11 +69,13 @@ def prediction_table(
         pandas.DataFrame: ``N`` rows in input order; predictions empty (NaN) where ``error`` is set.
 
     Raises:
+        ValueError: an input column is named like an output column (:func:`check_output_columns`).
         RuntimeError: if an input row got neither a prediction nor an error.
     """
+    check_output_columns(list(frame.columns), target_names, "the input table",
+                         tuple(uncertainty or ()))
     out = frame.copy()
-    if "row" not in out.columns:
-        out.insert(0, "row", np.arange(len(frame)))
+    out.insert(0, "row", np.arange(len(frame)))
     columns = {"pred": predictions, **(uncertainty or {})}
     for key, array in columns.items():
         values = np.full((len(frame), len(target_names)), np.nan)

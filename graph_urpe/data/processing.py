@@ -25,7 +25,13 @@ from tqdm.auto import tqdm
 
 from graph_urpe.choices import check_choice
 from graph_urpe.data.csv.row_errors import RowError
-from graph_urpe.data.featurize import Featurization, MoleculeError, mol_to_graph, parse_smiles
+from graph_urpe.data.featurize import (
+    Featurization,
+    MoleculeError,
+    heavy_atom_count,
+    mol_to_graph,
+    parse_smiles,
+)
 
 PROGRESS_MIN_ITEMS = 1000
 """With ``progress=None``, inputs of at least this many items show a progress bar (about a second
@@ -149,6 +155,10 @@ def _row_to_graph(item: tuple[int, Any, np.ndarray | None], featurization: str,
     row, smiles, label = item
     if not isinstance(smiles, str):  # an empty cell (NaN) or a blank line
         smiles = ""
+    if max_nodes is not None:  # before sanitising, featurising and shortest paths
+        atoms = heavy_atom_count(smiles)
+        if atoms is not None and atoms > max_nodes:
+            return RowError(row, smiles, f"graph has {atoms} nodes > max_nodes={max_nodes}")
     try:
         mol = parse_smiles(smiles)  # the one parse: features and canonical key come from it
         data = mol_to_graph(mol, featurization)

@@ -16,6 +16,7 @@ from graph_urpe.choices import check_choice
 from graph_urpe.data.cache import SafeCacheMixin
 from graph_urpe.data.csv.checks import warn_constant_labels, warn_duplicate_smiles
 from graph_urpe.data.csv.labels import CSVTask, label_matrix
+from graph_urpe.data.csv.reading import read_csv_file
 from graph_urpe.data.csv.row_errors import (
     InvalidRowsError,
     RowError,
@@ -257,22 +258,9 @@ class SmilesCSVDataset(SafeCacheMixin, InMemoryDataset):
                               keys=self._canonical_keys.tolist())
 
     def _read_frame(self) -> pd.DataFrame:
-        if os.path.getsize(self.csv_path) == 0:
-            raise ValueError(
-                f"{self.csv_path} is empty (0 bytes): it needs a header line naming the SMILES "
-                f"column ({self.smiles_column!r}) and the label columns {self.target_columns}, "
-                "then one molecule per line"
-            )
-        try:
-            # Blank lines stay rows (skipped as empty SMILES, listed), so row r is CSV line r + 2.
-            frame = pd.read_csv(self.csv_path, dtype={self.smiles_column: str},
-                                skip_blank_lines=False)
-        except pd.errors.EmptyDataError:
-            raise ValueError(
-                f"{self.csv_path} has no header line (only blank content): it needs a header "
-                f"naming the SMILES column ({self.smiles_column!r}) and the label columns "
-                f"{self.target_columns}, then one molecule per line"
-            ) from None
+        # Blank lines stay rows (skipped as empty SMILES, listed), so row r is CSV line r + 2.
+        frame = read_csv_file(self.csv_path, dtype={self.smiles_column: str},
+                              skip_blank_lines=False)
         if self.smiles_column not in frame.columns:
             raise ValueError(
                 f"SMILES column {self.smiles_column!r} not found in {self.csv_path}; available "

@@ -1,7 +1,8 @@
 """Reading label columns of a table into a float matrix, refusing values that are not labels.
 
 Missing labels (empty cells, ``NaN``, ``NA``) become NaN and are kept: losses and metrics mask them.
-A non-numeric value (a typo, a unit) or an infinite one (``inf``, ``-inf``: MSE would turn every
+A non-numeric value (a typo, a unit) or an infinite one (``inf``, ``-inf``, or a value such as
+``1e300`` that becomes infinite in float32: MSE would turn every
 weight into NaN after one step) is an error naming the column and rows, never a silent NaN; a label
 of magnitude above :data:`LARGE_LABEL` is accepted with a warning naming the column.
 """
@@ -68,9 +69,11 @@ def label_matrix(frame: pd.DataFrame, columns: Sequence[str], task: str = "regre
                 f"label column {column!r} of {source} has no value in any of its {len(out)} rows "
                 "(0 labels); fill it in or leave it out of the target columns"
             )
-        refuse_values(np.flatnonzero(np.isinf(out[:, t])), out[:, t], head, "infinite values",
-                      "; replace them with finite numbers, or leave the cells empty to mark the "
-                      "labels missing")
+        with np.errstate(over="ignore"):  # finite after the cast to the training dtype
+            trained = out[:, t].astype(np.float32)
+        refuse_values(np.flatnonzero(np.isinf(trained)), out[:, t], head, "infinite values",
+                      "; replace them with finite numbers (training uses float32: at most "
+                      "3.4e38), or leave the cells empty to mark the labels missing")
         big = np.flatnonzero(np.abs(out[:, t]) > LARGE_LABEL)
         if len(big):
             warnings.warn(

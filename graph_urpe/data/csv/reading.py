@@ -1,0 +1,136 @@
+"""Reading a user's CSV file (``fit``'s molecules, ``predict``'s inputs) with one-line errors
+that name the file and the fix: a folder, an empty file, a binary or non-UTF-8 file (UTF-16,
+Latin-1), a malformed table, or duplicate column names (pandas would silently rename the second
+``target`` to ``target.1`` and use the first).
+"""
+
+from __future__ import annotations
+
+import bz2
+import contextlib
+import csv
+import gzip
+import io
+import lzma
+import os
+import os.path as osp
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pandas as pd
+
+__all__ = ["csv_header", "iter_csv_file", "read_csv_file"]
+
+_OPENERS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
+"""Compressed CSVs pandas reads by their suffix (others, e.g. ``.zip``, are read by pandas)."""
+
+
+def _refuse_unreadable(path: str) -> None:
+    if osp.isdir(path):
+        raise ValueError(f"{path} is a folder, not a CSV file: pass the file's path.")
+    if not osp.exists(path):
+        raise FileNotFoundError(f"{path} not found: pass an existing CSV file.")
+    if osp.getsize(path) == 0:
+        raise ValueError(f"{path} is empty (0 bytes): it needs a header line naming its columns, "
+                         "then one molecule per line.")
+
+
+def _not_text(path: str, err: UnicodeDecodeError) -> ValueError:
+    return ValueError(f"{path} is not UTF-8 text (byte 0x{err.object[err.start]:02x} at position "
+                      f"{err.start}: a binary file, or UTF-16 / Latin-1 text): save it as a "
+                      "UTF-8 CSV.")
+
+
+def csv_header(path: str) -> list[str]:
+    r"""The column names of a CSV file's header line, checked.
+
+    Args:
+        path (str): the file.
+
+    Returns:
+        list[str]: the names, in order.
+
+    Raises:
+        FileNotFoundError: the file does not exist.
+        ValueError: a folder, an empty or binary file, a file that is not UTF-8, a blank header,
+            or duplicate column names (one line naming the file and the fix).
+    """
+    _refuse_unreadable(path)
+    opener = _OPENERS.get(osp.splitext(path)[1].lower(), open)
+    try:
+        with opener(path, "rb") as handle:
+            first = handle.readline(1 << 20)
+    except (OSError, EOFError, lzma.LZMAError) as err:
+        raise ValueError(f"cannot read {path}: {err} (a damaged compressed file?).") from None
+    if b"\0" in first:
+        raise ValueError(f"{path} holds NUL bytes: a binary file or UTF-16 text, not a CSV; save "
+                         "it as a UTF-8 CSV.")
+    try:
+        line = first.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise _not_text(path, err) from None
+    names = next(csv.reader(io.StringIO(line)), [])
+    if not any(n.strip() for n in names):
+        raise ValueError(f"{path} has no header line (its first line is blank): the first line "
+                         "must name the columns.")
+    twice = sorted(n for n, c in Counter(names).items() if c > 1)
+    if twice:
+        raise ValueError(f"{path} names the column(s) {twice} more than once: give every column "
+                         "its own name (which one is meant would be a guess).")
+    return names
+
+
+@contextlib.contextmanager
+def _one_line(path: str) -> Iterator[None]:
+    """pandas' decoding and parsing errors of ``path`` as one line naming it."""
+    try:
+        yield
+    except UnicodeDecodeError as err:
+        raise _not_text(path, err) from None
+    except pd.errors.EmptyDataError:
+        raise ValueError(f"{path} has no header line (only blank content): the first line must "
+                         "name the columns.") from None
+    except pd.errors.ParserError as err:
+        reason = (str(err).strip().splitlines() or [""])[0]
+        raise ValueError(f"{path} is not a well-formed CSV ({reason}): every line needs as many "
+                         "comma-separated fields as the header (quote fields holding commas)."
+                         ) from None
+    except OSError as err:
+        raise ValueError(f"cannot read {path}: {os.strerror(err.errno) if err.errno else err}."
+                         ) from None
+
+
+def _check(path: str) -> None:
+    if osp.splitext(path)[1].lower() in (".zip", ".zst", ".tar"):  # pandas opens these
+        _refuse_unreadable(path)
+    else:
+        csv_header(path)
+
+
+def read_csv_file(path: str, **kwargs: Any) -> pd.DataFrame:
+    r""":func:`pandas.read_csv` of a user's file after :func:`csv_header`'s checks, with its
+    decoding and parsing errors turned into one line naming the file.
+
+    Args:
+        path (str): the file.
+        **kwargs: passed to :func:`pandas.read_csv`.
+
+    Raises:
+        FileNotFoundError, ValueError: see :func:`csv_header`; a malformed table.
+    """
+    _check(path)
+    with _one_line(path):
+        return pd.read_csv(path, **kwargs)
+
+
+def iter_csv_file(path: str, chunksize: int, **kwargs: Any) -> Iterator[pd.DataFrame]:
+    r""":func:`read_csv_file` in chunks of at most ``chunksize`` rows, read as they are needed
+    (a bad byte far into the file is one line too, when its chunk is read).
+
+    Raises:
+        FileNotFoundError, ValueError: as :func:`read_csv_file`.
+    """
+    _check(path)
+    with _one_line(path), pd.read_csv(path, chunksize=chunksize, **kwargs) as reader:
+        yield from reader
