@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import math
 import os
 import os.path as osp
@@ -95,9 +96,19 @@ def _probe(fit_args: list[str]) -> tuple[Any, str, str]:
 
     kwargs = {"default_config_files": [DEFAULT_CONFIG], "exit_on_error": False,
               "allow_abbrev": False}
-    cli = GraphURPECLI(LightningModule, LightningDataModule, subclass_mode_model=True,
-                       subclass_mode_data=True, parser_kwargs=kwargs, save_config_callback=None,
-                       args=resolve_config_args(fit_args), run=False)
+    chatter = [logging.getLogger(name) for name in ("lightning.pytorch.utilities.rank_zero",
+                                                    "lightning.fabric.utilities.seed")]
+    levels = [log.level for log in chatter]
+    for log in chatter:  # "Seed set", "GPU available": the trials print them
+        log.setLevel(logging.WARNING)
+    try:
+        cli = GraphURPECLI(LightningModule, LightningDataModule, subclass_mode_model=True,
+                           subclass_mode_data=True, parser_kwargs=kwargs,
+                           save_config_callback=None, args=resolve_config_args(fit_args),
+                           run=False)
+    finally:
+        for log, level in zip(chatter, levels):
+            log.setLevel(level)
     metric = getattr(cli.model, "metric_name", None)
     if metric is None:
         raise CLIError(f"{type(cli.model).__name__} names no monitored metric: graph-urpe hpopt "
@@ -113,7 +124,8 @@ def _check_space(space: list[SearchParameter], config: Any) -> list[SearchParame
         fixed = [p.name for p in space if p.sets_encoder_shape]
         if fixed:
             print(f"graph-urpe hpopt: the encoder is pretrained ({pretrained}): its shape is "
-                  f"fixed, so {', '.join(fixed)} is left out of the search.", flush=True)
+                  f"fixed, so {', '.join(fixed)} {'is' if len(fixed) == 1 else 'are'} left out "
+                  "of the search.", flush=True)
         space = [p for p in space if not p.sets_encoder_shape]
     for param in space:
         for option in param.options:
@@ -259,6 +271,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     from graph_urpe.models.pruning import PRUNED_AT
 
     space = _check_space(space, config)
+    for option in (o for p in space for o in p.options):
+        if any(a == f"--{option}" or a.startswith(f"--{option}=") for a in extra):
+            print(f"graph-urpe hpopt: the search sets --{option}: the value given after -- is "
+                  "overridden in every trial (leave the parameter out of --space to fix it).",
+                  flush=True)
     name = config.get("name") or "run"
     folder = osp.abspath(osp.join(config.get("trainer.default_root_dir") or "runs",
                                   f"{name}-hpopt"))
