@@ -197,3 +197,19 @@ def test_ensemble_gradients_are_clipped_per_member():
         torch.testing.assert_close(p.grad, before[id(p)] / norm_big, rtol=1e-5, atol=1e-7)
     for p in small.parameters():  # under the threshold alone: untouched (a total norm would not)
         torch.testing.assert_close(p.grad, before[id(p)])
+
+
+def test_ensemble_classifier_collects_probability_spread():
+    torch.manual_seed(0)
+    module = GraphPropertyModule(_net(), task="classification", ensemble_size=3)
+    module.eval()
+    batch = _batch()
+    with torch.no_grad():
+        rows = module._eval_rows(batch)
+        probs = torch.stack([torch.sigmoid(net(batch)) for net in module.members])
+        out = module.predict_step(batch, 0)
+    mean = probs.mean(0)
+    torch.testing.assert_close(torch.sigmoid(rows[:, :2]), mean)
+    torch.testing.assert_close(rows[:, 2:], ((probs - mean) ** 2).mean(0))
+    torch.testing.assert_close(out["prediction"], mean)
+    torch.testing.assert_close(out["std"], ((probs - mean) ** 2).mean(0).sqrt())

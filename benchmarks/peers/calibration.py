@@ -45,7 +45,7 @@ import pandas as pd
 import torch
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+sys.path[:0] = [str(HERE), str(HERE.parent)]  # peers/chemprop.py, benchmarks/_common.py
 from _common import markdown_table
 from chemprop import (
     ONE_THREAD,

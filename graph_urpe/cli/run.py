@@ -32,6 +32,7 @@ from lightning.pytorch.loops import _FitLoop, _Loop
 from lightning.pytorch.trainer.states import TrainerFn
 
 from graph_urpe.files import atomic_save, atomic_write_csv
+from graph_urpe.models.calibration import SUMMARY_LABELS as UNCERTAINTY_LABELS
 from graph_urpe.models.metrics import METRICS
 from graph_urpe.trust import read_checkpoint
 
@@ -380,14 +381,6 @@ def write_run_outputs(
     except ValueError as err:  # nothing to draw yet (e.g. a run shorter than log_every_n_steps)
         print(f"figures skipped: {err}")
     return written
-
-
-UNCERTAINTY_LABELS = {
-    "coverage95": "coverage of the 95% intervals (calibrated on the validation split)",
-    "spearman": "Spearman correlation of |error| with the std",
-    "nll": "NLL (Gaussian, calibrated std, labels' units)",
-}
-"""How the summary names the calibration metrics of regression (models/calibration.py)."""
 
 
 def _format(value: float) -> str:

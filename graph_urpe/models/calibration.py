@@ -29,10 +29,18 @@ import torch
 from scipy.stats import spearmanr
 from torch import Tensor
 
-__all__ = ["LEVEL", "calibration_metrics", "fit_calibration", "masked_gaussian_nll"]
+__all__ = ["LEVEL", "SUMMARY_LABELS", "calibration_metrics", "fit_calibration", "masked_gaussian_nll"]
 
 LEVEL = 0.95
 """The level of the prediction intervals (``<target>_lower`` / ``<target>_upper``)."""
+
+SUMMARY_LABELS = {
+    "coverage95": "coverage of the 95% intervals (calibrated on the validation split)",
+    "spearman": "Spearman correlation of |error| with the std",
+    "nll": "NLL (Gaussian, calibrated std, labels' units)",
+}
+"""How the fit summary names the test metrics ``test/coverage95``, ``test/spearman``,
+``test/nll`` (logged by :class:`~graph_urpe.models.GraphPropertyModule` for regression)."""
 
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 

@@ -185,11 +185,31 @@ class EnsembleMixin:
         half = torch.nan_to_num(self.interval_factor, nan=1.959964) * sigma
         return sigma * scale, mean - half, mean + half
 
+    def _eval_rows(self, batch) -> Tensor:
+        """What validation and test collect per row: regression ``[means, variances]``
+        (:meth:`mean_and_variance`), classification ``[logits, members' variance of the
+        probability]`` (0 for one member), multiclass the logits."""
+        task = self.hparams.task
+        if task == "regression":
+            return torch.cat(self.mean_and_variance(batch), dim=-1)
+        outs = self.member_outputs(batch)
+        out = combine_members(outs, task, self.mve)
+        if task == "multiclass":
+            return out
+        spread = member_spread(outs.float(), task)
+        return torch.cat([out.float(), torch.zeros_like(out.float()) if spread is None
+                          else spread], dim=-1)
+
     def _uncertainty_epoch(self, stage: str, mean: Tensor, variance: Tensor, target: Tensor
                            ) -> dict[str, float]:
-        """Validation: fit the calibration; test: keep ``test_uncertainty`` (std, lower, upper)
-        and return the calibration metrics (``test/coverage95``, ``test/spearman``,
-        ``test/nll``)."""
+        """Regression: at validation fit the calibration; at test keep ``test_uncertainty``
+        (std, lower, upper) and return the calibration metrics (``test/coverage95``,
+        ``test/spearman``, ``test/nll``). An ensemble classifier's test: ``test_uncertainty`` =
+        (the members' std of the probability,)."""
+        if self.hparams.task != "regression":
+            if stage == "test" and len(self.members) > 1:
+                self.test_uncertainty = (variance.clamp(min=0).sqrt(),)
+            return {}
         if stage == "val":
             scale, factor = fit_calibration(mean, variance.clamp(min=0).sqrt().clamp(min=1e-12),
                                             target, LEVEL)

@@ -275,8 +275,8 @@ class GraphPropertyModule(EnsembleMixin, TrustedLoadMixin, LightningModule):
         self.training_vocabulary: dict[str, list[list[int]]] | None = None
         # Rows of (id, outputs, labels); multiclass rows hold the label in every column (the
         # collector keeps predictions and labels of one width).
-        # (Regression: the means, then the variances, with the labels twice.)
-        width = 2 * self.num_labels if task == "regression" else self.num_outputs
+        # (Regression and classification: values, then variances, with the labels twice.)
+        width = self.num_outputs if task == "multiclass" else 2 * self.num_labels
         self.epoch_predictions = nn.ModuleDict(
             {s: EpochPredictions(width) for s in ("val", "test")}
         )
@@ -420,14 +420,10 @@ class GraphPropertyModule(EnsembleMixin, TrustedLoadMixin, LightningModule):
         return loss
 
     def _eval_step(self, batch, stage: str) -> None:
-        if self.hparams.task == "regression":
-            pred = torch.cat(self.mean_and_variance(batch), dim=-1)
-            target = self._target(batch, pred.shape[0]).repeat(1, 2)
-        else:
-            pred = self(batch)
-            target = self._target(batch, pred.shape[0])
-        if self.hparams.task == "multiclass":
-            target = target.expand(-1, self.num_outputs)
+        pred = self._eval_rows(batch)
+        target = self._target(batch, pred.shape[0])
+        target = target.expand(-1, self.num_outputs) if self.hparams.task == "multiclass" \
+            else target.repeat(1, 2)
         self.epoch_predictions[stage].update(self._row_ids(batch), pred, target)
 
     def validation_step(self, batch, batch_idx: int) -> None:
@@ -443,12 +439,14 @@ class GraphPropertyModule(EnsembleMixin, TrustedLoadMixin, LightningModule):
         if self.trainer.sanity_checking:
             return
         task = self.hparams.task
+        variance = None
         if task == "multiclass":
             target = target[:, :1]
-        raw, variance = pred, None
-        if task == "regression":
+        else:  # (values, variances) with the labels twice: see _eval_rows
             pred, variance, target = pred[:, :self.num_labels], pred[:, self.num_labels:], \
                 target[:, :self.num_labels]
+        raw = pred
+        if task == "regression":
             raw = (pred - self.target_mean) / self.target_std
             if self.mve:
                 raw = torch.cat([raw, variance / self.target_std.square()], dim=-1)
