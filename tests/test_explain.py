@@ -122,18 +122,18 @@ def test_attributions_add_up_to_the_prediction_minus_the_baseline(sulfonyl_model
 def test_explain_command_writes_a_figure_per_molecule_and_the_numbers(sulfonyl_model, tmp_path,
                                                                       capsys, one_thread):
     ckpt, _ = sulfonyl_model
-    smiles = ["CS(=O)(=O)c1ccccc1", "not a molecule", "CCO"]
+    smiles = ["CS(=O)(=O)c1ccccc1", "not a molecule", "CCO", "C"]  # one atom: highlighted
     main(["explain", "--ckpt_path", ckpt, "--smiles", *smiles, "--out", str(tmp_path / "why")])
     out = capsys.readouterr().out
-    assert "Explained 2 of 3 molecules (1 failed" in out
+    assert "Explained 3 of 4 molecules (1 failed" in out
     table = pd.read_csv(tmp_path / "why" / "attributions.csv", keep_default_na=False)
-    assert sorted(set(table["row"])) == [0, 1, 2]
+    assert sorted(set(table["row"])) == [0, 1, 2, 3]
     assert table[table["row"] == 1]["error"].str.len().gt(0).all()
     first = table[table["row"] == 0]
     assert first["atom"].astype(int).tolist() == list(range(10))
     assert first["element"].tolist() == ["C", "S", "O", "O"] + ["C"] * 6
     assert int(first["attribution"].astype(float).idxmax()) == first.index[1]  # the S atom
-    for row in (0, 2):
+    for row in (0, 2, 3):
         png = (tmp_path / "why" / f"row{row}_sulfonyl.png").read_bytes()
         assert png[:8] == b"\x89PNG\r\n\x1a\n"
     with pytest.raises(SystemExit):  # an unknown target: one line, exit 2

@@ -107,8 +107,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = args.out
     table_path = osp.join(out, "attributions.csv")
     check_writable(table_path)
-    if args.csv is not None and not osp.isfile(args.csv):
-        raise FileNotFoundError(f"--csv {args.csv}: no such file.")
+    if args.csv is not None:
+        if not osp.isfile(args.csv):
+            raise FileNotFoundError(f"--csv {args.csv}: no such file.")
+        columns = pd.read_csv(args.csv, nrows=0).columns.tolist()
+        if args.smiles_column not in columns:
+            raise CLIError(f"--csv {args.csv} has no column {args.smiles_column!r} (its columns: "
+                           f"{', '.join(map(str, columns))}): name the SMILES column with "
+                           "--smiles_column.")
     frame = read_predict_inputs(args.csv, args.smiles, args.smiles_column)
     smiles = frame[args.smiles_column].tolist()
     relations = getattr(getattr(module.model, "encoder", None), "relations", ())

@@ -165,11 +165,14 @@ def draw_attributions(smiles: str, atoms, out_path: str | Path, size: int = 420)
     for atom, value in zip(mol.GetAtoms(), values):
         atom.SetProp("atomNote", f"{value:.2g}")
     drawer = rdMolDraw2D.MolDraw2DCairo(size, size)
-    # One atom has no bond to size the Gaussians by: RDKit's default needs two atoms.
-    sigma = 0.3 if mol.GetNumAtoms() == 1 else None
-    scale = max(abs(v) for v in values) or 1.0  # all zero: a white map
-    SimilarityMaps.GetSimilarityMapFromWeights(mol, values, draw2d=drawer, colorMap=_COLOURS,
-                                               sigma=sigma, scale=scale)
+    if mol.GetNumAtoms() == 1:  # RDKit's similarity map needs two atoms: a highlighted atom
+        colour = _COLOURS[2] if values[0] > 0 else _COLOURS[0] if values[0] < 0 else _COLOURS[1]
+        rdMolDraw2D.PrepareAndDrawMolecule(drawer, mol, highlightAtoms=[0],
+                                           highlightAtomColors={0: colour})
+    else:
+        scale = max(abs(v) for v in values) or 1.0  # all zero: a white map
+        SimilarityMaps.GetSimilarityMapFromWeights(mol, values, draw2d=drawer,
+                                                   colorMap=_COLOURS, scale=scale)
     drawer.FinishDrawing()
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
