@@ -1,0 +1,201 @@
+"""The data path and ``predict`` at scale, on MOSES molecules: time and memory against the number
+of molecules, side by side.
+
+For each size ``N`` (the first ``N`` SMILES of MOSES' training set, the ``molsets`` wheel's
+``moses/dataset/data/train.csv.gz``; one random label column), every measurement runs in a fresh
+process (its own peak RSS, ``ru_maxrss``; worker processes' peak separately):
+
+* ``featurise``: :class:`~graph_urpe.data.modules.molecule.CSVDataModule` processing the CSV as
+  ``graph-urpe fit`` does (OGB features, shortest paths and predecessors, random split,
+  ``max_nodes`` 128), with ``--workers`` processes: CPU seconds (the process and its workers),
+  wall seconds, molecules per wall second, peak RSS, size of the cache on disk;
+* ``load``: the same dataset opened again from its cache (what every later ``fit`` pays);
+* ``first_step``: from process start (imports included) to the end of the first training step of
+  the CSV template's network (4 x 64, 8 heads, dropout 0.1) through
+  :class:`~graph_urpe.data.modules.molecule.CSVDataModule` on the cached data;
+* ``predict``: :func:`graph_urpe.cli.predict.predict_smiles` (what ``graph-urpe predict`` runs)
+  over the N SMILES with the template's network (untrained: the speed is the trained one's),
+  chunked (``--chunk-rows``): molecules per second, peak RSS, output size.
+
+The ``predict`` sizes are given separately (``--predict-sizes``): it needs no cache, so it reaches
+further on a small machine. Prints one JSON line per measurement, then a markdown table.
+
+Usage::
+
+    pip download --no-deps molsets==0.3.1 -d /tmp/w && unzip -o /tmp/w/molsets-0.3.1-*.whl \\
+        'moses/dataset/data/train.csv.gz' -d /tmp/moses
+    python benchmarks/scale.py --moses /tmp/moses/moses/dataset/data/train.csv.gz \\
+        --work /tmp/scale --sizes 10000 100000 --predict-sizes 100000 300000 --workers 2
+"""
+
+from __future__ import annotations
+
+import time
+
+START = time.time()  # before the heavy imports: first_step counts them
+
+import argparse
+import json
+import os
+import os.path as osp
+import resource
+import sys
+
+from _common import emit, markdown_table, run_worker
+
+
+def _usage() -> dict:
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return {"cpu_s": me.ru_utime + me.ru_stime,
+            "workers_cpu_s": kids.ru_utime + kids.ru_stime,
+            "peak_rss_mb": me.ru_maxrss / 1024, "workers_peak_rss_mb": kids.ru_maxrss / 1024}
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/status") as handle:
+        return next(int(line.split()[1]) for line in handle if line.startswith("VmRSS")) / 1024
+
+
+def _folder_mb(folder: str) -> float:
+    return sum(osp.getsize(osp.join(d, f)) for d, _, fs in os.walk(folder) for f in fs) / 2**20
+
+
+def write_inputs(moses: str, n: int, work: str) -> str:
+    """The first ``n`` MOSES SMILES with a seeded random label column ``y``, as CSV."""
+    import numpy as np
+    import pandas as pd
+
+    path = osp.join(work, f"moses_{n}.csv")
+    if not osp.isfile(path):
+        frame = pd.read_csv(moses, nrows=n)
+        frame = pd.DataFrame({"smiles": frame["SMILES"],
+                              "y": np.random.default_rng(0).normal(size=len(frame))})
+        frame.to_csv(path, index=False)
+    return path
+
+
+def _datamodule(config: dict, **kwargs):
+    """The CSV data module of ``fit`` on the inputs (OGB features, random split, <= 128 atoms)."""
+    from graph_urpe.data.modules.molecule import CSVDataModule
+
+    return CSVDataModule(config["csv"], target_columns=["y"], split="random",
+                         root=config["root"], batch_size=64, max_graph_nodes=128,
+                         processing_workers=config["workers"], **kwargs)
+
+
+def _template_net():
+    from graph_urpe.data.featurize import feature_dims
+    from graph_urpe.nn import Graphormer
+
+    atom, bond = feature_dims("ogb")
+    return Graphormer(1, atom_categories=atom, bond_categories=bond, num_layers=4, embed_dim=64,
+                      num_heads=8, ffn_dim=64, readout="sum", head_hidden_dim=128,
+                      head_dropout=0.1, dropout=0.1, attention_dropout=0.1)
+
+
+def worker(config: dict) -> dict:
+    """One measurement in this process (see the module docstring)."""
+    import torch
+    from lightning.pytorch import Trainer
+
+    from graph_urpe.cli.predict import predict_smiles
+    from graph_urpe.data.modules.molecule import CSVDataModule  # noqa: F401 (before timing)
+    from graph_urpe.models.graph import GraphPropertyModule
+
+    torch.set_num_threads(1)
+    kind = config["kind"]
+    before = _usage()  # after the imports: the stage's own cost is the difference
+    wall = time.perf_counter()
+    out: dict = {"bench": kind, "n": config["n"], "imports_cpu_s": before["cpu_s"],
+                 "rss_after_imports_mb": _rss_mb()}
+    if kind in ("featurise", "load"):
+        splits = _datamodule(config).load().splits
+        out.update(graphs=sum(len(s) for s in splits.values()),
+                   cache_mb=_folder_mb(config["root"]))
+    elif kind == "first_step":
+        import torch.nn.functional as F
+
+        dm = _datamodule(config)
+        dm.prepare_data()
+        dm.setup("fit")
+        net = _template_net().train()
+        opt = torch.optim.AdamW(net.parameters(), lr=1e-3, fused=True)
+        batch = next(iter(dm.train_dataloader()))
+        loss = F.l1_loss(net(batch).view(-1), batch.y.view(-1))
+        loss.backward()
+        opt.step()
+        out["since_start_s"] = time.time() - START
+    elif kind == "predict":
+        from functools import partial
+
+        model = GraphPropertyModule(_template_net(), featurization="ogb", target_names=["y"],
+                                    max_graph_nodes=128,
+                                    optimizer=partial(torch.optim.AdamW, lr=1e-3))
+        output = osp.join(config["work"], f"predictions_{config['n']}.csv")
+        dm = _datamodule({**config, "csv": config["train_csv"]}, predict_csv=config["csv"],
+                         predict_output=output, predict_chunk_rows=config["chunk_rows"])
+        trainer = Trainer(accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
+                          enable_model_summary=False)
+        counts = predict_smiles(trainer, model, dm)
+        out.update(predicted=counts["predicted"], output_mb=osp.getsize(output) / 2**20)
+    out["wall_s"] = time.perf_counter() - wall
+    after = _usage()
+    out.update(peak_rss_mb=after["peak_rss_mb"], workers_peak_rss_mb=after["workers_peak_rss_mb"],
+               cpu_s=after["cpu_s"] - before["cpu_s"], workers_cpu_s=after["workers_cpu_s"],
+               process_cpu_s=after["cpu_s"])
+    out["mol_per_wall_s"] = config["n"] / out["wall_s"]
+    out["cpu_ms_per_mol"] = (out["cpu_s"] + out["workers_cpu_s"]) / config["n"] * 1e3
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--moses", help="MOSES train.csv.gz (see the module docstring)")
+    parser.add_argument("--work", default="scale_runs", help="folder for inputs and caches")
+    parser.add_argument("--sizes", type=int, nargs="*", default=[10_000, 100_000],
+                        help="molecules for featurise / load / first_step (default: 10k 100k)")
+    parser.add_argument("--predict-sizes", type=int, nargs="*", default=[100_000],
+                        help="molecules for predict (default: 100k)")
+    parser.add_argument("--workers", type=int, default=2,
+                        help="featurisation worker processes (default: 2)")
+    parser.add_argument("--chunk-rows", type=int, default=20_000,
+                        help="predict's rows per chunk (default: 20,000)")
+    args = parser.parse_args(argv)
+    if args.worker:
+        emit(worker(json.loads(args.worker)))
+        return
+    if not args.moses:
+        parser.error("--moses is required (the MOSES train.csv.gz)")
+    os.makedirs(args.work, exist_ok=True)
+    script = osp.abspath(__file__)
+    rows = []
+    small = write_inputs(args.moses, 1000, args.work)
+    for n, kinds in [*((n, ("featurise", "load", "first_step")) for n in args.sizes),
+                     *((n, ("predict",)) for n in args.predict_sizes)]:
+        csv = write_inputs(args.moses, n, args.work)
+        for kind in kinds:
+            root = osp.join(args.work, "small_cache" if kind == "predict" else f"cache_{n}")
+            config = {"kind": kind, "n": n, "csv": csv, "root": root, "work": args.work,
+                      "workers": args.workers, "chunk_rows": args.chunk_rows,
+                      "train_csv": small}
+            record = run_worker(script, config, memory_env=False, timeout=6 * 3600)
+            record["workers"] = args.workers
+            emit(record)
+            rows.append(record)
+    print("\n" + markdown_table(
+        ["stage", "molecules", "wall s", "CPU s (process + workers)", "CPU ms / molecule",
+         "molecules / wall s", "peak RSS MB (process / workers; after imports)",
+         "cache or output MB"],
+        [[r["bench"], f"{r['n']:,}",
+          f"{r['wall_s']:.1f}" + (f" ({r['since_start_s']:.1f} from start)"
+                                  if "since_start_s" in r else ""),
+          f"{r['cpu_s']:.1f} + {r['workers_cpu_s']:.1f}", f"{r['cpu_ms_per_mol']:.2f}",
+          f"{r['mol_per_wall_s']:.0f}",
+          (f"{r['peak_rss_mb']:.0f} / {r['workers_peak_rss_mb']:.0f}; "
+           f"{r['rss_after_imports_mb']:.0f}"),
+          f"{r.get('cache_mb', r.get('output_mb', 0)):.1f}"] for r in rows]))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
