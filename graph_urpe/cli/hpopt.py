@@ -48,7 +48,7 @@ PRUNING_CALLBACK = "graph_urpe.models.pruning.TrialPruning"
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``graph-urpe hpopt``."""
     parser = argparse.ArgumentParser(
-        prog="graph-urpe hpopt",
+        prog="graph-urpe hpopt", allow_abbrev=False,
         description="Search hyperparameters with Optuna: one `graph-urpe fit` per trial (its own "
         "run folder, never tested), bad trials pruned by the validation metric, the best "
         "configuration written as a file that `graph-urpe fit --config` takes.",
