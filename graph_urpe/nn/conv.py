@@ -42,7 +42,7 @@ from graph_urpe.nn.relations import (
 )
 from graph_urpe.nn.transformer_layer import GraphormerLayer
 
-__all__ = ["Attention", "DenseGraphs", "GraphRelation", "URPEGraphConv", "densify_graphs"]
+__all__ = ["Attention", "DenseGraphs", "URPEGraphConv", "densify_graphs"]
 
 #: The relative-position switch of every model: none, RPE (``B``), URPE (``B`` and ``C``).
 Attention = Literal["none", "rpe", "urpe"]
