@@ -71,11 +71,12 @@ def main(argv: list[str] | None = None) -> None:
     print(f"wrote {args.out} ({os.path.getsize(args.out)} bytes) sha256 {digest}")
 
 
-if __name__ == "__main__":
-    main()
-
 
 def _sha256(path: str) -> str:
     """Hex SHA-256 digest of a file."""
     with open(path, "rb") as handle:
         return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
+if __name__ == "__main__":
+    main()
