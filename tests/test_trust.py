@@ -362,3 +362,16 @@ def test_lightning_still_reads_ckpt_path_where_graph_urpe_replaces_it():
 
     source = inspect.getsource(LightningCLI.__init__)
     assert "self.parse_arguments(self.parser, args)\n        self._parse_ckpt_path()" in source
+
+
+def test_importing_the_command_modules_main_runs_nothing(monkeypatch):
+    """Issue 28: ``graph_urpe.cli.__main__`` ran ``main()`` when imported by name."""
+    import importlib
+
+    import graph_urpe.cli
+
+    calls = []
+    monkeypatch.setattr(graph_urpe.cli, "main", lambda *a: calls.append(a))
+    monkeypatch.delitem(sys.modules, "graph_urpe.cli.__main__", raising=False)
+    importlib.import_module("graph_urpe.cli.__main__")
+    assert calls == []
