@@ -194,8 +194,9 @@ def read_checkpoint(path: Any, map_location: Any = "cpu") -> CheckedCheckpoint:
         if checked.module_config is not None:
             check_sizes(checked.module_config, ckpt["state_dict"])
     except SizeRefusal as err:
-        raise ReceivedFileError(name, f"{err}; use the checkpoint as `graph-urpe fit` wrote it "
-                                "(its tensors and hyperparameters unchanged).") from None
+        raise ReceivedFileError(name, f"{err}; it was changed, or written by another version "
+                                "of graph-urpe: use a checkpoint that this version's `graph-urpe "
+                                "fit` wrote.") from None
     except Refusal as err:
         raise _refused(name, err, "checkpoint") from None
     return checked
