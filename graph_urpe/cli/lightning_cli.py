@@ -319,7 +319,7 @@ class GraphURPECLI(LightningCLI):
         run_dir = osp.join(folder, f"version_{version}")
         if os.environ.get("LOCAL_RANK", "0") == "0" and os.environ.get("NODE_RANK", "0") == "0":
             # one fit per folder (an explicit --version too); then what a killed one left
-            self._run_lock = lock_run_folder(run_dir)
+            _HELD_LOCKS.append(lock_run_folder(run_dir))
             for part in (run_dir, osp.join(run_dir, "checkpoints")):
                 remove_stale_temporaries(part)
             # a full disk is one line here, not a TensorBoard thread's traceback later
@@ -444,6 +444,9 @@ class GraphURPECLI(LightningCLI):
         return self.trainer.predict(model, **kwargs)
 
 
+_HELD_LOCKS: list[Any] = []
+"""The run-folder locks (:func:`graph_urpe.files.lock_run_folder`) the running command holds."""
+
 PREDICT_NEEDS_CHECKPOINT = ("predict needs a trained model: pass --ckpt_path PATH (e.g. the "
                             "best.ckpt printed at the end of `graph-urpe fit`).")
 
@@ -502,6 +505,16 @@ def run(argv: list[str], user_args: list[str] | None = None) -> None:
     for sub in SUBCOMMANDS:
         parser_kwargs[sub] = {"default_config_files": [DEFAULT_CONFIG], "exit_on_error": False,
                               "allow_abbrev": False}
+    try:
+        _run_cli(parser_kwargs, argv, user_args)
+    finally:  # the run folder is free again when the command ends (also within one process)
+        while _HELD_LOCKS:
+            lock = _HELD_LOCKS.pop()
+            if lock is not None:
+                lock.close()
+
+
+def _run_cli(parser_kwargs: dict[str, Any], argv: list[str], user_args: list[str] | None) -> None:
     GraphURPECLI(
         LightningModule,
         LightningDataModule,
