@@ -6,8 +6,8 @@ split, same template, one thread), never on the test rows.
         --seeds 0 --encoders moses-descriptors moses-rdkit path/to/other.pt
 
 Each encoder (a shipped name of :mod:`graph_urpe.pretrained` or a file) is fine-tuned with the
-template as it is, only ``--model.init_args.pretrained`` changed, by the benchmark's own
-``run_ours``. The validation metric is the one of the checkpoint the template tests
+template as it is, only ``--model.init_args.pretrained`` changed (and the attention kind set to the
+encoder's, e.g. ``rpe`` for an RPE twin), by the benchmark's own ``run_ours``. The validation metric is the one of the checkpoint the template tests
 (``test_checkpoint: auto``): for regression the last epoch's ``val/mae``, for classification the
 best ``val/rocauc``, read from the run's ``metrics.csv``. Records go to
 ``OUT/encoders/<set>/<encoder>-seed<S>.json`` (a run whose file exists is not run again); the
@@ -45,6 +45,20 @@ def validation_metric(run_dir: Path, metric: str) -> float:
     return float(values.iloc[-1] if metric == "mae" else values.max())
 
 
+def encoder_options(encoder: str) -> list[str]:
+    """The fit options that fine-tune from :obj:`encoder` (a shipped name or a file)."""
+    import torch
+
+    from graph_urpe.pretrained import resolve
+
+    path = resolve(encoder)
+    if path is None:
+        raise SystemExit(f"no encoder file or shipped encoder named {encoder!r}")
+    args = torch.load(path, map_location="cpu", weights_only=True)["encoder_args"]
+    return ["--model.init_args.pretrained", encoder,
+            "--model.init_args.model.init_args.attention", str(args.get("attention", "urpe"))]
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True, help="the peer benchmark's --out")
@@ -65,7 +79,7 @@ def main(argv: list[str] | None = None) -> None:
                 if not path.exists():
                     record = bench.run_ours(folder, task, metric, seed, f"enc-{tag}",
                                             out / "runs" / name,
-                                            ["--model.init_args.pretrained", encoder])
+                                            encoder_options(encoder))
                     record["val"] = validation_metric(Path(record["run_dir"]), metric)
                     record.update(set=name, encoder=encoder, seed=seed, metric=metric)
                     path.parent.mkdir(parents=True, exist_ok=True)

@@ -7,6 +7,13 @@ pretrained to predict 42 standardised RDKit 2D descriptors (:mod:`graph_urpe.dat
 MOSES ZINC molecules. The CSV template (``configs/csv/template.yaml``) fine-tunes from it. How it
 was made (data, command, updates, CPU time, SHA-256, licence): ``datasets/README.md``; rebuild it
 with ``configs/pretrain/descriptors.yaml`` and :mod:`graph_urpe.pretrained.export`.
+
+``moses-rdkit`` (file ``moses_rdkit_4x64.pt``, beside the default): the same architecture
+pretrained on 428 labels (the full RDKit 2D descriptor set after filtering, fragment counts
+included, and 256 Morgan count bits) of 40,000 MOSES molecules, 1,800 updates (issue 27; data:
+``datasets/README.md`` section 6b, run and URPE / RPE twin: ``benchmarks/README.md`` section 13b).
+Fine-tune from it with ``--model.init_args.pretrained moses-rdkit`` (plus the attention kind its
+metadata names, if not URPE).
 """
 
 from __future__ import annotations
@@ -15,7 +22,8 @@ import os
 
 __all__ = ["DEFAULT", "SHIPPED", "available", "resolve"]
 
-SHIPPED: dict[str, str] = {"moses-descriptors": "moses_descriptors_4x64.pt"}
+SHIPPED: dict[str, str] = {"moses-descriptors": "moses_descriptors_4x64.pt",
+                           "moses-rdkit": "moses_rdkit_4x64.pt"}
 """Shipped encoder names and their files in this folder."""
 
 DEFAULT = "moses-descriptors"
