@@ -82,10 +82,11 @@ class SmilesPredictionWriter(BasePredictionWriter):
         input row numbers (``frame.index``)."""
         frame = self.frame.reset_index(drop=True)
         # A prediction that is not finite (broken weights or statistics) is an error in its row.
-        predictions = np.array(predictions, dtype=np.float64).reshape(len(rows), -1)
-        broken = ~np.isfinite(predictions).all(axis=1)
+        predictions = np.array(predictions, dtype=np.float64)
+        broken = ~np.isfinite(predictions.reshape(len(predictions), -1)).all(axis=1) \
+            if len(predictions) else np.zeros(0, dtype=bool)
         predictions[broken] = np.nan
-        uncertainty = {k: np.where(broken[:, None], np.nan, v)
+        uncertainty = {k: np.where(broken.reshape(-1, *[1] * (np.ndim(v) - 1)), np.nan, v)
                        for k, v in (uncertainty or {}).items()} or None
         errors = dict(self.errors)
         for row in np.asarray(rows)[broken].tolist():
