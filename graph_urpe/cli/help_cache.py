@@ -5,7 +5,7 @@ Why: LightningCLI builds its help from the classes it configures, so it must imp
 ``lightning.pytorch``, which imports ``torch._dynamo``, ``torchmetrics`` (and through them SymPy,
 SciPy and Matplotlib): 8-10 CPU seconds on a 2-core machine before the first line of help, of
 which the package's own modules are under 2 (``python -X importtime``; ``benchmarks/README.md``
-section 15). The help text is a pure function of the command line, the installed code and the
+section 16). The help text is a pure function of the command line, the installed code and the
 terminal width, so it is stored under a key of all three and printed from there next time
 (0.1 CPU s). The first call still builds it with LightningCLI.
 
