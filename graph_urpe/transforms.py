@@ -92,8 +92,8 @@ class AddShortestPathDistance(BaseTransform):
     Eq. (4) with the relative position replaced by the SPD):
 
     .. math::
-        \mathrm{SPD}(i, j) = \min \{ k : 	ext{a walk of } k 	ext{ edges joins } i
-        	ext{ and } j \}, \qquad \mathrm{SPD}(i, i) = 0.
+        \mathrm{SPD}(i, j) = \min \{ k : \text{a walk of } k \text{ edges joins } i
+        \text{ and } j \}, \qquad \mathrm{SPD}(i, i) = 0.
 
     Edges are unweighted and treated as undirected (an edge listed in one direction only is used in
     both), as for molecules. Distances and predecessors come from SciPy's compiled
@@ -189,7 +189,7 @@ class AddResistanceDistance(BaseTransform):
     component with Laplacian :math:`\mathbf{L} = \mathbf{D} - \mathbf{A}` is
 
     .. math::
-        R(i, j) = (\mathbf{e}_i - \mathbf{e}_j)^{	op} \mathbf{L}^{+} (\mathbf{e}_i - \mathbf{e}_j)
+        R(i, j) = (\mathbf{e}_i - \mathbf{e}_j)^{\top} \mathbf{L}^{+} (\mathbf{e}_i - \mathbf{e}_j)
         = L^{+}_{ii} + L^{+}_{jj} - 2 L^{+}_{ij},
 
     with :math:`\mathbf{L}^{+}` the Moore-Penrose pseudo-inverse of the component's Laplacian

@@ -69,6 +69,10 @@ def test_predictor_takes_rdkit_molecules_and_keeps_bad_rows(checkpoint):
     assert table["error"][0] == "" and table["error"][1] != "" and "RDKit" in table["error"][2]
     assert table["target_pred"][0] == pytest.approx(table["target_pred"][3])
     assert np.isnan(table["target_pred"][1])
+    # One string is not a list of one-character SMILES, nor a table a list of its column names.
+    for one in ("CCO", Chem.MolFromSmiles("CCO"), pd.DataFrame({"smiles": ["CCO"]})):
+        with pytest.raises(TypeError, match="give a list of SMILES"):
+            model.predict(one)
 
 
 def test_fingerprints_equal_the_encoders_output(checkpoint, tmp_path):

@@ -54,7 +54,7 @@ def read_predict_inputs(predict_csv: str | None, predict_smiles: list[str] | Non
         if smiles_column not in frame.columns:
             raise ValueError(
                 f"column {smiles_column!r} not found in {predict_csv}; available: "
-                f"{list(frame.columns)} (set --data.init_args.smiles_column)."
+                f"{list(frame.columns)} (name yours with --data.init_args.smiles_column for predict, --smiles_column for fingerprint and explain)."
             )
         return frame
     if predict_smiles is not None:
@@ -84,7 +84,7 @@ def iter_predict_inputs(predict_csv: str | None, predict_smiles: list[str] | Non
         if smiles_column not in frame.columns:
             raise ValueError(
                 f"column {smiles_column!r} not found in {predict_csv}; available: "
-                f"{list(frame.columns)} (set --data.init_args.smiles_column)."
+                f"{list(frame.columns)} (name yours with --data.init_args.smiles_column for predict, --smiles_column for fingerprint and explain)."
             )
         yield frame
 

@@ -41,6 +41,10 @@ def _as_smiles(molecules: Sequence[Any]) -> tuple[list[str], dict[int, str]]:
     that are neither."""
     from rdkit import Chem
 
+    if isinstance(molecules, (str, Chem.Mol)) or hasattr(molecules, "columns"):
+        raise TypeError(
+            f"give a list of SMILES or RDKit molecules, not one {type(molecules).__name__} "
+            "(e.g. predict(['CCO']) or predict(frame['smiles'].tolist())).")
     smiles, errors = [], {}
     for i, mol in enumerate(molecules):
         if isinstance(mol, str):
@@ -122,6 +126,10 @@ class Predictor:
         Returns:
             pandas.DataFrame: ``N`` rows in input order (see the module docstring); rows that
             could not be predicted have empty values and the reason in ``error``.
+
+        Raises:
+            TypeError: ``molecules`` is one string, one molecule or a table, not a sequence of
+                molecules.
         """
         frame, errors, warnings, batches = self._batches(molecules)
         rows, parts = [], []

@@ -104,7 +104,7 @@ class SmilesCSVDataset(SafeCacheMixin, InMemoryDataset):
             (the message names the option to set); non-numeric or infinite labels, a label column
             without any value, classification labels other than 0/1; a bad split column; no
             usable row at all; a label column with fewer than :obj:`min_train_labels` labels in
-            the training split (naming the column and the counts).
+            the training split (naming the column and the counts); a label column named twice.
         InvalidRowsError: in :obj:`strict` mode, if a row cannot be used.
         UnsafeCacheError: if a processed file holds non-allow-listed objects.
 
@@ -144,6 +144,10 @@ class SmilesCSVDataset(SafeCacheMixin, InMemoryDataset):
         self.smiles_column = smiles_column
         self.target_columns = [target_columns] if isinstance(target_columns, str) \
             else list(target_columns)
+        twice = sorted({c for c in self.target_columns if self.target_columns.count(c) > 1})
+        if twice:
+            raise ValueError(f"target_columns names {', '.join(map(repr, twice))} more than once: "
+                             "give each label column once.")
         self.task = task
         self.split = split
         self.split_fractions = tuple(float(f) for f in split_fractions)
