@@ -64,11 +64,10 @@ from graph_urpe.cli.run import (
     LogsAtCheckpoint,
     RNGStateCheckpoint,
     RunCSVLogger,
-    print_fit_summary,
     use_exact_resume,
-    write_run_outputs,
 )
 from graph_urpe.cli.seeds import seeds_command
+from graph_urpe.cli.summary import print_fit_summary, write_run_outputs
 from graph_urpe.files import (
     check_writable,
     claim_run_folder,

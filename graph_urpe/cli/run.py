@@ -1,15 +1,13 @@
-"""What a ``fit`` run leaves in its folder and prints at the end.
+"""A ``fit`` run's checkpoints and logs, and how it resumes exactly.
 
 * :class:`AtomicCheckpointIO`: checkpoints written under a temporary name and renamed, so a full
   disk or a kill never leaves a truncated ``last.ckpt``;
-* :class:`RNGStateCheckpoint` and :class:`ExactResumeFitLoop`: a resumed run trains exactly the
-  steps of the uninterrupted one;
-* :func:`write_run_outputs`: ``test_predictions.csv`` (source row, SMILES, targets and
-  predictions of every test molecule, in the labels' units), ``splits.csv`` (the split of every
-  source row, skipped rows with their reason) and ``figures/``;
-* :func:`print_fit_summary`: how training ended (epochs done of planned; stopped by the time
-  limit, early stopping or an interrupt, and what that means), the test metrics and whether they
-  are leaderboard numbers (:mod:`graph_urpe.cli.leaderboard`), the run folder.
+* :class:`RNGStateCheckpoint` and :class:`ExactResumeFitLoop` (:func:`use_exact_resume`): a
+  resumed run trains exactly the steps of the uninterrupted one;
+* :class:`RunCSVLogger` and :class:`LogsAtCheckpoint`: ``metrics.csv`` holds every step once,
+  also across a kill and resume.
+
+What the run writes after training and prints at the end is :mod:`graph_urpe.cli.summary`.
 """
 
 from __future__ import annotations
@@ -23,8 +21,8 @@ import numpy as np
 import pandas as pd
 import torch
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
-from lightning.pytorch import LightningDataModule, LightningModule, Trainer
-from lightning.pytorch.callbacks import Callback, EarlyStopping, Timer
+from lightning.pytorch import LightningModule, Trainer
+from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.loggers import CSVLogger
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 from lightning.pytorch.loggers.logger import rank_zero_experiment
@@ -32,12 +30,7 @@ from lightning.pytorch.loops import _FitLoop, _Loop
 from lightning.pytorch.trainer.states import TrainerFn
 
 from graph_urpe.files import atomic_save, atomic_write_csv
-from graph_urpe.models.calibration import SUMMARY_LABELS as UNCERTAINTY_LABELS
-from graph_urpe.models.metrics import METRICS
 from graph_urpe.trust import read_checkpoint
-
-SMALL_TEST_SPLIT = 20
-"""Below this many test graphs the end-of-fit summary warns that the test metrics say little."""
 
 __all__ = [
     "AtomicCheckpointIO",
@@ -45,11 +38,7 @@ __all__ = [
     "LogsAtCheckpoint",
     "RNGStateCheckpoint",
     "RunCSVLogger",
-    "how_training_ended",
-    "print_fit_summary",
-    "test_prediction_table",
     "use_exact_resume",
-    "write_run_outputs",
 ]
 
 
@@ -248,271 +237,3 @@ def use_exact_resume(trainer: Trainer) -> Trainer:
     loop.epoch_loop = old.epoch_loop
     trainer.fit_loop = loop
     return trainer
-
-
-def how_training_ended(trainer: Trainer) -> str:
-    """One sentence: epochs done of planned and why training stopped.
-
-    Args:
-        trainer (Trainer): after ``fit``.
-    """
-    done = trainer.current_epoch
-    planned = trainer.max_epochs
-    of = f"{done} of {planned} epochs" if planned and planned > 0 else f"{done} epochs"
-    if trainer.interrupted:
-        epoch = f"epoch {done + 1} of {planned}" if planned and planned > 0 else f"epoch {done + 1}"
-        return (f"interrupted at step {trainer.global_step}, in {epoch} ({done} complete); "
-                "last.ckpt holds the state at the interrupt: resume with --ckpt_path last.")
-    for cb in trainer.callbacks:
-        if isinstance(cb, EarlyStopping) and cb.stopped_epoch > 0:
-            return (f"stopped early by EarlyStopping on {cb.monitor} after {of} (no improvement "
-                    f"for {cb.patience} validations).")
-        if getattr(cb, "stop_reason", None):  # a callback that says why it stopped the run
-            return f"stopped after {of}: {cb.stop_reason}."
-        if isinstance(cb, Timer) and cb.time_remaining() is not None and cb.time_remaining() <= 0:
-            return (f"stopped by the time limit (trainer.max_time) after {of}: the learning-rate "
-                    "schedule did not finish, so the result is worse than a full run; raise "
-                    "max_time or lower max_epochs (the schedule follows max_epochs).")
-    if trainer.max_steps and trainer.max_steps > 0 and trainer.global_step >= trainer.max_steps:
-        return f"finished: reached max_steps={trainer.max_steps} ({of})."
-    return f"finished the planned schedule: {of}."
-
-
-def test_prediction_table(model: LightningModule, test_split: Any) -> pd.DataFrame | None:
-    """The rows of ``test_predictions.csv``: one per test graph (node level: per test node).
-
-    Columns: ``row`` (the graph's source row: the 0-based data row of the user's file, or its
-    index in the dataset), ``smiles`` (when the graphs carry it), at node level ``node`` (the node's index in
-    its graph), then per target ``T``: ``T`` (label; empty = missing) and ``T_pred`` (prediction
-    in the labels' units; a probability for classification; the predicted class for multi-class,
-    followed by ``T_prob_<k>``, the probability of class ``k``); regression: ``T_std``,
-    ``T_lower``, ``T_upper`` (calibrated on the validation split; the 95 % interval).
-
-    Args:
-        model (LightningModule): a :class:`~graph_urpe.models.graph.GraphPropertyModule` after
-            ``test``; its ``test_outputs`` holds ``(ids [R], outputs [R, num_outputs],
-            labels [R, num_outputs])`` as collected (node level: ids from
-            :func:`~graph_urpe.models.sample_ids.node_sample_ids`).
-        test_split (Dataset): the test graphs the ids index.
-
-    Returns:
-        pandas.DataFrame or None: ``R`` rows sorted by id; None if the model holds no test
-        outputs.
-    """
-    from graph_urpe.models.sample_ids import NODE_ID_STRIDE
-
-    outputs = getattr(model, "test_outputs", None)
-    if outputs is None or test_split is None:
-        return None
-    ids, pred, target = (t.detach().cpu() for t in outputs)
-    order = torch.argsort(ids)
-    ids, pred, target = ids[order], pred[order].float(), target[order]
-    task = model.hparams.task
-    node_level = getattr(model, "level", "graph") == "node"
-    graph_ids = torch.div(ids, NODE_ID_STRIDE, rounding_mode="floor") if node_level else ids
-    rows, smiles = {}, {}
-    for i in torch.unique(graph_ids).tolist():
-        graph = test_split[i]
-        rows[i] = int(graph.row) if "row" in graph else i
-        smiles[i] = graph.smiles if "smiles" in graph else ""
-    table: dict[str, Any] = {"row": [rows[i] for i in graph_ids.tolist()]}
-    if any(smiles.values()):
-        table["smiles"] = [smiles[i] for i in graph_ids.tolist()]
-    if node_level:
-        table["node"] = (ids - graph_ids * NODE_ID_STRIDE).numpy()
-    if task == "multiclass":
-        name = model.target_names[0]
-        prob = torch.softmax(pred, dim=-1)
-        table[name] = target[:, 0].long().numpy()
-        table[f"{name}_pred"] = prob.argmax(-1).numpy()
-        for k in range(prob.shape[1]):
-            table[f"{name}_prob_{k}"] = prob[:, k].numpy()
-        return pd.DataFrame(table)
-    if task == "classification":
-        pred = torch.sigmoid(pred)
-    # Regression: the calibrated std and 95 % interval (GraphPropertyModule.calibrated).
-    extra = dict(zip(("std", "lower", "upper"), (
-        t.detach().cpu()[order].float() for t in getattr(model, "test_uncertainty", None) or ())))
-    for t, name in enumerate(model.target_names):
-        table[name] = target[:, t].numpy()
-        table[f"{name}_pred"] = pred[:, t].numpy()
-        for key, values in extra.items():
-            table[f"{name}_{key}"] = values[:, t].numpy()
-    return pd.DataFrame(table)
-
-
-def write_run_outputs(
-    trainer: Trainer, model: LightningModule, datamodule: LightningDataModule, run_dir: str
-) -> list[str]:
-    """Write the test predictions, the split membership and the figures into ``run_dir``.
-
-    ``test_predictions.csv``: see :func:`test_prediction_table`; ``splits.csv``: the data
-    module's ``split_membership()``; ``figures/``: :func:`graph_urpe.viz.plot_run` (when
-    matplotlib is installed).
-
-    Args:
-        trainer (Trainer): after ``test``.
-        model (LightningModule): a :class:`~graph_urpe.models.graph.GraphPropertyModule` after
-            ``test``.
-        datamodule (LightningDataModule): the graph data module.
-        run_dir (str): the run folder.
-
-    Returns:
-        list[str]: the files written.
-    """
-    written = []
-    table = test_prediction_table(model, getattr(datamodule, "splits", {}).get("test"))
-    if table is not None:
-        path = osp.join(run_dir, "test_predictions.csv")
-        atomic_write_csv(table, path)
-        written.append(path)
-    membership = getattr(datamodule, "split_membership", None)
-    frame = membership() if callable(membership) else None
-    if isinstance(frame, pd.DataFrame):
-        path = osp.join(run_dir, "splits.csv")
-        atomic_write_csv(frame, path)
-        written.append(path)
-    try:
-        from graph_urpe.viz import plot_run
-    except ImportError:  # matplotlib is an optional extra
-        return written
-    try:
-        written += [str(p) for p in plot_run(run_dir, task=model.hparams.get("task"))]
-    except ValueError as err:  # nothing to draw yet (e.g. a run shorter than log_every_n_steps)
-        print(f"figures skipped: {err}")
-    return written
-
-
-def _format(value: float) -> str:
-    return "nan" if value is None or not np.isfinite(value) else f"{value:.4f}"
-
-
-LOSS_LABELS = {"l1": "L1", "mse": "MSE", "mve": "Gaussian NLL", "bce": "BCE",
-               "cross_entropy": "cross-entropy"}
-"""How the summary names each training loss (``GraphPropertyModule.loss_name``)."""
-
-
-def unlabelled_test_graphs(model: LightningModule) -> int:
-    """How many graphs of ``model.test_outputs`` have no label at all (NaN in every column;
-    masked by the metrics); 0 without test outputs or at node level."""
-    outputs = getattr(model, "test_outputs", None)
-    if outputs is None or getattr(model, "level", "graph") != "graph":
-        return 0
-    return int(torch.isnan(outputs[2]).all(dim=1).sum())
-
-
-def metric_interval_line(model: LightningModule, seeds_command: str | None = None) -> str | None:
-    """The summary's line on how much the monitored test metric could vary with the test graphs:
-    its 95 % bootstrap interval (:func:`~graph_urpe.models.uncertainty.bootstrap_interval`) over
-    the graphs of ``model.test_outputs`` that have a label, then :obj:`seeds_command` (the
-    command that measures the spread over seeds) if given; :obj:`None` at node level, for test
-    splits over :data:`~graph_urpe.models.uncertainty.MAX_BOOTSTRAP_CELLS` labels, or where it is
-    undefined."""
-    from graph_urpe.models.uncertainty import MAX_BOOTSTRAP_CELLS, bootstrap_interval
-
-    outputs = getattr(model, "test_outputs", None)
-    if outputs is None or getattr(model, "level", "graph") != "graph":
-        return None
-    _, pred, target = outputs
-    if target.numel() > MAX_BOOTSTRAP_CELLS:
-        return None
-    metric = model.metric_name
-    labelled = ~torch.isnan(target).all(dim=1)  # graphs with at least one label
-    pred, target = pred[labelled], target[labelled]
-    interval = bootstrap_interval(pred, target, model.hparams.task, metric)
-    if interval is None:
-        return None
-    label = METRICS[metric].label
-    return (f"Test {label} 95% interval over the {pred.shape[0]} labelled test graphs (bootstrap): "
-            f"{interval[0]:.4f} to {interval[1]:.4f}"
-            + (f". The spread over training seeds: {seeds_command}" if seeds_command else ""))
-
-
-def print_fit_summary(trainer: Trainer, metrics: dict[str, float] | None, run_dir: str,
-                      record: dict[str, Any] | None = None, resume: str | None = None,
-                      tested_checkpoint: str | None = None, seeds_command: str | None = None
-                      ) -> None:
-    """Print the end-of-``fit`` summary (see the module docstring). Every path in it is absolute.
-
-    Args:
-        trainer (Trainer): after ``fit`` (and ``test``).
-        metrics (dict, optional): the test results (``test/<metric>``), :obj:`None` if the run
-            was not tested.
-        run_dir (str): the run folder.
-        record (dict, optional): a :func:`~graph_urpe.cli.leaderboard.leaderboard_record`: says
-            whether the test metric is a leaderboard number (default: :obj:`None`).
-        resume (str, optional): the command that resumes the run, printed after an interrupt
-            (default: :obj:`None`).
-        tested_checkpoint (str, optional): the checkpoint file the test metrics are from, marked
-            in the checkpoint lines (default: :obj:`None`).
-        seeds_command (str, optional): the ``graph-urpe seeds`` command that repeats this run
-            over seeds, printed after the test metric's interval (default: :obj:`None`).
-    """
-    run_dir = osp.abspath(run_dir)
-    lines = ["", "=" * 72, f"Training {how_training_ended(trainer)}"]
-    if metrics:
-        shown = {k[5:]: v for k, v in metrics.items()
-                 if k.startswith("test/") and "/" not in k[5:]
-                 and k[5:] not in ("num_graphs", "num_nodes")}
-        order = [*METRICS, "baseline_accuracy", "loss", *UNCERTAINTY_LABELS]
-        labels = {**{m: info.label for m, info in METRICS.items()}, "loss": "loss",
-                  "baseline_accuracy": "accuracy of the majority class (baseline)",
-                  **UNCERTAINTY_LABELS}
-        module = trainer.lightning_module
-        hparams = getattr(module, "hparams", {})
-        loss = getattr(module, "loss_name", None)
-        if loss is not None:
-            # The training objective; regression: in the standardised units it is optimised in.
-            scaled = hparams.get("task") == "regression" and hparams.get("standardize")
-            labels["loss"] = (f"loss ({LOSS_LABELS.get(loss, loss)}"
-                              f"{' of standardised targets' if scaled else ''})")
-        for key in sorted(shown, key=lambda k: order.index(k) if k in order else len(order)):
-            label = labels.get(key, key.upper())
-            lines.append(f"Test {label}: {_format(shown[key])}")
-        weights = getattr(module, "pos_weight_summary", None)
-        if callable(weights) and weights():
-            lines.append(weights())
-        interval = metric_interval_line(module, seeds_command)
-        if interval:
-            lines.append(interval)
-        if record is not None:
-            lines.append(record["note"])
-        tested = metrics.get("test/num_graphs")
-        unlabelled = unlabelled_test_graphs(module)
-        if unlabelled and tested is not None:
-            lines.append(f"Test graphs without any label: {unlabelled} of {int(tested)} "
-                         "(masked: the metrics are over the labelled ones).")
-        if tested is not None and tested - unlabelled < SMALL_TEST_SPLIT:
-            lines.append(
-                f"Warning: the test split holds only {int(tested - unlabelled)} labelled "
-                "graph(s): these metrics say little. Use more data, or a split with a larger test "
-                "part (e.g. --data.init_args.split random on a small file)."
-            )
-    elif metrics is not None:
-        tested_checkpoint = None
-        lines.append("No test metrics: the test split is empty. Use more data, or a split with "
-                     "a test part (e.g. --data.init_args.split random on a small file).")
-    dm = trainer.datamodule
-    loaded = getattr(dm, "loaded", None)
-    invalid = getattr(loaded, "invalid_rows", None) or []
-    if invalid:
-        where = getattr(loaded, "invalid_rows_path", None)
-        lines.append(f"Skipped rows: {len(invalid)}" + (f" (listed in {where})" if where else "")
-                     + "; see splits.csv for each row's fate.")
-    # Read the files, not the callbacks: testing best.ckpt restores the callbacks' states of
-    # the moment best.ckpt was written.
-    tested_ckpt = osp.abspath(tested_checkpoint) if tested_checkpoint else None
-    for cb in trainer.checkpoint_callbacks:
-        if cb.monitor is not None and cb.best_model_path:
-            best = osp.abspath(cb.best_model_path)
-            mark = ", tested" if best == tested_ckpt else ""
-            lines.append(f"Best checkpoint: {best}  ({cb.monitor}{mark})")
-    last = osp.join(run_dir, "checkpoints", "last.ckpt")
-    if osp.isfile(last):
-        mark = "tested; " if last == tested_ckpt else ""
-        lines.append(f"Last checkpoint: {last}  ({mark}resume with --ckpt_path last)")
-    if resume and trainer.interrupted:
-        lines.append(f"Resume: {resume}")
-    lines.append(f"Run folder: {run_dir}  (TensorBoard: tensorboard --logdir {osp.dirname(run_dir)})")
-    lines.append("=" * 72)
-    print("\n".join(lines))

@@ -44,7 +44,6 @@ from lightning.pytorch.core.mixins.hparams_mixin import _given_hyperparameters
 from lightning.pytorch.utilities import rank_zero_info
 from torch import Tensor, nn
 
-from graph_urpe.choices import check_choice
 from graph_urpe.models import finetune
 from graph_urpe.models.calibration import masked_gaussian_nll
 from graph_urpe.models.ensemble import EnsembleMixin
@@ -62,6 +61,13 @@ from graph_urpe.models.optim import (
     configure_optimizers,
 )
 from graph_urpe.models.sample_ids import NODE_ID_STRIDE, node_sample_ids, sample_ids
+from graph_urpe.models.task_options import (
+    LossName,
+    MetricName,
+    Task,
+    check_task_options,
+    pos_weight_tensor,
+)
 from graph_urpe.trust import TrustedLoadMixin
 
 __all__ = [
@@ -72,10 +78,6 @@ __all__ = [
 ]
 
 #: Task types of :class:`GraphPropertyModule`; losses and monitored metrics it accepts.
-Task = Literal["regression", "classification", "multiclass"]
-LossName = Literal["l1", "mse", "mve", "bce", "cross_entropy"]
-MetricName = Literal["mae", "rmse", "r2", "rocauc", "ap", "accuracy", "f1_macro"]
-_LEVELS = ("graph", "node")
 
 class NonFiniteLossError(RuntimeError):
     """Training produced a NaN / infinite loss: the run is stopped instead of continuing."""
@@ -200,57 +202,11 @@ class GraphPropertyModule(EnsembleMixin, TrustedLoadMixin, LightningModule):
         # Lightning 2.6; fenced by tests/test_private_apis.py).
         injected = ["model", "optimizer", "lr_scheduler"]
         self.save_hyperparameters(ignore=None if _given_hyperparameters.get() else injected)
-        check_choice("task", task, Task)
-        if loss is not None:
-            check_choice("loss", loss, LossName)
-        if metric is not None:
-            check_choice("metric", metric, MetricName)
-        fitting = {"regression": ("l1", "mse", "mve"), "classification": ("bce",),
-                   "multiclass": ("cross_entropy",)}
-        if self.loss_name not in fitting[task]:
-            raise ValueError(
-                f"loss {self.loss_name!r} does not fit a {task} task: use 'bce' for "
-                "classification, 'cross_entropy' for multiclass and 'l1', 'mse' or 'mve' for "
-                "regression."
-            )
-        if metric is not None and (task == "multiclass") != (METRICS[metric].task == "multiclass"):
-            multi = [m for m, info in METRICS.items() if info.task == "multiclass"]
-            others = [m for m in METRICS if m not in multi]
-            raise ValueError(
-                f"metric {metric!r} does not fit a {task} task: multiclass tasks are scored by "
-                f"{', '.join(multi)}, the others by {', '.join(others)}."
-            )
-        self.level = getattr(model, "level", "graph")
-        if self.level not in _LEVELS:
-            raise ValueError(
-                f"the network's level is {self.level!r}; it must be one of {_LEVELS} (its "
-                "outputs: one row per graph or one per node)."
-            )
+        self.level, self.num_outputs = check_task_options(model, task, loss, self.loss_name,
+                                                          metric, num_classes)
         self.model = model
-        self.num_outputs = _num_outputs(model)
         self.mve = self.loss_name == "mve"
-        if self.mve != (getattr(model, "outputs_per_task", 1) == 2):
-            raise ValueError(
-                "loss='mve' needs a network with two outputs per task (mean, variance), and only "
-                "it does: set the network's outputs_per_task to 2 with loss mve, 1 otherwise "
-                "(graph-urpe fit sets it from --model.init_args.loss)."
-            )
         self._init_ensemble(ensemble_size)
-        if task == "multiclass":
-            if num_classes is not None and num_classes != self.num_outputs:
-                raise ValueError(
-                    f"num_classes={num_classes} but the network has {self.num_outputs} outputs: "
-                    "give it one output (logit) per class (its num_tasks)."
-                )
-            if self.num_outputs < 2:
-                raise ValueError(
-                    f"a multiclass task needs a network with at least 2 outputs (one logit per "
-                    f"class), got {self.num_outputs}."
-                )
-        elif num_classes is not None:
-            raise ValueError(
-                f"num_classes is for task='multiclass'; this task is {task!r}: leave it unset."
-            )
         self.num_classes = self.num_outputs if task == "multiclass" else None
         finetune.check_finetune_options(model, pretrained, encoder_lr_factor, freeze_encoder)
         # Label columns (the network's num_tasks are its outputs): one class label
@@ -267,7 +223,7 @@ class GraphPropertyModule(EnsembleMixin, TrustedLoadMixin, LightningModule):
         self.register_buffer("target_std", torch.ones(self.num_labels))
         if pos_weight is not None:
             # A buffer only when asked for, so checkpoints written without one still load.
-            self.register_buffer("bce_pos_weight", _pos_weight_tensor(pos_weight, task,
+            self.register_buffer("bce_pos_weight", pos_weight_tensor(pos_weight, task,
                                                                      self.num_labels))
         self._init_calibration()
         # The atom / bond feature values seen in training (plain lists; set at fit, kept in the
@@ -519,38 +475,3 @@ class GraphPropertyModule(EnsembleMixin, TrustedLoadMixin, LightningModule):
         groups = None if factor == 1.0 else [
             g for m in self.members for g in finetune.encoder_parameter_groups(m, factor)]
         return configure_optimizers(self, self.optimizer, self.lr_scheduler, groups)
-
-
-
-def _pos_weight_tensor(pos_weight: list[float] | str, task: str, num_labels: int) -> Tensor:
-    """The ``[num_labels]`` buffer of ``pos_weight`` (ones for ``"balanced"``, set at ``fit``);
-    refuses it for other tasks, a wrong length or values that are not positive and finite."""
-    if task != "classification":
-        raise ValueError(
-            f"pos_weight weighs the positive class of a binary classification task; this task is "
-            f"{task!r}: leave pos_weight unset."
-        )
-    if isinstance(pos_weight, str):
-        check_choice("pos_weight", pos_weight, Literal["balanced"])
-        return torch.ones(num_labels)
-    weight = torch.as_tensor(list(pos_weight), dtype=torch.float32).reshape(-1)
-    if weight.numel() != num_labels or not bool(torch.isfinite(weight).all() & (weight > 0).all()):
-        raise ValueError(
-            f"pos_weight={list(pos_weight)}: give {num_labels} positive number(s), one per task "
-            "(e.g. n_negative / n_positive of its training labels), or 'balanced' to take them "
-            "from the training labels."
-        )
-    return weight
-
-
-def _num_outputs(model: nn.Module) -> int:
-    """Outputs per graph of a network: its ``num_tasks`` (Graphormer; times its
-    ``outputs_per_task``) or ``out_channels``."""
-    for name in ("num_tasks", "out_channels"):
-        value = getattr(model, name, None)
-        if isinstance(value, int) and value > 0:
-            return value * getattr(model, "outputs_per_task", 1)
-    raise ValueError(
-        f"cannot tell how many outputs {type(model).__name__} has: give it a positive integer "
-        "attribute `num_tasks` (or `out_channels`)."
-    )
