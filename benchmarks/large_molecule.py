@@ -42,8 +42,8 @@ def worker(config: dict) -> dict:
     from torch_geometric.data import Batch
 
     from graph_urpe.data.featurize import feature_dims, smiles_to_graph
-    from graph_urpe.data.modules.graph import pair_pre_transform
     from graph_urpe.nn import Graphormer
+    from graph_urpe.transforms import pair_pre_transform
 
     torch.set_num_threads(1)
     spd = pair_pre_transform(False)

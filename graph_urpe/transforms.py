@@ -33,12 +33,12 @@ from scipy.sparse import csr_array
 from scipy.sparse.csgraph import connected_components, dijkstra, floyd_warshall
 from torch_geometric.data import Data
 from torch_geometric.data.datapipes import functional_transform
-from torch_geometric.transforms import BaseTransform
+from torch_geometric.transforms import BaseTransform, Compose
 
 from graph_urpe.constants import PAIR_INDEX, UNREACHABLE
 
 __all__ = ["FLOYD_WARSHALL_MAX_NODES", "MAX_NODES", "PAIR_INDEX", "UNREACHABLE",
-           "AddResistanceDistance", "AddShortestPathDistance", "StandardLayout", "pair_index",
+           "AddResistanceDistance", "AddShortestPathDistance", "StandardLayout", "pair_index", "pair_pre_transform",
            "resistance_distance_matrix", "shortest_path_arrays"]
 
 FLOYD_WARSHALL_MAX_NODES: int = 256
@@ -396,3 +396,11 @@ class StandardLayout(BaseTransform):
                 )
             data.y = y.reshape(1, -1).to(torch.float32)
         return data
+
+
+def pair_pre_transform(resistance: bool = False) -> AddShortestPathDistance | Compose:
+    """The pre-transform of every graph-urpe dataset: unclipped SPD and predecessors (so one cache
+    serves any ``max_distance`` / ``max_hops`` of the model), and with ``resistance`` the
+    resistance distance too (models with ``relations`` including ``"resistance"``)."""
+    spd = AddShortestPathDistance(max_distance=None, paths=True)
+    return Compose([spd, AddResistanceDistance()]) if resistance else spd

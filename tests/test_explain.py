@@ -11,9 +11,9 @@ from rdkit import Chem
 
 from graph_urpe.cli import main
 from graph_urpe.cli.configs import CONFIG_DIR
-from graph_urpe.data.modules.graph import pair_pre_transform
 from graph_urpe.data.predict_inputs import featurize_inputs
 from graph_urpe.models import GraphPropertyModule
+from graph_urpe.transforms import pair_pre_transform
 from graph_urpe.viz import atom_attributions
 
 SULFONYL = Chem.MolFromSmarts("S(=O)=O")

@@ -93,9 +93,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     import pandas as pd
 
     from graph_urpe.data.featurize import parse_smiles
-    from graph_urpe.data.modules.graph import pair_pre_transform
     from graph_urpe.data.predict_inputs import featurize_inputs, read_predict_inputs
     from graph_urpe.files import atomic_write_csv, check_writable
+    from graph_urpe.transforms import pair_pre_transform
     from graph_urpe.viz.attribution import atom_attributions, draw_attributions
 
     module = _load(args.ckpt_path)

@@ -99,7 +99,7 @@ def featurize_inputs(smiles: list[str], featurization: str | None, max_nodes: in
         featurization (str): the model's ``"ogb"`` / ``"zinc"`` (:obj:`None`: not a molecular model).
         max_nodes (int, optional): larger molecules get an error.
         pre_transform (callable, optional): applied to every graph (the training data's, e.g.
-            :func:`~graph_urpe.data.modules.graph.pair_pre_transform`).
+            :func:`~graph_urpe.transforms.pair_pre_transform`).
         processing_workers (int, optional): worker processes (default: automatic).
         dataset_source (str, optional): the model's data, named when it is not molecular.
 

@@ -28,10 +28,10 @@ import pandas as pd
 import torch
 from torch_geometric.loader import DataLoader
 
-from graph_urpe.data.modules.graph import pair_pre_transform
 from graph_urpe.data.predict_inputs import featurize_inputs, vocabulary_warnings
 from graph_urpe.data.predictions import prediction_table
 from graph_urpe.models.graph import GraphPropertyModule
+from graph_urpe.transforms import pair_pre_transform
 
 __all__ = ["Predictor"]
 

@@ -22,8 +22,6 @@ row (:mod:`graph_urpe.cli.predict`).
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -32,15 +30,12 @@ import torch
 from lightning.pytorch import LightningDataModule
 from torch_geometric.data import Data, InMemoryDataset
 from torch_geometric.loader import DataLoader
-from torch_geometric.transforms import Compose
 
 from graph_urpe.choices import check_at_least
 from graph_urpe.data.featurize import feature_dims
 from graph_urpe.data.indexed import IndexedDataset
+from graph_urpe.data.modules.smiles_prediction import SmilesPredictionMixin
 from graph_urpe.data.predict_inputs import (
-    featurize_inputs,
-    iter_predict_inputs,
-    read_predict_inputs,
     training_vocabulary,
 )
 from graph_urpe.data.registry import DatasetFacts, DatasetFamily, DatasetSplits, LoadOptions
@@ -50,23 +45,13 @@ from graph_urpe.data.sampler import (
     SizeBucketBatchSampler,
     graph_sizes,
 )
-from graph_urpe.files import check_writable
-from graph_urpe.transforms import AddResistanceDistance, AddShortestPathDistance, StandardLayout
+from graph_urpe.transforms import StandardLayout, pair_pre_transform
 
 __all__ = [
     "BatchedGraphDataModule",
     "GraphDataModule",
     "collated_labels",
-    "pair_pre_transform",
 ]
-
-def pair_pre_transform(resistance: bool = False) -> AddShortestPathDistance | Compose:
-    """The pre-transform of every dataset here: unclipped SPD and predecessors (so one cache
-    serves any ``max_distance`` / ``max_hops`` of the model), and with ``resistance`` the
-    resistance distance too (models with ``relations`` including ``"resistance"``)."""
-    spd = AddShortestPathDistance(max_distance=None, paths=True)
-    return Compose([spd, AddResistanceDistance()]) if resistance else spd
-
 
 def collated_labels(dataset) -> torch.Tensor | None:
     r"""The labels ``y`` of every graph of a PyG :class:`~torch_geometric.data.InMemoryDataset`
@@ -254,7 +239,7 @@ class BatchedGraphDataModule(LightningDataModule):
         return self._loader(self.splits["test"], shuffle=False)
 
 
-class GraphDataModule(BatchedGraphDataModule):
+class GraphDataModule(SmilesPredictionMixin, BatchedGraphDataModule):
     r"""Base of the molecular data modules: the splits of one dataset family
     (:class:`~graph_urpe.data.registry.DatasetFamily`), the loaders of
     :class:`BatchedGraphDataModule`, SMILES prediction.
@@ -443,73 +428,7 @@ class GraphDataModule(BatchedGraphDataModule):
             self.splits = {"train": parts["train"], "val": parts["valid"],
                            "test": parts[self.test_split]}
 
-    # ---------------------------------------------------------------------- predict
-    def _predict_limit(self, trained_limit: int | None) -> int | None:
-        limits = [trained_limit, self.max_graph_nodes, self.max_nodes_per_batch]
-        if self.max_cells_per_batch is not None:
-            limits.append(math.isqrt(self.max_cells_per_batch))
-        limits = [v for v in limits if v is not None]
-        return min(limits) if limits else None
-
-    def prepare_predict(self, featurization: str | None, max_graph_nodes: int | None = None,
-                        dataset_source: str | None = None,
-                        frame: pd.DataFrame | None = None) -> None:
-        """Read and featurise the inputs to predict as the model was trained: fills
-        :attr:`predict_frame` (``N`` input rows), :attr:`predict_graphs` and
-        :attr:`predict_errors` (row -> reason). ``graph-urpe predict`` calls it with the
-        checkpoint's facts before ``trainer.predict``; call it yourself in Python.
-
-        Args:
-            featurization (str): the model's ``"ogb"`` / ``"zinc"``.
-            max_graph_nodes (int, optional): the model's node limit (larger inputs get an error).
-            dataset_source (str, optional): the model's data (named if it is not molecular).
-            frame (pandas.DataFrame, optional): these input rows instead of all of
-                ``predict_csv`` / ``predict_smiles`` (one chunk of :meth:`predict_chunks`;
-                rows numbered from 0 within it). (default: :obj:`None`)
-
-        Raises:
-            ValueError: no inputs, a CSV without the SMILES column, or a non-molecular model.
-        """
-        if frame is None:
-            frame = read_predict_inputs(self.predict_csv, self.predict_smiles, self.smiles_column)
-        graphs, errors = featurize_inputs(
-            frame[self.smiles_column].tolist(), featurization,
-            # Both relations, whichever the checkpoint's network reads (its relations may differ
-            # from this module's `resistance`): about 1 ms more CPU per molecule.
-            self._predict_limit(max_graph_nodes), pair_pre_transform(resistance=True),
-            self.processing_workers,
-            dataset_source)
-        self.predict_frame, self.predict_graphs, self.predict_errors = frame, graphs, errors
-
-    def predict_chunks(self) -> Iterator[pd.DataFrame]:
-        """The input rows in chunks of at most :attr:`predict_chunk_rows`, read as they are
-        needed (a CSV is never held whole; :func:`~graph_urpe.data.predict_inputs.
-        iter_predict_inputs`)."""
-        return iter_predict_inputs(self.predict_csv, self.predict_smiles, self.smiles_column,
-                                   self.predict_chunk_rows)
-
-    def _setup_predict(self) -> None:
-        if self.predict_frame is None:
-            raise ValueError(
-                "call datamodule.prepare_predict(featurization, max_graph_nodes) with the model's "
-                "facts before trainer.predict (graph-urpe predict does it)."
-            )
-
     def train_vocabulary(self) -> dict[str, list[list[int]]] | None:
         """The atom / bond feature values of the training split
         (:func:`~graph_urpe.cli.predict.training_vocabulary`), stored in checkpoints."""
         return training_vocabulary(self.train_split())
-
-    def predict_dataloader(self) -> DataLoader:
-        graphs = self.predict_graphs
-        sizes = [g.num_nodes for g in graphs]
-        return self._loader(graphs, shuffle=False, sizes=sizes, indexed=False)
-
-    def check_predict_output(self) -> None:
-        """Fail before any work if :attr:`predict_output` cannot be written.
-
-        Raises:
-            graph_urpe.files.OutputError: naming the path and the cause.
-        """
-        check_writable(self.predict_output)
-
