@@ -31,7 +31,6 @@ state, also written on Ctrl-C), ``test_predictions.csv``, ``splits.csv`` and ``f
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import os.path as osp
@@ -55,6 +54,7 @@ from lightning.pytorch.cli import (
 from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.utilities.model_helpers import is_overridden
 
+from graph_urpe.cli.checkpoint_args import checkpoint_arguments, ckpt_argument
 from graph_urpe.cli.configs import DEFAULT_CONFIG
 from graph_urpe.cli.leaderboard import trainer_record, write_record
 from graph_urpe.cli.messages import CLIError
@@ -75,7 +75,7 @@ from graph_urpe.files import (
     remove_stale_temporaries,
 )
 from graph_urpe.received import shape_mismatch
-from graph_urpe.trust import read_checkpoint, read_run_data
+from graph_urpe.trust import read_checkpoint
 
 __all__ = ["GRAPH_LINKS", "GraphURPECLI", "run"]
 
@@ -216,7 +216,7 @@ class GraphURPECLI(LightningCLI):
             return
         argv = list(sys.argv[1:] if args is None else args)
         sub = argv[0] if argv and argv[0] in SUBCOMMANDS else None
-        scanned = _ckpt_argument(argv)
+        scanned = ckpt_argument(argv)
         try:
             super().parse_arguments(parser, self._with_checkpoint(argv, sub, scanned))
         except argparse.ArgumentError:
@@ -248,7 +248,7 @@ class GraphURPECLI(LightningCLI):
         self.training_vocabulary = ckpt.get("training_vocabulary")
         self._checkpoint_shapes = (ckpt_path, {k: torch.empty(v.shape, device="meta")
                                                for k, v in ckpt["state_dict"].items()})
-        return _checkpoint_arguments(argv, sub, ckpt_path, ckpt.module_config)
+        return checkpoint_arguments(argv, sub, ckpt_path, ckpt.module_config)
 
     _checkpoint_shapes: tuple[str, dict] | None = None
 
@@ -448,38 +448,6 @@ _HELD_LOCKS: list[Any] = []
 
 PREDICT_NEEDS_CHECKPOINT = ("predict needs a trained model: pass --ckpt_path PATH (e.g. the "
                             "best.ckpt printed at the end of `graph-urpe fit`).")
-
-
-def _ckpt_argument(argv: list[str]) -> str | None:
-    """The value of ``--ckpt_path`` on the command line (the last one), or :obj:`None`."""
-    value = None
-    for i, arg in enumerate(argv):
-        if arg == "--ckpt_path" and i + 1 < len(argv):
-            value = argv[i + 1]
-        elif arg.startswith("--ckpt_path="):
-            value = arg.split("=", 1)[1]
-    return None if value in (None, "null", "None", "") else value
-
-
-def _checkpoint_arguments(argv: list[str], sub: str, ckpt_path: str,
-                          module_config: dict | None) -> list[str]:
-    """``argv`` with the checkpoint's canonical model configuration (and the run folder's
-    canonical data section) as the first ``--config``: class paths from graph-urpe's registry
-    and plain values checked against each class's signature (:mod:`graph_urpe.received`)."""
-    if module_config is None:
-        return argv
-    # jsonargparse's --config takes a file or the configuration itself (JSON is YAML).
-    config = {"model": module_config}
-    user = argv[1:]
-    run_config = osp.join(osp.dirname(osp.dirname(osp.abspath(ckpt_path))), "config.yaml")
-    if sub in ("validate", "test") and osp.isfile(run_config) and not any(
-            a.startswith(("--data", "--config", "-c")) for a in user):
-        data = read_run_data(run_config)
-        if data is not None:
-            print(f"{sub}: data as in {run_config} (the run's own data; pass --data options or "
-                  "--config to evaluate on other data)")
-            config["data"] = data
-    return [sub, "--config", json.dumps(config), *user]
 
 
 def run(argv: list[str], user_args: list[str] | None = None) -> None:
