@@ -56,3 +56,24 @@ def test_multiclass_accuracy_interval():
     target = torch.tensor([0, 1, 2, 1] * 10, dtype=torch.float32).view(-1, 1)
     logits = torch.nn.functional.one_hot(target.view(-1).long(), 3).float()
     assert bootstrap_interval(logits, target, "multiclass", "accuracy") == (1.0, 1.0)
+
+
+def test_undefined_resamples_give_no_interval_and_say_so_without_scipy_warnings():
+    """One negative among 30 graphs: most resamples lack it, ROC-AUC is undefined there, so no
+    interval (and no scipy warning); the summary says why instead of dropping the line."""
+    import warnings
+    from types import SimpleNamespace
+
+    from graph_urpe.cli.summary import metric_interval_line
+
+    target = torch.ones(30, 1)
+    target[0] = 0.0
+    pred = torch.linspace(0, 1, 30).unsqueeze(1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert bootstrap_interval(pred, target, "classification", "rocauc") is None
+    model = SimpleNamespace(test_outputs=(torch.arange(30), pred, target), level="graph",
+                            metric_name="rocauc", hparams=SimpleNamespace(task="classification"))
+    line = metric_interval_line(model, "graph-urpe seeds --seeds 3")
+    assert line.startswith("Test ROC-AUC: no bootstrap interval over the 30 labelled test graphs")
+    assert line.endswith("graph-urpe seeds --seeds 3")

@@ -205,12 +205,16 @@ def metric_interval_line(model: LightningModule, seeds_command: str | None = Non
     labelled = ~torch.isnan(target).all(dim=1)  # graphs with at least one label
     pred, target = pred[labelled], target[labelled]
     interval = bootstrap_interval(pred, target, model.hparams.task, metric)
-    if interval is None:
-        return None
     label = METRICS[metric].label
+    seeds = f". The spread over training seeds: {seeds_command}" if seeds_command else ""
+    if interval is None:
+        if pred.shape[0] < 2:
+            return None
+        # Defined on the split but not on every resample (e.g. a resample with one class only).
+        return (f"Test {label}: no bootstrap interval over the {pred.shape[0]} labelled test "
+                f"graphs (the metric is undefined on some resamples of so few graphs){seeds}")
     return (f"Test {label} 95% interval over the {pred.shape[0]} labelled test graphs (bootstrap): "
-            f"{interval[0]:.4f} to {interval[1]:.4f}"
-            + (f". The spread over training seeds: {seeds_command}" if seeds_command else ""))
+            f"{interval[0]:.4f} to {interval[1]:.4f}{seeds}")
 
 
 def print_fit_summary(trainer: Trainer, metrics: dict[str, float] | None, run_dir: str,
@@ -253,7 +257,10 @@ def print_fit_summary(trainer: Trainer, metrics: dict[str, float] | None, run_di
                               f"{' of standardised targets' if scaled else ''})")
         for key in sorted(shown, key=lambda k: order.index(k) if k in order else len(order)):
             label = labels.get(key, key.upper())
-            lines.append(f"Test {label}: {_format(shown[key])}")
+            value = _format(shown[key])
+            if key.endswith("spearman") and value == "nan":
+                value = "n/a (the std is the same for every molecule, or under 3 labels)"
+            lines.append(f"Test {label}: {value}")
         weights = getattr(module, "pos_weight_summary", None)
         if callable(weights) and weights():
             lines.append(weights())

@@ -11,9 +11,11 @@ seeds: ``graph-urpe seeds`` measures that.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import torch
-from scipy.stats import bootstrap
+from scipy.stats import DegenerateDataWarning, bootstrap
 from torch import Tensor
 
 from graph_urpe.models.metrics import epoch_metrics, multiclass_metrics
@@ -59,8 +61,10 @@ def bootstrap_interval(pred: Tensor, target: Tensor, task: str, metric: str,
 
     if rows < 2 or not np.isfinite(value(np.arange(rows))):
         return None
-    result = bootstrap((np.arange(rows),), value, n_resamples=n_resamples, vectorized=False,
-                       confidence_level=confidence, method="percentile",
-                       rng=np.random.default_rng(seed))
+    with warnings.catch_warnings():  # a NaN resample is reported by returning None
+        warnings.simplefilter("ignore", DegenerateDataWarning)
+        result = bootstrap((np.arange(rows),), value, n_resamples=n_resamples, vectorized=False,
+                           confidence_level=confidence, method="percentile",
+                           rng=np.random.default_rng(seed))
     low, high = float(result.confidence_interval.low), float(result.confidence_interval.high)
     return (low, high) if np.isfinite(low) and np.isfinite(high) else None
