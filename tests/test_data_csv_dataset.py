@@ -114,6 +114,8 @@ def test_label_errors(tmp_path):
     with pytest.raises(FileNotFoundError):
         SmilesCSVDataset(str(tmp_path / "r5"), str(tmp_path / "missing.csv"), log=False)
     # One column named twice would train two tasks on the same labels and write one (trial).
+    with pytest.raises(ValueError, match="is a folder, not a CSV file"):
+        SmilesCSVDataset(str(tmp_path / "r7"), str(tmp_path), log=False)
     with pytest.raises(ValueError, match="'y' more than once"):
         SmilesCSVDataset(str(tmp_path / "r6"), str(path), target_columns=["y", "y"], log=False)
 

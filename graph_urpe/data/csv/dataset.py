@@ -100,6 +100,7 @@ class SmilesCSVDataset(SafeCacheMixin, InMemoryDataset):
 
     Raises:
         FileNotFoundError: if :obj:`csv_path` does not exist.
+        ValueError: if :obj:`csv_path` is a folder.
         ValueError: for unknown options; an empty (0-byte) or header-only file; missing columns
             (the message names the option to set); non-numeric or infinite labels, a label column
             without any value, classification labels other than 0/1; a bad split column; no
@@ -134,6 +135,8 @@ class SmilesCSVDataset(SafeCacheMixin, InMemoryDataset):
         force_reload: bool = False,
         log: bool = True,
     ) -> None:
+        if osp.isdir(csv_path):
+            raise ValueError(f"{csv_path} is a folder, not a CSV file: pass the file's path.")
         if not osp.isfile(csv_path):
             raise FileNotFoundError(f"CSV file not found: {csv_path}")
         check_choice("task", task, CSVTask)
