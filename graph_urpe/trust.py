@@ -190,6 +190,7 @@ def read_checkpoint(path: Any, map_location: Any = "cpu") -> CheckedCheckpoint:
         check_module_hparams(ckpt.get("datamodule_hyper_parameters"),
                              "datamodule_hyper_parameters", role="data")
         _check_vocabulary(ckpt.get("training_vocabulary"))
+        _check_lightning_state(ckpt)
         _check_tensor_bytes(ckpt)
         if checked.module_config is not None:
             check_sizes(checked.module_config, ckpt["state_dict"])
@@ -200,6 +201,42 @@ def read_checkpoint(path: Any, map_location: Any = "cpu") -> CheckedCheckpoint:
     except Refusal as err:
         raise _refused(name, err, "checkpoint") from None
     return checked
+
+
+_LOOPS = ("fit_loop", "validate_loop", "test_loop", "predict_loop")
+
+
+def _check_lightning_state(ckpt: dict) -> None:
+    """The form of what Lightning restores from a checkpoint (its version, loop states, optimizer
+    and scheduler states), so a changed file is refused here in one line and never reaches
+    Lightning's restore as a traceback; a scheduler's state may not reach past its own numbers
+    (``load_state_dict`` copies the keys onto the scheduler)."""
+    version = ckpt.get("pytorch-lightning_version")
+    if version is not None:
+        try:
+            major = int(str(version).split(".")[0]) if isinstance(version, str) else 0
+        except ValueError:
+            major = 0
+        if major < 2:
+            raise Refusal(f"pytorch-lightning_version {str(version)[:40]!r} is not a Lightning 2 "
+                          "version this graph-urpe writes")
+    loops = ckpt.get("loops")
+    if loops is not None and (not isinstance(loops, dict) or any(
+            not isinstance(loops.get(name), dict) for name in _LOOPS)):
+        raise Refusal(f"loops must map {', '.join(_LOOPS)} to their states")
+    states = ckpt.get("optimizer_states")
+    if states is not None and (not isinstance(states, list) or any(
+            not isinstance(s, dict) or not isinstance(s.get("state"), dict)
+            or not isinstance(s.get("param_groups"), list) for s in states)):
+        raise Refusal("optimizer_states must be a list of optimizer state dicts "
+                      "('state', 'param_groups')")
+    schedulers = ckpt.get("lr_schedulers")
+    if schedulers is not None and (not isinstance(schedulers, list) or any(
+            not isinstance(s, dict) or any(not isinstance(k, str) or k.startswith("__")
+                                           or k in ("optimizer", "class_path", "_class_path")
+                                           for k in s) for s in schedulers)):
+        raise Refusal("lr_schedulers must be a list of scheduler states holding the scheduler's "
+                      "own numbers")
 
 
 def _check_vocabulary(vocabulary: Any) -> None:

@@ -375,3 +375,21 @@ def test_importing_the_command_modules_main_runs_nothing(monkeypatch):
     monkeypatch.delitem(sys.modules, "graph_urpe.cli.__main__", raising=False)
     importlib.import_module("graph_urpe.cli.__main__")
     assert calls == []
+
+
+@pytest.mark.parametrize("top", [
+    {"loops": {"class_path": "evilmod.Evil", "init_args": {}}},
+    {"pytorch-lightning_version": "0.0.1"},
+    {"pytorch-lightning_version": {"class_path": "evilmod.Evil"}},
+    {"optimizer_states": [{"class_path": "evilmod.Evil"}]},
+    {"lr_schedulers": [{"class_path": "evilmod.Evil", "_class_path": "evilmod.Evil"}]},
+    {"lr_schedulers": [{"optimizer": {}, "last_epoch": 3}]},
+], ids=["loops", "old-version", "version-mapping", "optimizer-states", "scheduler-class",
+        "scheduler-attribute"])
+def test_what_lightning_restores_is_checked_in_one_line(tmp_path, top):
+    """Found by the attacker trial: these reached Lightning's restore and ended in a traceback
+    (or, for a scheduler, set attributes on it): now one line naming the file."""
+    path = checkpoint(tmp_path / "changed.ckpt", **top)
+    with pytest.raises((UntrustedFileError, ReceivedFileError)) as err:
+        read_checkpoint(path)
+    assert "changed.ckpt" in str(err.value) and "\n" not in str(err.value)
