@@ -22,7 +22,9 @@ behaviour that depends on it going silently wrong. This file is the one list of 
 * PyG's ``Dataset._process`` and ``InMemoryDataset._data``: safe cache reads
   (:mod:`graph_urpe.data.cache`) and label statistics read from the collated storage;
 * ``torch._softmax_backward_data``: the fused attention core's backward
-  (:mod:`graph_urpe.nn._fused`).
+  (:mod:`graph_urpe.nn._fused`);
+* Optuna's ``FrozenTrial._trial_id``: an hpopt trial's fit process reports to its trial
+  (:mod:`graph_urpe.models.pruning`).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from __future__ import annotations
 from contextvars import ContextVar
 from typing import ClassVar
 
+import pytest
 from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.core.mixins import hparams_mixin
@@ -149,3 +152,12 @@ def test_softmax_backward_data_equals_autograd():
     (expected,) = torch.autograd.grad(probs, scores, grad)
     found = torch._softmax_backward_data(grad, probs.detach(), -1, torch.float64)
     assert torch.allclose(found, expected)
+
+
+def test_optuna_frozen_trial_id_the_pruning_callback_reports_to():
+    optuna = pytest.importorskip("optuna")
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study()
+    study.tell(study.ask(), 1.0)
+    assert isinstance(getattr(study.trials[0], "_trial_id", None), int), (
+        "optuna.trial.FrozenTrial._trial_id is gone: update graph_urpe/models/pruning.py")
