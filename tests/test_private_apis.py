@@ -5,9 +5,9 @@ changes one, a test here fails and names it and the graph-urpe code that uses it
 behaviour that depends on it going silently wrong. This file is the one list of them:
 
 * ``lightning.pytorch.core.mixins.hparams_mixin._given_hyperparameters``: set by LightningCLI while
-  it instantiates a module; :class:`~graph_urpe.models.graph.GraphPropertyModule` then keeps the
-  network / optimizer / scheduler configuration in its hyperparameters (a checkpoint rebuilds
-  them), and in plain Python leaves the injected objects out;
+  it instantiates a module; every module of the package then keeps the network / optimizer /
+  scheduler configuration in its hyperparameters (a checkpoint rebuilds them), and in plain Python
+  leaves the injected objects out (:func:`graph_urpe.models.hparams.save_configuration`);
 * ``Trainer._accelerator_connector.use_distributed_sampler``: the graph loaders split batches
   across ranks themselves and refuse a Trainer that would also wrap their sampler;
 * the fit loop's restart machinery (``_FitLoop`` / ``_Loop.restarting``, ``_combined_loader``,
@@ -15,9 +15,7 @@ behaviour that depends on it going silently wrong. This file is the one list of 
   (:class:`graph_urpe.cli.run.ExactResumeFitLoop`);
 * ``ExperimentWriter._check_log_dir_exists`` and ``CSVLogger._experiment``: a resumed run keeps
   its ``metrics.csv`` (:class:`graph_urpe.cli.run.RunCSVLogger`);
-* ``LightningModule._hparams_initial``: the sequence modules keep injected objects out of their
-  saved hyperparameters (:mod:`graph_urpe.models.sequence`);
-* ``LightningCLI._prepare_subcommand_parser`` (and the parser's ``_actions``) and
+* ``LightningCLI._prepare_subcommand_parser`` (to know which subcommand's parser it builds) and
   ``LightningCLI._parse_ckpt_path``: :class:`graph_urpe.cli.lightning_cli.GraphURPECLI`;
 * PyG's ``Dataset._process`` and ``InMemoryDataset._data``: safe cache reads
   (:mod:`graph_urpe.data.cache`) and label statistics read from the collated storage;
@@ -54,7 +52,7 @@ def test_lightning_cli_still_sets_the_private_hparams_context_graph_module_reads
     var = getattr(hparams_mixin, "_given_hyperparameters", None)
     assert isinstance(var, ContextVar), (
         f"Lightning no longer has {GIVEN} (a ContextVar): update "
-        "GraphPropertyModule.__init__'s save_hyperparameters call (graph_urpe/models/graph.py)")
+        "graph_urpe.models.hparams.save_configuration")
     _Probe.seen.clear()
     _Probe(width=3)
     LightningCLI(_Probe, run=False, args=["--model.width", "2"], save_config_callback=None,
@@ -64,7 +62,7 @@ def test_lightning_cli_still_sets_the_private_hparams_context_graph_module_reads
     assert plain is None, f"{GIVEN} is set outside LightningCLI: {plain!r}"
     assert isinstance(cli, dict) and cli.get("width") == 2, (
         f"LightningCLI no longer passes the module's configuration through {GIVEN} (got "
-        f"{cli!r}): update GraphPropertyModule.__init__ (graph_urpe/models/graph.py)")
+        f"{cli!r}): update graph_urpe.models.hparams.save_configuration")
 
 
 def test_lightning_still_has_the_private_sampler_flag_the_loaders_check():
@@ -109,19 +107,10 @@ def test_csv_logger_internals_the_resumed_run_logger_overrides():
     assert logger._experiment is None, user  # created lazily by the `experiment` property
 
 
-def test_hparams_initial_the_sequence_modules_edit():
-    module = _Probe(width=2)
-    module.save_hyperparameters()
-    _fence(module, "_hparams_initial", "graph_urpe/models/sequence.py")
-
-
 def test_lightning_cli_hooks_the_cli_overrides():
     user = "graph_urpe/cli/lightning_cli.py (GraphURPECLI)"
     _fence(LightningCLI, "_prepare_subcommand_parser", user)
     _fence(LightningCLI, "_parse_ckpt_path", user)
-    from lightning.pytorch.cli import LightningArgumentParser
-
-    _fence(LightningArgumentParser(), "_actions", user)
 
 
 def test_pyg_dataset_internals_the_caches_replace():

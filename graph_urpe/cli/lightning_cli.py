@@ -180,14 +180,6 @@ class GraphURPECLI(LightningCLI):
             klass, subcommand, **kwargs
         )
         self._parsing = None
-        for action in parser._actions:
-            if "--config" in action.option_strings:
-                action.help = (
-                    "An experiment file (only what differs from the package's default.yaml), or "
-                    "the name of one shipped with the package without a path, e.g. "
-                    "csv/template or zinc/zinc-like-rpe (a local file of that name wins; "
-                    "`graph-urpe fit --config list` lists them). May be given more than once."
-                )
         return parser
 
     # ------------------------------------------------------------------ parsing
@@ -446,6 +438,12 @@ class GraphURPECLI(LightningCLI):
 _HELD_LOCKS: list[Any] = []
 """The run-folder locks (:func:`graph_urpe.files.lock_run_folder`) the running command holds."""
 
+CONFIG_HELP = (
+    "--config: an experiment file (only what differs from the package's default.yaml), or the "
+    "name of one shipped with the package without a path, e.g. csv/template or "
+    "zinc/zinc-like-rpe (a local file of that name wins; `graph-urpe fit --config list` lists "
+    "them). May be given more than once.")
+
 PREDICT_NEEDS_CHECKPOINT = ("predict needs a trained model: pass --ckpt_path PATH (e.g. the "
                             "best.ckpt printed at the end of `graph-urpe fit`).")
 
@@ -471,7 +469,7 @@ def run(argv: list[str], user_args: list[str] | None = None) -> None:
                                      "exit_on_error": False, "allow_abbrev": False}
     for sub in SUBCOMMANDS:
         parser_kwargs[sub] = {"default_config_files": [DEFAULT_CONFIG], "exit_on_error": False,
-                              "allow_abbrev": False}
+                              "allow_abbrev": False, "epilog": CONFIG_HELP}
     try:
         _run_cli(parser_kwargs, argv, user_args)
     finally:  # the run folder is free again when the command ends (also within one process)

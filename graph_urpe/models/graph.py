@@ -40,13 +40,13 @@ from typing import Any, Literal
 import torch
 from lightning.pytorch import Callback, LightningModule
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
-from lightning.pytorch.core.mixins.hparams_mixin import _given_hyperparameters
 from lightning.pytorch.utilities import rank_zero_info
 from torch import Tensor, nn
 
 from graph_urpe.models import finetune
 from graph_urpe.models.calibration import masked_gaussian_nll
 from graph_urpe.models.ensemble import EnsembleMixin
+from graph_urpe.models.hparams import save_configuration
 from graph_urpe.models.metrics import (
     METRICS,
     EpochPredictions,
@@ -195,13 +195,8 @@ class GraphPropertyModule(EnsembleMixin, TrustedLoadMixin, LightningModule):
         ensemble_size: int = 1,
     ) -> None:
         super().__init__()
-        # Under LightningCLI the configurations of the network, optimizer and scheduler (class
-        # paths, arguments) are saved, so a checkpoint rebuilds them; objects given in Python are
-        # never pickled into a checkpoint (it stays loadable with weights_only=True). LightningCLI
-        # says it is instantiating through a private context variable (no public flag in
-        # Lightning 2.6; fenced by tests/test_private_apis.py).
-        injected = ["model", "optimizer", "lr_scheduler"]
-        self.save_hyperparameters(ignore=None if _given_hyperparameters.get() else injected)
+        # The network / optimizer / scheduler as configurations, never as objects.
+        save_configuration(self, ("model", "optimizer", "lr_scheduler"))
         self.level, self.num_outputs = check_task_options(model, task, loss, self.loss_name,
                                                           metric, num_classes)
         self.model = model

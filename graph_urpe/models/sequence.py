@@ -40,8 +40,6 @@ pickles code): pass it again, ``load_from_checkpoint(path, model=SequenceTransfo
 
 from __future__ import annotations
 
-import inspect
-import warnings
 from typing import Any
 
 import torch
@@ -54,6 +52,7 @@ from torchmetrics.classification import MulticlassAccuracy
 
 from graph_urpe.choices import check_at_least
 from graph_urpe.data.text import IGNORE_INDEX
+from graph_urpe.models.hparams import save_configuration
 from graph_urpe.models.optim import (
     PolynomialDecayLR,
     configure_gradient_clipping,
@@ -62,23 +61,6 @@ from graph_urpe.models.optim import (
 from graph_urpe.trust import TrustedLoadMixin
 
 __all__ = ["LanguageModelModule", "SyntheticTaskModule"]
-
-
-def _save_hyperparameters(module: LightningModule) -> None:
-    """``save_hyperparameters()`` of ``module``'s ``__init__`` arguments, minus injected objects.
-
-    Under LightningCLI the hyperparameters are the *configuration* of the arguments (the network's
-    ``class_path`` and ``init_args``, linked sizes included), which rebuilds them. Given as Python
-    objects (a network instance, an optimizer class or :func:`functools.partial`), they are
-    dropped: a checkpoint stores data only (``torch.load(weights_only=True)`` reads it).
-    """
-    with warnings.catch_warnings():  # Lightning warns about a module argument we drop next
-        warnings.filterwarnings("ignore", message=".*is an instance of `nn.Module`")
-        module.save_hyperparameters(frame=inspect.currentframe().f_back)
-    injected = [k for k, v in module.hparams.items() if isinstance(v, nn.Module) or callable(v)]
-    module.remove_ignored_hparams(injected)
-    for key in injected:
-        module._hparams_initial.pop(key, None)
 
 
 class SyntheticTaskModule(TrustedLoadMixin, LightningModule):
@@ -119,7 +101,7 @@ class SyntheticTaskModule(TrustedLoadMixin, LightningModule):
         lr_scheduler: LRSchedulerCallable | None = PolynomialDecayLR,
     ) -> None:
         super().__init__()
-        _save_hyperparameters(self)
+        save_configuration(self, ("model", "optimizer", "lr_scheduler"))
         embed_dim = getattr(model, "embed_dim", None)
         if not isinstance(embed_dim, int):
             raise TypeError(
@@ -211,7 +193,7 @@ class LanguageModelModule(TrustedLoadMixin, LightningModule):
         lr_scheduler: LRSchedulerCallable | None = PolynomialDecayLR,
     ) -> None:
         super().__init__()
-        _save_hyperparameters(self)
+        save_configuration(self, ("model", "optimizer", "lr_scheduler"))
         if not callable(getattr(model, "nll", None)):
             raise TypeError(
                 "model must have a method nll(tokens, targets, ignore_index) returning per-token "
