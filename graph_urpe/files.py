@@ -7,7 +7,8 @@ writers at once leave either the previous file or one complete new one, never a 
 mixed one, and no temporary file. Errors of the file system (no space, no permission) are raised
 as :class:`OutputError` with one line that names the path. Run folders are claimed by exclusive
 creation (:func:`claim_run_folder`) and held by a lock while a run writes into them
-(:func:`lock_run_folder`).
+(:func:`lock_run_folder`); a run that failed before writing anything gives its folder back
+(:func:`remove_unused_run_folder`).
 
 Temporary names say who writes them: ``.<name>.<host>-<pid>-<random>.tmp`` and
 ``.probe-<host>-<pid>-<random>``. A process killed while writing (``kill -9``) leaves one behind;
@@ -33,7 +34,7 @@ import pandas as pd
 
 __all__ = ["OutputError", "atomic_save", "atomic_write", "atomic_write_csv", "check_writable",
            "claim_run_folder", "lock_run_folder", "refuse_output_over_inputs",
-           "remove_stale_temporaries"]
+           "remove_stale_temporaries", "remove_unused_run_folder"]
 
 PROBE_BYTES = 1 << 16
 """Size of :func:`check_writable`'s probe file (64 KiB)."""
@@ -193,6 +194,34 @@ def lock_run_folder(folder: str) -> object | None:
                           "fit`: wait for it to finish, or choose another --version (or none, "
                           "for the next free one)") from None
     return handle
+
+
+def remove_unused_run_folder(folder: str) -> bool:
+    """Remove a run folder that holds nothing of a run: only its ``.lock``
+    (:func:`lock_run_folder`) and empty folders. A fit that failed before writing anything (a
+    wrong column, a bad option found at setup) then leaves no empty ``version_N`` behind for the
+    next one to skip and the user to look into. Call it while holding the lock.
+
+    Args:
+        folder (str): the run folder.
+
+    Returns:
+        bool: whether it was removed (:obj:`False` when it holds any file but the lock, or a
+        file appeared meanwhile: then it is left as it is).
+    """
+    folders, lock = [], osp.join(folder, ".lock")
+    for parent, subfolders, files in os.walk(folder, topdown=False):
+        if any(osp.join(parent, name) != lock for name in files):
+            return False
+        folders += [osp.join(parent, name) for name in subfolders]
+    try:
+        if osp.isfile(lock):
+            os.remove(lock)
+        for path in [*folders, folder]:
+            os.rmdir(path)  # refuses a folder that is not empty
+    except OSError:
+        return False
+    return True
 
 
 def check_writable(path: str) -> None:

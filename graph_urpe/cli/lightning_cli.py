@@ -73,6 +73,7 @@ from graph_urpe.files import (
     claim_run_folder,
     lock_run_folder,
     remove_stale_temporaries,
+    remove_unused_run_folder,
 )
 from graph_urpe.received import shape_mismatch
 from graph_urpe.trust import read_checkpoint
@@ -310,7 +311,7 @@ class GraphURPECLI(LightningCLI):
         run_dir = osp.join(folder, f"version_{version}")
         if os.environ.get("LOCAL_RANK", "0") == "0" and os.environ.get("NODE_RANK", "0") == "0":
             # one fit per folder (an explicit --version too); then what a killed one left
-            _HELD_LOCKS.append(lock_run_folder(run_dir))
+            _HELD_LOCKS.append((run_dir, lock_run_folder(run_dir)))
             for part in (run_dir, osp.join(run_dir, "checkpoints")):
                 remove_stale_temporaries(part)
             # a full disk is one line here, not a TensorBoard thread's traceback later
@@ -435,8 +436,8 @@ class GraphURPECLI(LightningCLI):
         return self.trainer.predict(model, **kwargs)
 
 
-_HELD_LOCKS: list[Any] = []
-"""The run-folder locks (:func:`graph_urpe.files.lock_run_folder`) the running command holds."""
+_HELD_LOCKS: list[tuple[str, Any]] = []
+"""The run folders and locks (:func:`graph_urpe.files.lock_run_folder`) the command holds."""
 
 CONFIG_HELP = (
     "--config: an experiment file (only what differs from the package's default.yaml), or the "
@@ -470,11 +471,15 @@ def run(argv: list[str], user_args: list[str] | None = None) -> None:
     for sub in SUBCOMMANDS:
         parser_kwargs[sub] = {"default_config_files": [DEFAULT_CONFIG], "exit_on_error": False,
                               "allow_abbrev": False, "epilog": CONFIG_HELP}
+    failed = True
     try:
         _run_cli(parser_kwargs, argv, user_args)
+        failed = False
     finally:  # the run folder is free again when the command ends (also within one process)
         while _HELD_LOCKS:
-            lock = _HELD_LOCKS.pop()
+            folder, lock = _HELD_LOCKS.pop()
+            if failed:  # a fit that wrote nothing leaves no empty version_N
+                remove_unused_run_folder(folder)
             if lock is not None:
                 lock.close()
 

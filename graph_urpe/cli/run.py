@@ -158,6 +158,16 @@ class ExactResumeFitLoop(_FitLoop):
                 sampler.resume_at(self.epoch_progress.current.processed, position)
 
 
+class _RunWriter(ExperimentWriter):
+    def _check_log_dir_exists(self) -> None:
+        """Lightning's check, only when a ``metrics.csv`` is there to delete: a new run's folder
+        always holds the run's own files before the logger starts (the ``.lock`` that claims it,
+        ``config.yaml``), so Lightning warned "logs directory exists and is not empty" on every
+        fresh run."""
+        if osp.isfile(self.metrics_file_path):
+            super()._check_log_dir_exists()
+
+
 class _KeepingWriter(ExperimentWriter):
     def _check_log_dir_exists(self) -> None:
         """Keep the run's ``metrics.csv`` (Lightning's writer deletes it) and its columns."""
@@ -171,6 +181,8 @@ class RunCSVLogger(CSVLogger):
     the rows already in the run folder's ``metrics.csv`` and appends to them (Lightning's logger
     deletes the file when its folder is not empty, so a resumed run lost the losses logged before
     the interruption). :class:`LogsAtCheckpoint` removes the rows logged after the checkpoint.
+    A new run warns (and deletes) only when its folder already holds a ``metrics.csv``, not for
+    the run's own ``.lock`` and ``config.yaml``.
 
     Args:
         *args, **kwargs: those of :class:`~lightning.pytorch.loggers.CSVLogger`.
@@ -186,10 +198,11 @@ class RunCSVLogger(CSVLogger):
     @rank_zero_experiment
     def experiment(self) -> ExperimentWriter:
         """The writer (see the class docstring)."""
-        if self._experiment is None and self.resume:
+        if self._experiment is None:
             self._fs.makedirs(self.root_dir, exist_ok=True)
-            self._experiment = _KeepingWriter(log_dir=self.log_dir)
-        return super().experiment
+            writer = _KeepingWriter if self.resume else _RunWriter
+            self._experiment = writer(log_dir=self.log_dir)
+        return self._experiment
 
 
 class LogsAtCheckpoint(Callback):
