@@ -1,10 +1,11 @@
 """The experiment files and the CLI's argument links, checked against the classes they name.
 
 jsonargparse skips a link whose source property the chosen data module lacks (only a debug log),
-so a misspelt link would pass unseen: every link is resolved here by hand, against the properties
-of the data modules and the constructor parameters of the modules and networks it feeds.
+so a misspelt link would pass unseen: every link is resolved here by hand, against the facts of
+the data modules and the constructor parameters of the modules and networks it feeds.
 """
 
+import dataclasses
 import inspect
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import yaml
 from torch.utils.data import DistributedSampler
 
 from graph_urpe.cli.lightning_cli import GRAPH_LINKS
+from graph_urpe.data.facts import DatasetFacts
 from graph_urpe.data.modules import (
     CSVDataModule,
     OGBDataModule,
@@ -32,22 +34,11 @@ GRAPH_DATA = (CSVDataModule, OGBDataModule, PCQM4Mv2DataModule, SyntheticGraphDa
               ZINCDataModule, ZincLikeDataModule)
 
 
-WITHOUT = {SyntheticGraphDataModule: {"featurization"}}
-"""Links a graph data module does not serve (jsonargparse skips them: synthetic graphs are not
-featurised molecules). Any other missing source is a misspelt or lost link."""
-
-
 def _params(cls) -> set[str]:
     params = set(inspect.signature(cls.__init__).parameters)
     if cls is TransformerLM:  # forwards **kwargs to the SequenceTransformer it builds
         params |= _params(SequenceTransformer)
     return params
-
-
-def _provides(data_module: type, name: str) -> bool:
-    """A property, a class attribute, or a constructor argument kept under its own name."""
-    return hasattr(data_module, name) or any(
-        name in _params(base) for base in data_module.__mro__ if "__init__" in vars(base))
 
 
 def _target_owner(target: str, module: type, network: type) -> type:
@@ -56,12 +47,11 @@ def _target_owner(target: str, module: type, network: type) -> type:
     return network if target.startswith("model.init_args.model.init_args.") else module
 
 
-@pytest.mark.parametrize("source, target", GRAPH_LINKS)
-def test_every_graph_link_resolves(source, target):
-    prop = source.removeprefix("data.")
+@pytest.mark.parametrize("field, target", GRAPH_LINKS)
+def test_every_graph_link_resolves(field, target):
+    assert field in {f.name for f in dataclasses.fields(DatasetFacts)}, field
     for data_module in GRAPH_DATA:
-        assert _provides(data_module, prop) != (prop in WITHOUT.get(data_module, ())), (
-            data_module, prop)
+        assert isinstance(data_module.facts, property), data_module  # the one linked source
     owner = _target_owner(target, GraphPropertyModule, Graphormer)
     assert target.rsplit(".", 1)[1] in _params(owner), (owner, target)
 

@@ -56,7 +56,8 @@ def test_registry_csv_and_summary_command(tmp_path, capsys):
         warnings.simplefilter("ignore")
         loaded = load_dataset("csv", root=str(tmp_path), csv_path=str(path), target_columns="y",
                               split="scaffold")
-    assert loaded.task == "regression" and loaded.num_tasks == 1 and loaded.metric == "mae"
+    facts = loaded.facts
+    assert facts.task == "regression" and facts.num_tasks == 1 and facts.metric == "mae"
     assert [e.row for e in loaded.invalid_rows] == [10]
     assert sum(len(d) for d in loaded.splits.values()) == 10
     main(["csv", "--root", str(tmp_path), "--csv-path", str(path), "--target-columns", "y",
@@ -77,8 +78,8 @@ def test_registry_ogb_max_nodes(tmp_path):
         write_ogb_graphprop_folder(str(tmp_path), "ogbg-molhiv", SMILES,
                                    np.arange(10) % 2, num_workers=0)
     loaded = load_dataset("ogbg-molhiv", root=str(tmp_path))
-    assert loaded.task == "classification" and loaded.metric == "rocauc"
-    assert loaded.featurization == "ogb"
+    assert loaded.facts.task == "classification" and loaded.facts.metric == "rocauc"
+    assert loaded.facts.featurization == "ogb"
     with pytest.warns(UserWarning, match="larger than max_nodes=8"):
         small = load_dataset("ogbg-molhiv", root=str(tmp_path), max_nodes=8)
     # Only decane (10 atoms) exceeds 8; it is reported with its dataset index and SMILES.

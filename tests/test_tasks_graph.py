@@ -339,13 +339,15 @@ def _build_family(family, root):
 def test_data_module_families_validate_with_official_metric(tmp_path, family):
     dm, names, evaluator = _build_family(family, str(tmp_path))
     # The static facts need no processing and describe the folder that gets built.
-    assert dm.target_names == names and dm.evaluator == evaluator
-    assert dm.featurization == ("zinc" if family == "zinc" else "ogb")
-    assert dm.atom_categories == ([28] if family == "zinc" else [119, 5, 12, 12, 10, 6, 6, 2, 2])
-    net = Graphormer(num_tasks=dm.num_tasks, atom_categories=dm.atom_categories,
-                     bond_categories=dm.bond_categories, **TINY)
-    model = GraphPropertyModule(net, task=dm.task_type, metric=dm.metric, evaluator=dm.evaluator,
-                                target_names=dm.target_names, featurization=dm.featurization)
+    f = dm.facts
+    assert list(f.target_names) == names and f.evaluator == evaluator
+    assert f.featurization == ("zinc" if family == "zinc" else "ogb")
+    assert f.atom_categories == ((28,) if family == "zinc" else (119, 5, 12, 12, 10, 6, 6, 2, 2))
+    assert dm.loaded is None  # stated without processing anything
+    net = Graphormer(num_tasks=f.num_tasks, atom_categories=list(f.atom_categories),
+                     bond_categories=list(f.bond_categories), **TINY)
+    model = GraphPropertyModule(net, task=f.task, metric=f.metric, evaluator=f.evaluator,
+                                target_names=list(f.target_names), featurization=f.featurization)
     metrics = trainer(tmp_path).validate(model, dm, verbose=False)[0]
     # Independent check: run the model over the validation split and score it by hand.
     model.eval()
@@ -382,17 +384,21 @@ def test_epoch_predictions_of_a_single_sample_keep_their_shape():
 
 @pytest.mark.parametrize("family", ["zinc", "ogbg-molhiv", "pcqm4mv2"])
 def test_target_stats_read_the_collated_labels(tmp_path, family):
-    """train_target_stats reads y from the collated storage: the same labels, in the same order,
-    as building every training graph; mean and std as numpy computes them."""
+    """training_statistics reads y from the collated storage: the same labels, in the same order,
+    as building every training graph; mean and std as numpy computes them; the source is the
+    loaded folder's, not the registry name."""
     from graph_urpe.data.modules.graph import collated_labels
 
     dm, _, _ = _build_family(family, str(tmp_path))
     dm.setup("fit")
     train = dm.splits["train"]
-    built = torch.cat([train[i].y.view(-1, dm.num_tasks) for i in range(len(train))])
+    tasks = dm.facts.num_tasks
+    built = torch.cat([train[i].y.view(-1, tasks) for i in range(len(train))])
     fast = collated_labels(train)
     assert fast is not None and fast.dtype == torch.float32
-    torch.testing.assert_close(fast.reshape(-1, dm.num_tasks), built.float())
-    mean, std = dm.train_target_stats()
+    torch.testing.assert_close(fast.reshape(-1, tasks), built.float())
+    stats = dm.training_statistics()
+    mean, std = stats.target_mean, stats.target_std
+    assert stats.source == dm.loaded.source and stats.source != dm.facts.name
     assert mean == pytest.approx(np.nanmean(built.numpy(), 0).tolist(), abs=1e-6)
     assert std == pytest.approx(np.nanstd(built.numpy(), 0).tolist(), abs=1e-6)

@@ -186,9 +186,10 @@ def test_class_bounds_hold_and_are_reached_by_a_star():
 def test_synthetic_data_module_facts_and_independent_splits():
     dm = SyntheticGraphDataModule("degree", train_size=6, val_size=4, test_size=4, max_nodes=12,
                                   data_seed=1, batch_size=4)
-    assert (dm.level, dm.task_type, dm.metric, dm.num_tasks) == ("node", "multiclass",
-                                                                  "accuracy", 12)
-    assert dm.atom_categories == [1] and dm.bond_categories == [1] and dm.max_graph_nodes == 12
+    f = dm.facts
+    assert (f.level, f.task, f.metric, f.num_tasks) == ("node", "multiclass", "accuracy", 12)
+    assert f.atom_categories == (1,) and f.bond_categories == (1,) and f.max_graph_nodes == 12
+    assert f.target_names == ("degree",) and dm.num_classes == 12
     dm.setup("fit")
     # Split seeds 3, 4, 5: the same graphs as the dataset drawn directly from those seeds.
     for offset, split in enumerate(("train", "val", "test")):

@@ -14,6 +14,7 @@ from typing import Any
 import torch
 from lightning.pytorch import Trainer
 
+from graph_urpe.data.modules.graph import GraphDataModule
 from graph_urpe.files import atomic_write
 from graph_urpe.models.metrics import METRICS
 
@@ -89,14 +90,15 @@ def trainer_record(trainer: Trainer, metrics: dict[str, float]) -> dict[str, Any
     and metric, its data module's loaded dataset and test split); :obj:`None` for data modules
     that load no benchmark dataset (e.g. the synthetic tasks)."""
     dm = trainer.datamodule
-    loaded = getattr(dm, "loaded", None)
-    test = getattr(dm, "splits", {}).get("test")
     tested = metrics.get("test/num_graphs")
-    if loaded is None or test is None or tested is None:
+    if not isinstance(dm, GraphDataModule) or dm.loaded is None or tested is None:
+        return None
+    loaded, test = dm.loaded, dm.splits.get("test")
+    if test is None:
         return None
     hparams = trainer.lightning_module.hparams
-    metric = hparams.get("metric") or getattr(dm, "metric", "")
-    split = getattr(dm, "test_split", "test")
+    metric = hparams.get("metric") or dm.facts.metric
+    split = dm.test_split
     labelled = split not in HIDDEN_SPLITS
     model = trainer.lightning_module
     valid = [float(cb.best_model_score) for cb in trainer.checkpoint_callbacks

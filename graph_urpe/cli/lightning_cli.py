@@ -83,29 +83,43 @@ __all__ = ["GRAPH_LINKS", "GraphURPECLI", "run"]
 SUBCOMMANDS = ("fit", "validate", "test", "predict")
 
 GRAPH_LINKS = (
-    ("data.num_tasks", "model.init_args.model.init_args.num_tasks"),
-    ("data.atom_categories", "model.init_args.model.init_args.atom_categories"),
-    ("data.bond_categories", "model.init_args.model.init_args.bond_categories"),
-    ("data.task_type", "model.init_args.task"),
-    ("data.metric", "model.init_args.metric"),
-    ("data.evaluator", "model.init_args.evaluator"),
-    ("data.target_names", "model.init_args.target_names"),
-    ("data.featurization", "model.init_args.featurization"),
-    ("data.max_graph_nodes", "model.init_args.max_graph_nodes"),
-    ("data.dataset_source", "model.init_args.dataset_source"),
-    ("data.level", "model.init_args.model.init_args.level"),
+    ("num_tasks", "model.init_args.model.init_args.num_tasks"),
+    ("atom_categories", "model.init_args.model.init_args.atom_categories"),
+    ("bond_categories", "model.init_args.model.init_args.bond_categories"),
+    ("level", "model.init_args.model.init_args.level"),
+    ("task", "model.init_args.task"),
+    ("metric", "model.init_args.metric"),
+    ("evaluator", "model.init_args.evaluator"),
+    ("target_names", "model.init_args.target_names"),
+    ("featurization", "model.init_args.featurization"),
+    ("max_graph_nodes", "model.init_args.max_graph_nodes"),
 )
-"""``(data module property, model argument)`` pairs linked at instantiation. jsonargparse skips a
-link whose property the chosen data module does not have, so the sequence families (with their
-own property names) share the command."""
+"""``(field of the data module's facts, model argument)``: the graph data module's one facts
+object (:class:`~graph_urpe.data.facts.DatasetFacts`, ``data.facts``) is linked field by field into
+the model at instantiation. jsonargparse skips the links of a data module without ``facts`` (the
+sequence families, with their own links); a field that does not exist fails loudly."""
 
 
-def _all_links() -> tuple[tuple[str, str], ...]:
+def _fact(field: str):
+    """``facts -> facts.<field>`` (tuples as lists, the model's argument types), named for the
+    link's help line."""
+    def fact(facts):
+        value = getattr(facts, field)
+        return list(value) if isinstance(value, tuple) else value
+    fact.__name__ = f"facts.{field}"
+    return fact
+
+
+def _add_links(parser: LightningArgumentParser) -> None:
+    for field, target in GRAPH_LINKS:
+        parser.link_arguments("data.facts", target, compute_fn=_fact(field),
+                              apply_on="instantiate")
     try:
         from graph_urpe.data.modules.sequence import sequence_links
     except ImportError:  # the sequence family is optional for the graph command
-        return GRAPH_LINKS
-    return GRAPH_LINKS + tuple(sequence_links())
+        return
+    for source, target in sequence_links():
+        parser.link_arguments(source, target, apply_on="instantiate")
 
 
 class _FitConfigCallback(SaveConfigCallback):
@@ -138,8 +152,7 @@ class GraphURPECLI(LightningCLI):
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         if self._parsing != "predict":  # predict: the checkpoint's facts win
-            for source, target in _all_links():
-                parser.link_arguments(source, target, apply_on="instantiate")
+            _add_links(parser)
         parser.add_argument(
             "--name", type=str, default="run",
             help="Run name: fit writes into <trainer.default_root_dir>/<name>/version_<N>.",

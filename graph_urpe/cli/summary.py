@@ -20,6 +20,7 @@ import torch
 from lightning.pytorch import LightningDataModule, LightningModule, Trainer
 from lightning.pytorch.callbacks import EarlyStopping, Timer
 
+from graph_urpe.data.modules.graph import BatchedGraphDataModule, GraphDataModule
 from graph_urpe.files import atomic_write_csv
 from graph_urpe.models.calibration import SUMMARY_LABELS as UNCERTAINTY_LABELS
 from graph_urpe.models.metrics import METRICS
@@ -146,13 +147,13 @@ def write_run_outputs(
         list[str]: the files written.
     """
     written = []
-    table = test_prediction_table(model, getattr(datamodule, "splits", {}).get("test"))
+    graph_data = isinstance(datamodule, BatchedGraphDataModule)
+    table = test_prediction_table(model, datamodule.splits.get("test") if graph_data else None)
     if table is not None:
         path = osp.join(run_dir, "test_predictions.csv")
         atomic_write_csv(table, path)
         written.append(path)
-    membership = getattr(datamodule, "split_membership", None)
-    frame = membership() if callable(membership) else None
+    frame = datamodule.split_membership() if isinstance(datamodule, GraphDataModule) else None
     if isinstance(frame, pd.DataFrame):
         path = osp.join(run_dir, "splits.csv")
         atomic_write_csv(frame, path)
@@ -285,10 +286,10 @@ def print_fit_summary(trainer: Trainer, metrics: dict[str, float] | None, run_di
         lines.append("No test metrics: the test split is empty. Use more data, or a split with "
                      "a test part (e.g. --data.init_args.split random on a small file).")
     dm = trainer.datamodule
-    loaded = getattr(dm, "loaded", None)
-    invalid = getattr(loaded, "invalid_rows", None) or []
+    loaded = dm.loaded if isinstance(dm, GraphDataModule) else None
+    invalid = loaded.invalid_rows if loaded is not None else []
     if invalid:
-        where = getattr(loaded, "invalid_rows_path", None)
+        where = loaded.invalid_rows_path
         lines.append(f"Skipped rows: {len(invalid)}" + (f" (listed in {where})" if where else "")
                      + "; see splits.csv for each row's fate.")
     # Read the files, not the callbacks: testing best.ckpt restores the callbacks' states of

@@ -1,5 +1,5 @@
 """Every dataset of the package as a family (:class:`DatasetFamily`): its facts (task, label
-columns, featurisation, metric, :class:`DatasetFacts`), stated once and known without reading any
+columns, featurisation, metric, :class:`~graph_urpe.data.facts.DatasetFacts`), stated once and known without reading any
 graph, and how it builds its splits (:class:`DatasetSplits`). The data modules of
 :mod:`graph_urpe.data.modules.molecule` each hold one family; :func:`load_dataset` finds one by name
 (``graph-urpe summarize``).
@@ -43,6 +43,7 @@ from graph_urpe.choices import check_choice
 from graph_urpe.data.csv.dataset import SmilesCSVDataset
 from graph_urpe.data.csv.labels import CSVTask
 from graph_urpe.data.csv.row_errors import InvalidRowsError, RowError
+from graph_urpe.data.facts import DatasetFacts
 from graph_urpe.data.featurize import Featurization
 from graph_urpe.data.ogb import (
     PCQM4Mv2Dataset,
@@ -57,37 +58,13 @@ from graph_urpe.data.zinc import PYG_ZINC_SOURCE, ZincLikeDataset, pyg_zinc, zin
 DATASET_NAMES = ("zinc-like", "zinc", "zinc-full", "ogbg-<name>", "pcqm4mv2", "pcqm4mv2-qm9", "csv")
 
 
-@dataclasses.dataclass(frozen=True)
-class DatasetFacts:
-    r"""What a model and its metric need to know of a dataset, known without reading any graph.
-
-    Args:
-        name (str): the registry name (see the module docstring).
-        task (str): ``"regression"`` or ``"classification"`` (binary, labels 0./1.).
-        num_tasks (int): label columns ``T`` (``y`` is ``[1, T]`` per graph).
-        featurization (str): ``"zinc"`` (``x`` ``[n, 1]`` with 28 atom types, ``edge_attr``
-            ``[E, 1]`` with bond types 1-3) or ``"ogb"`` (``x`` ``[n, 9]``, ``edge_attr`` ``[E, 3]``,
-            see :func:`ogb.utils.features.get_atom_feature_dims`).
-        metric (str): the benchmark's metric: ``"mae"``, ``"rocauc"``, ``"ap"``, ``"rmse"``, ...
-        evaluator (str, optional): the official evaluator (OGB dataset name or ``"pcqm4mv2"``).
-    """
-
-    name: str
-    task: str
-    num_tasks: int
-    featurization: str
-    metric: str
-    evaluator: str | None = None
-
-
 @dataclasses.dataclass
 class DatasetSplits:
     r"""A dataset ready for training: its splits and what a model and metric need to know.
 
     Args:
-        facts (DatasetFacts): name, task, label columns, featurisation, metric (also readable
-            here as :attr:`name`, :attr:`task`, :attr:`num_tasks`, :attr:`featurization`,
-            :attr:`metric`).
+        facts (DatasetFacts): name, task, label columns, featurisation, metric
+            (:class:`~graph_urpe.data.facts.DatasetFacts`).
         splits (dict[str, Dataset]): split name -> dataset of PyG ``Data`` in the package layout
             (``train``, ``valid``, ``test``; PCQM4Mv2 also ``test-dev``, ``test-challenge``).
         invalid_rows (list[RowError]): inputs that were refused (invalid SMILES, too large).
@@ -97,6 +74,8 @@ class DatasetSplits:
         official (bool): the data are the benchmark's official release (a download), not an
             offline rebuild or stand-in: only then can a metric be a leaderboard number.
         split_membership (Callable, optional): where every source row went, for a user's file.
+        invalid_rows_path (str, optional): the file listing :attr:`invalid_rows`, for a user's
+            file.
     """
 
     facts: DatasetFacts
@@ -105,31 +84,7 @@ class DatasetSplits:
     source: str = ""
     official: bool = False
     split_membership: Callable[[], pd.DataFrame] | None = None
-
-    @property
-    def name(self) -> str:
-        """The registry name."""
-        return self.facts.name
-
-    @property
-    def task(self) -> str:
-        """``"regression"`` or ``"classification"``."""
-        return self.facts.task
-
-    @property
-    def num_tasks(self) -> int:
-        """Label columns ``T``."""
-        return self.facts.num_tasks
-
-    @property
-    def featurization(self) -> str:
-        """``"zinc"`` or ``"ogb"``."""
-        return self.facts.featurization
-
-    @property
-    def metric(self) -> str:
-        """The benchmark's metric."""
-        return self.facts.metric
+    invalid_rows_path: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -188,7 +143,8 @@ class ZincLikeFamily(DatasetFamily):
 
     def __init__(self, featurization: Featurization = "ogb") -> None:
         check_choice("featurization", featurization, Featurization)
-        self.facts = DatasetFacts("zinc-like", "regression", 1, featurization, "mae")
+        self.facts = DatasetFacts("zinc-like", "regression", 1, featurization, "mae",
+                                  target_names=("target",))
 
     def load(self, options: LoadOptions) -> DatasetSplits:
         o = options
@@ -205,7 +161,7 @@ class PyGZincFamily(DatasetFamily):
 
     def __init__(self, subset: bool = True) -> None:
         self.facts = DatasetFacts("zinc" if subset else "zinc-full", "regression", 1, "zinc",
-                                  "mae")
+                                  "mae", target_names=("target",))
 
     def load(self, options: LoadOptions) -> DatasetSplits:
         o = options
@@ -249,7 +205,8 @@ class PCQM4Mv2Family(DatasetFamily):
     def __init__(self, standin: bool = False) -> None:
         self.standin = standin
         self.facts = DatasetFacts("pcqm4mv2-qm9" if standin else "pcqm4mv2", "regression", 1,
-                                  "ogb", "mae", evaluator="pcqm4mv2")
+                                  "ogb", "mae", evaluator="pcqm4mv2",
+                                  target_names=("homolumogap",))
 
     def load(self, options: LoadOptions) -> DatasetSplits:
         o = options
@@ -287,7 +244,8 @@ class CSVFamily(DatasetFamily):
         self.split = split
         self.seed = seed
         self.facts = DatasetFacts("csv", task, len(self.target_columns), featurization,
-                                  "mae" if task == "regression" else "rocauc")
+                                  "mae" if task == "regression" else "rocauc",
+                                  target_names=tuple(self.target_columns))
 
     def load(self, options: LoadOptions) -> DatasetSplits:
         o, f = options, self.facts
@@ -299,6 +257,7 @@ class CSVFamily(DatasetFamily):
                                 transform=o.transform, pre_transform=o.pre_transform)
         result = _index_split(self, full, self.csv_path)
         result.split_membership = full.split_membership
+        result.invalid_rows_path = full.invalid_rows_path
         return result
 
 
@@ -393,8 +352,8 @@ def _refuse_large(result: DatasetSplits, max_nodes: int | None, strict: bool,
     if refused:
         if strict:
             raise InvalidRowsError(refused, sum(len(d) for d in result.splits.values()),
-                                   result.name)
-        warnings.warn(f"{result.name}: {len(refused)} graphs larger than max_nodes={max_nodes} "
+                                   result.facts.name)
+        warnings.warn(f"{result.facts.name}: {len(refused)} graphs larger than max_nodes={max_nodes} "
                       f"left their splits with their labels: "
                       + "; ".join(e.reason for e in refused[:5]), stacklevel=3)
         result.invalid_rows = result.invalid_rows + refused

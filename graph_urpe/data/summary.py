@@ -82,8 +82,9 @@ def summarize(dataset_dict: Mapping[str, Dataset] | DatasetSplits) -> str:
     splits = dataset_dict
     if isinstance(dataset_dict, DatasetSplits):
         d = dataset_dict
-        lines.append(f"{d.name}: {d.task}, {d.num_tasks} task(s), metric {d.metric}, "
-                     f"{d.featurization} features; source: {d.source}")
+        f = d.facts
+        lines.append(f"{f.name}: {f.task}, {f.num_tasks} task(s), metric {f.metric}, "
+                     f"{f.featurization} features; source: {d.source}")
         if d.invalid_rows:
             lines.append(f"refused inputs: {len(d.invalid_rows)} (first: {d.invalid_rows[0]})")
         splits = d.splits

@@ -43,6 +43,7 @@ from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from lightning.pytorch.utilities import rank_zero_info
 from torch import Tensor, nn
 
+from graph_urpe.data.facts import GraphData, TrainingStatistics
 from graph_urpe.models import finetune
 from graph_urpe.models.calibration import masked_gaussian_nll
 from graph_urpe.models.ensemble import EnsembleMixin
@@ -116,8 +117,9 @@ class GraphPropertyModule(EnsembleMixin, TrustedLoadMixin, LightningModule):
             ``predict``. (default: :obj:`None`)
         max_graph_nodes (int, optional): the node-count limit of training, enforced by
             ``predict``. (default: :obj:`None`)
-        dataset_source (str, optional): where the training data came from (recorded in the
-            checkpoint and logs). (default: :obj:`None`)
+        dataset_source (str, optional): where the training data came from, recorded in the
+            checkpoint; set at ``fit`` from the data (:meth:`use_training_statistics`).
+            (default: :obj:`None`)
         loss (str, optional): ``"l1"``, ``"mse"``, ``"mve"`` (regression with a mean-variance
             head: Gaussian negative log-likelihood; the network has ``outputs_per_task=2``, which
             ``graph-urpe fit`` sets), ``"bce"`` or ``"cross_entropy"``; :obj:`None` picks
@@ -270,8 +272,9 @@ class GraphPropertyModule(EnsembleMixin, TrustedLoadMixin, LightningModule):
     # ----------------------------------------------------------------------- setup
     def setup(self, stage: str) -> None:
         """Refuse ``compile=True`` on a CPU run (see the class docstring); at ``fit``: load the
-        ``pretrained`` encoder (unless resuming) and take the target statistics of the data
-        module's training split (``train_target_stats()``; regression with ``standardize``)."""
+        ``pretrained`` encoder (unless resuming) and, with a graph data module
+        (:class:`~graph_urpe.data.facts.GraphData`), :meth:`use_training_statistics` of its
+        ``training_statistics()``."""
         if self.hparams.get("compile") and self.trainer.strategy.root_device.type == "cpu":
             raise ValueError(
                 "compile=True is not offered on CPU: torch.compile was slower than eager there, "
@@ -285,21 +288,34 @@ class GraphPropertyModule(EnsembleMixin, TrustedLoadMixin, LightningModule):
                 pre = finetune.load_pretrained_encoder(member, pretrained,
                                                        self.hparams.get("featurization"))
             rank_zero_info(f"Fine-tuning from the pretrained encoder {pre.source}")
-        dm = getattr(self.trainer, "datamodule", None)
-        vocabulary = getattr(dm, "train_vocabulary", None)
-        if stage == "fit" and callable(vocabulary):
-            self.training_vocabulary = vocabulary()
-        stats = getattr(dm, "train_target_stats", None)
-        if stage == "fit" and self.hparams.get("pos_weight") == "balanced" and callable(stats):
-            positive_fraction = stats()[0]  # the mean of 0/1 labels
-            self.bce_pos_weight.copy_(torch.tensor(balanced_pos_weight(positive_fraction)))
-        if stage != "fit" or self.hparams.task != "regression" or not self.hparams.standardize:
-            return
-        if not callable(stats):
-            return
-        mean, std = stats()
-        self.target_mean.copy_(torch.as_tensor(mean, dtype=torch.float32))
-        self.target_std.copy_(torch.as_tensor(std, dtype=torch.float32).clamp(min=1e-12))
+        data = self.trainer.datamodule
+        if stage == "fit" and isinstance(data, GraphData):
+            self.use_training_statistics(data.training_statistics())
+
+    def use_training_statistics(self, statistics: TrainingStatistics) -> None:
+        """Take what is known of the training split once it is loaded
+        (:class:`~graph_urpe.data.facts.TrainingStatistics`; :meth:`setup` does it when fitting
+        with a graph data module; call it yourself before ``fit`` otherwise): the target mean and
+        std (regression with ``standardize``), the positive-class weights
+        (``pos_weight="balanced"``: ``n_negative / n_positive`` from the label means), the feature
+        vocabulary and the data's source (``dataset_source``, kept in the checkpoint).
+
+        Raises:
+            ValueError: statistics of another number of labels than the module's.
+        """
+        if len(statistics.target_mean) != self.num_labels:
+            raise ValueError(
+                f"training statistics of {len(statistics.target_mean)} label columns for a module "
+                f"of {self.num_labels}: the data module and the model disagree on the labels.")
+        self.training_vocabulary = statistics.vocabulary
+        self.hparams["dataset_source"] = statistics.source
+        if self.hparams.get("pos_weight") == "balanced":
+            weights = balanced_pos_weight(statistics.target_mean)  # the mean of 0/1 labels
+            self.bce_pos_weight.copy_(torch.tensor(weights))
+        if self.hparams.task == "regression" and self.hparams.standardize:
+            self.target_mean.copy_(torch.as_tensor(statistics.target_mean, dtype=torch.float32))
+            std = torch.as_tensor(statistics.target_std, dtype=torch.float32)
+            self.target_std.copy_(std.clamp(min=1e-12))
 
     # --------------------------------------------------------------------- forward
     def predict_values(self, batch) -> Tensor:
@@ -450,7 +466,7 @@ class GraphPropertyModule(EnsembleMixin, TrustedLoadMixin, LightningModule):
 
     def configure_callbacks(self) -> Sequence[Callback] | Callback:
         """When fitting with ``freeze_encoder``, :class:`~graph_urpe.models.finetune.EncoderFreezing`;
-        when testing, the data module's submission writer (``submission_writer()``: OGB's file for
+        when testing, the data module's ``test_callbacks()`` (OGB's submission writer for
         PCQM4Mv2's hidden test splits)."""
         trainer = self._trainer
         if trainer is not None and trainer.state.fn == "fit":
@@ -458,9 +474,8 @@ class GraphPropertyModule(EnsembleMixin, TrustedLoadMixin, LightningModule):
             return [finetune.EncoderFreezing(fraction)] if fraction > 0 else []
         if trainer is None or trainer.state.fn != "test":
             return []
-        make = getattr(getattr(trainer, "datamodule", None), "submission_writer", None)
-        writer = make() if callable(make) else None
-        return [writer] if writer is not None else []
+        data = trainer.datamodule
+        return data.test_callbacks() if isinstance(data, GraphData) else []
 
     def configure_optimizers(self) -> dict[str, Any]:
         """The injected optimizer over :func:`~graph_urpe.models.optim.parameter_groups` (the

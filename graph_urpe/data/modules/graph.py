@@ -22,23 +22,24 @@ row (:mod:`graph_urpe.cli.predict`).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import torch
-from lightning.pytorch import LightningDataModule
+from lightning.pytorch import Callback, LightningDataModule
 from torch_geometric.data import Data, InMemoryDataset
 from torch_geometric.loader import DataLoader
 
 from graph_urpe.choices import check_at_least
-from graph_urpe.data.featurize import feature_dims
+from graph_urpe.data.facts import DatasetFacts, TrainingStatistics
 from graph_urpe.data.indexed import IndexedDataset
 from graph_urpe.data.modules.smiles_prediction import SmilesPredictionMixin
 from graph_urpe.data.predict_inputs import (
     training_vocabulary,
 )
-from graph_urpe.data.registry import DatasetFacts, DatasetFamily, DatasetSplits, LoadOptions
+from graph_urpe.data.registry import DatasetFamily, DatasetSplits, LoadOptions
 from graph_urpe.data.sampler import (
     DEFAULT_MAX_CELLS,
     ResumableDataLoader,
@@ -91,7 +92,8 @@ class BatchedGraphDataModule(LightningDataModule):
     the model (:data:`graph_urpe.cli.lightning_cli.GRAPH_LINKS`).
 
     Subclasses fill :attr:`splits` (``"train"``, ``"val"``, ``"test"``: PyG datasets) in
-    :meth:`setup` and set the facts.
+    :meth:`setup` and state :attr:`facts`; the module then meets the
+    :class:`~graph_urpe.data.facts.GraphData` protocol that the model and the commands read.
 
     Args:
         batch_size (int, optional): at most this many graphs per batch. (default: :obj:`128`)
@@ -141,45 +143,46 @@ class BatchedGraphDataModule(LightningDataModule):
         self.bucketing = bucketing
         self.splits: dict[str, Any] = {}
 
-    # Static facts of the dataset, read from the configuration and dataset metadata without
-    # processing any graph; ``graph-urpe`` links them into the model (see graph_urpe.cli).
-    num_tasks: int = 1
-    """Outputs of the network: label columns ``T`` (regression, classification) or classes
-    (multiclass)."""
-    task_type: str = "regression"
-    """``"regression"``, ``"classification"`` (binary, possibly multi-task) or ``"multiclass"``
-    (one class label)."""
-    metric: str = "mae"
-    """The benchmark's metric (monitored as ``val/<metric>``)."""
-    evaluator: str | None = None
-    """Official evaluator (OGB dataset name or ``"pcqm4mv2"``), or :obj:`None`."""
-    level: str = "graph"
-    """``"graph"`` (labels per graph) or ``"node"`` (labels per node): the network's level."""
-
     @property
-    def target_names(self) -> list[str]:
-        """Names of the label columns (used for the prediction columns)."""
-        labels = 1 if self.task_type == "multiclass" else self.num_tasks
-        return ["y"] if labels == 1 else [f"y{i}" for i in range(labels)]
+    def facts(self) -> DatasetFacts:
+        """The static facts of the data (:class:`~graph_urpe.data.facts.DatasetFacts`), known
+        without reading any graph; ``graph-urpe`` links them into the model
+        (:data:`graph_urpe.cli.lightning_cli.GRAPH_LINKS`). Every subclass states them.
+
+        Raises:
+            NotImplementedError: in a subclass that does not state them.
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__} must state its data's facts: define a `facts` property "
+            "returning graph_urpe.data.facts.DatasetFacts (task, num_tasks, metric, ...).")
+
+    def source(self) -> str:
+        """Where the data come from, one line (recorded in the checkpoint as
+        ``dataset_source``). (default: the facts' name)"""
+        return self.facts.name
 
     def train_split(self):
-        """The training split (a PyG dataset), for :meth:`train_target_stats`."""
+        """The training split (a PyG dataset), for :meth:`training_statistics`."""
         return self.splits["train"]
 
-    def train_target_stats(self) -> tuple[list[float], list[float]]:
-        """NaN-aware per-task mean and standard deviation of the training labels (population
-        std; 1 where a task has fewer than two labels or no spread), for target standardisation;
-        node-level labels count every node.
+    def training_vocabulary(self) -> dict[str, list[list[int]]] | None:
+        """The atom / bond feature values of the training split, for molecular data (a
+        featurisation), else :obj:`None`."""
+        if self.facts.featurization is None:
+            return None
+        return training_vocabulary(self.train_split())
 
-        Returns:
-            tuple[list[float], list[float]]: ``T`` means and ``T`` stds, in the labels' units.
-        """
+    def training_statistics(self) -> TrainingStatistics:
+        """What the model takes from the training split when fitting starts
+        (:class:`~graph_urpe.data.facts.TrainingStatistics`): NaN-aware per-label mean and
+        population std (1 where a label has fewer than two values or no spread; node-level labels
+        count every node), the feature vocabulary and :meth:`source`."""
         train = self.train_split()
+        labels = 1 if self.facts.task == "multiclass" else self.facts.num_tasks
         ys = collated_labels(train)
         if ys is None:
-            ys = torch.cat([train[i].y.view(-1, self.num_tasks).float()
-                            for i in range(len(train))])
-        ys = ys.reshape(-1, self.num_tasks)
+            ys = torch.cat([train[i].y.view(-1, labels).float() for i in range(len(train))])
+        ys = ys.reshape(-1, labels)
         mask = ~torch.isnan(ys)
         count = mask.sum(0).clamp(min=1)
         filled = torch.where(mask, ys, torch.zeros(()))
@@ -187,7 +190,13 @@ class BatchedGraphDataModule(LightningDataModule):
         var = torch.where(mask, (ys - mean).square(), torch.zeros(())).sum(0) / count
         std = var.sqrt()
         std = torch.where((mask.sum(0) < 2) | (std == 0), torch.ones_like(std), std)
-        return mean.tolist(), std.tolist()
+        return TrainingStatistics(mean.tolist(), std.tolist(), self.training_vocabulary(),
+                                  self.source())
+
+    def test_callbacks(self) -> list[Callback]:
+        """Lightning callbacks to run while testing (none here; PCQM4Mv2's hidden splits add
+        OGB's submission writer)."""
+        return []
 
     def _rank(self) -> tuple[int, int]:
         trainer = self.trainer
@@ -244,8 +253,9 @@ class GraphDataModule(SmilesPredictionMixin, BatchedGraphDataModule):
     (:class:`~graph_urpe.data.registry.DatasetFamily`), the loaders of
     :class:`BatchedGraphDataModule`, SMILES prediction.
 
-    Subclasses set :attr:`family`, whose facts (task, label columns, featurisation, metric,
-    evaluator) are the module's, and may override :attr:`test_split` and :meth:`target_names`.
+    Subclasses set :attr:`family`, whose facts (task, label columns and their names,
+    featurisation, metric, evaluator) are the module's, and may override :attr:`test_split` and
+    :meth:`test_callbacks`.
 
     Args:
         root (str, optional): data folder (each dataset in its own subfolder, see
@@ -331,63 +341,26 @@ class GraphDataModule(SmilesPredictionMixin, BatchedGraphDataModule):
         self.predict_errors: dict[int, str] = {}
 
     # ------------------------------------------------------------------- the dataset
-    def _facts(self) -> DatasetFacts:
+    @property
+    def facts(self) -> DatasetFacts:
+        """The family's facts with this module's node limit (``max_graph_nodes``)."""
         if self.family is None:
             raise TypeError(
                 f"{type(self).__name__} has no dataset family: use one of the dataset families "
                 "(ZincLikeDataModule, ZINCDataModule, OGBDataModule, PCQM4Mv2DataModule, "
                 "CSVDataModule) or set self.family in your subclass."
             )
-        return self.family.facts
+        return dataclasses.replace(self.family.facts, max_graph_nodes=self.max_graph_nodes)
 
-    # The facts linked into the model (see BatchedGraphDataModule) are the family's.
-    @property
-    def num_tasks(self) -> int:
-        """Label columns ``T``."""
-        return self._facts().num_tasks
-
-    @property
-    def task_type(self) -> str:
-        """``"regression"`` or ``"classification"``."""
-        return self._facts().task
-
-    @property
-    def metric(self) -> str:
-        """The benchmark's metric (monitored as ``val/<metric>``)."""
-        return self._facts().metric
-
-    @property
-    def evaluator(self) -> str | None:
-        """Official evaluator (OGB dataset name or ``"pcqm4mv2"``), or :obj:`None`."""
-        return self._facts().evaluator
-
-    @property
-    def featurization(self) -> str:
-        """How molecules become graphs: ``"zinc"`` or ``"ogb"``."""
-        return self._facts().featurization
-
-    @property
-    def atom_categories(self) -> list[int]:
-        """Vocabulary size of each atom feature column of :attr:`featurization`."""
-        return feature_dims(self.featurization)[0]
-
-    @property
-    def bond_categories(self) -> list[int]:
-        """Vocabulary size of each bond feature column of :attr:`featurization`."""
-        return feature_dims(self.featurization)[1]
-
-    @property
-    def dataset_source(self) -> str:
-        """Where the data come from (recorded in the checkpoint): the loaded dataset's
-        ``source`` once loaded, else the registry name."""
-        if self.loaded is not None and self.loaded.source:
-            return self.loaded.source
-        return self._facts().name
+    def source(self) -> str:
+        """Where the loaded data come from (the dataset's ``source``: a file, a release, an
+        offline stand-in), else the registry name."""
+        return self.load().source or self.facts.name
 
     def load(self) -> DatasetSplits:
         """Build (first call: process and cache on disk) or load the dataset with its splits."""
         if self.loaded is None:
-            facts = self._facts()
+            facts = self.facts
             self.loaded = self.family.load(LoadOptions(
                 self.root, pre_transform=self.pre_transform, max_nodes=self.max_graph_nodes,
                 strict=self.strict, download=self.download, num_workers=self.processing_workers))
@@ -427,8 +400,3 @@ class GraphDataModule(SmilesPredictionMixin, BatchedGraphDataModule):
             parts = self.load().splits
             self.splits = {"train": parts["train"], "val": parts["valid"],
                            "test": parts[self.test_split]}
-
-    def train_vocabulary(self) -> dict[str, list[list[int]]] | None:
-        """The atom / bond feature values of the training split
-        (:func:`~graph_urpe.cli.predict.training_vocabulary`), stored in checkpoints."""
-        return training_vocabulary(self.train_split())

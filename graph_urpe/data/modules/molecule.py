@@ -53,10 +53,6 @@ class ZincLikeDataModule(GraphDataModule):
         super().__init__(**kwargs)
         self.family = ZincLikeFamily(featurization)
 
-    @property
-    def target_names(self) -> list[str]:
-        return ["target"]
-
 
 class ZINCDataModule(GraphDataModule):
     r"""PyG's ZINC benchmark (:class:`torch_geometric.datasets.ZINC`; Dwivedi et al.,
@@ -74,10 +70,6 @@ class ZINCDataModule(GraphDataModule):
         super().__init__(**kwargs)
         self.subset = subset
         self.family = PyGZincFamily(subset)
-
-    @property
-    def target_names(self) -> list[str]:
-        return ["target"]
 
 
 class OGBDataModule(GraphDataModule):
@@ -135,16 +127,12 @@ class PCQM4Mv2DataModule(GraphDataModule):
         self.submission_dir = submission_dir
         self.family = PCQM4Mv2Family(standin)
 
-    @property
-    def target_names(self) -> list[str]:
-        return ["homolumogap"]
-
-    def submission_writer(self) -> SubmissionWriter | None:
-        """OGB's submission writer when :attr:`test_split` is a hidden split, else :obj:`None`
-        (used by the Lightning module when testing)."""
+    def test_callbacks(self) -> list[SubmissionWriter]:
+        """OGB's submission writer when :attr:`test_split` is a hidden split (run by the
+        Lightning module when testing)."""
         if self.test_split not in SUBMISSION_SIZES:
-            return None
-        return SubmissionWriter(self.test_split, self.standin, self.submission_dir)
+            return []
+        return [SubmissionWriter(self.test_split, self.standin, self.submission_dir)]
 
 
 class CSVDataModule(GraphDataModule):
@@ -180,17 +168,5 @@ class CSVDataModule(GraphDataModule):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.path = path
-        self.split = split
-        self.split_seed = split_seed
         self.family = CSVFamily(path, self.smiles_column, target_columns, task, split,
                                 featurization, split_seed)
-
-    @property
-    def target_columns(self) -> list[str]:
-        """The label columns (a single name given as a string becomes a one-element list)."""
-        return self.family.target_columns
-
-    @property
-    def target_names(self) -> list[str]:
-        return list(self.target_columns)

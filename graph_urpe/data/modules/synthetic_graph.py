@@ -3,11 +3,11 @@
 :class:`SyntheticGraphDataModule` serves :class:`~graph_urpe.data.synthetic_graphs.SyntheticGraphDataset`
 (seeded random trees and connected Erdős–Rényi graphs with identical node and edge features,
 structural class labels per node or per graph) through the size-bucketed loaders of
-:class:`~graph_urpe.data.modules.graph.BatchedGraphDataModule`, with the static facts that
-``graph-urpe`` links into :class:`~graph_urpe.models.graph.GraphPropertyModule` and its
-:class:`~graph_urpe.nn.Graphormer`: ``task_type="multiclass"``, ``metric="accuracy"``,
-``num_tasks`` = number of classes (:func:`structural_num_classes`), one atom and one bond category,
-and ``level`` (``"node"`` or ``"graph"``). Run it with ``graph-urpe fit --config
+:class:`~graph_urpe.data.modules.graph.BatchedGraphDataModule`, with the static facts
+(:attr:`SyntheticGraphDataModule.facts`) that ``graph-urpe`` links into
+:class:`~graph_urpe.models.graph.GraphPropertyModule` and its :class:`~graph_urpe.nn.Graphormer`:
+multiclass, accuracy, the number of classes (:func:`structural_num_classes`), one atom and one
+bond category, and the level (``"node"`` or ``"graph"``). Run it with ``graph-urpe fit --config
 configs/graph-synthetic/degree-urpe.yaml``.
 """
 
@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from graph_urpe.choices import check_choice
+from graph_urpe.data.facts import DatasetFacts
 from graph_urpe.data.modules.graph import BatchedGraphDataModule
 from graph_urpe.data.synthetic_graphs import (
     DEFAULT_KINDS,
@@ -94,9 +95,6 @@ class SyntheticGraphDataModule(BatchedGraphDataModule):
             or a split size below 1.
     """
 
-    task_type = "multiclass"
-    metric = "accuracy"
-
     def __init__(
         self,
         task: SyntheticGraphTask = "degree",
@@ -111,7 +109,7 @@ class SyntheticGraphDataModule(BatchedGraphDataModule):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.num_tasks = structural_num_classes(task, max_nodes)
+        self.num_classes = structural_num_classes(task, max_nodes)
         if not 2 <= min_nodes <= max_nodes:
             raise ValueError(f"need 2 <= min_nodes <= max_nodes, got {min_nodes}, {max_nodes}.")
         bad = [k for k in kinds if k not in GRAPH_KINDS]
@@ -130,34 +128,18 @@ class SyntheticGraphDataModule(BatchedGraphDataModule):
         self.mean_degree = mean_degree
         self.data_seed = data_seed
 
-    # Static facts linked into the model (graph_urpe.cli.lightning_cli.GRAPH_LINKS).
     @property
-    def num_classes(self) -> int:
-        """Classes of the task (:func:`structural_num_classes`), the network's outputs."""
-        return self.num_tasks
+    def facts(self) -> DatasetFacts:
+        """Linked into the model (:data:`graph_urpe.cli.lightning_cli.GRAPH_LINKS`): multiclass,
+        :attr:`num_classes` outputs (:func:`structural_num_classes`), accuracy, one node and one
+        edge feature column with one category (every node looks the same), the task's level, the
+        task's name as the one label column, ``max_nodes`` as the node limit."""
+        return DatasetFacts(self.task, "multiclass", self.num_classes, None, "accuracy",
+                            target_names=(self.task,), level=self.level,
+                            max_graph_nodes=self.max_nodes, atom_categories=(1,),
+                            bond_categories=(1,))
 
-    @property
-    def atom_categories(self) -> list[int]:
-        """One node feature column with one category: every node looks the same."""
-        return [1]
-
-    @property
-    def bond_categories(self) -> list[int]:
-        """One edge feature column with one category."""
-        return [1]
-
-    @property
-    def target_names(self) -> list[str]:
-        """The task's name, the one label column."""
-        return [self.task]
-
-    @property
-    def max_graph_nodes(self) -> int:
-        """The largest graph (``max_nodes``)."""
-        return self.max_nodes
-
-    @property
-    def dataset_source(self) -> str:
+    def source(self) -> str:
         """``synthetic-graphs/<task>/seed<data_seed>`` (recorded in the checkpoint)."""
         return f"synthetic-graphs/{self.task}/seed{self.data_seed}"
 
