@@ -12,8 +12,9 @@ import pytest
 import yaml
 
 from graph_urpe.cli import main
+from graph_urpe.cli.hpopt import _objective, _probe
 from graph_urpe.cli.messages import CLIError
-from graph_urpe.cli.search_space import DEFAULT_SPACE, parse_space
+from graph_urpe.cli.search_space import DEFAULT_SPACE, cap_epochs, parse_space
 from graph_urpe.models.pruning import PRUNED_AT, open_study
 
 SMILES = [
@@ -65,6 +66,42 @@ def test_default_space_parses_and_suggests_in_range():
         assert values["width"] in (32, 64, 128) and values["depth"] in range(2, 7)
         assert values["epochs"] in (10, 20, 30, 40, 50) and isinstance(values["depth"], int)
         study.tell(trial, 0.0)
+
+
+def test_explicit_max_epochs_caps_the_epochs_parameter():
+    space = parse_space(DEFAULT_SPACE)
+    epochs = {p.name: p for p in space}["epochs"]
+    assert cap_epochs(space, 60) == (space, None)  # above the range: nothing changes
+    capped, note = cap_epochs(space, 35)  # on the step-10 grid: 10, 20, 30
+    assert {p.name: p for p in capped}["epochs"].high == 30 and epochs.high == 50
+    assert [p.name for p in capped] == [p.name for p in space]
+    assert note == "epochs is searched within 10 to 30 (capped by --trainer.max_epochs 35)"
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    drawn = {{p.name: p for p in capped}["epochs"].suggest(study.ask()) for _ in range(30)}
+    assert drawn == {10, 20, 30}
+    for cap in (15, 5):  # no range left: the parameter goes, every trial trains `cap` epochs
+        capped, note = cap_epochs(space, cap)
+        assert "epochs" not in [p.name for p in capped] and len(capped) == len(space) - 1
+        assert note.startswith(f"epochs is fixed at {cap}")
+    choices = parse_space("e: {options: [trainer.max_epochs], choices: [5, 10, 20]}")
+    assert cap_epochs(choices, 12)[0][0].choices == (5, 10)
+    both = parse_space("e: {options: [trainer.max_epochs, trainer.max_steps], low: 1, high: 9}")
+    assert cap_epochs(both, 3) == (both, None)  # sets more than the epochs: left alone
+
+
+def test_objective_is_the_tested_checkpoints_validation_metric(tmp_path):
+    pd.DataFrame({"epoch": [0, 0, 1, 1, 2], "val/mae": [0.5, None, 0.3, None, 0.4],
+                  "val/rocauc": [0.6, None, 0.8, None, 0.7]}).to_csv(tmp_path / "metrics.csv")
+    assert _objective(str(tmp_path), "mae", "min", "best") == (0.3, 3)
+    assert _objective(str(tmp_path), "mae", "min", "last") == (0.4, 3)
+    assert _objective(str(tmp_path), "rocauc", "max", "best") == (0.8, 3)
+    assert _objective(str(tmp_path), "rocauc", "max", "last") == (0.7, 3)
+    # What fit tests: the template regression tests last.ckpt (test_checkpoint: auto).
+    template = ["--config", "csv/template", "--data.init_args.path", "x.csv"]
+    assert _probe(template)[1:] == ("mae", "min", "last")
+    assert _probe([*template, "--data.init_args.task", "classification"])[1:] == (
+        "rocauc", "max", "best")
+    assert _probe([*template, "--test_checkpoint", "best"])[3] == "best"
 
 
 @pytest.mark.parametrize("text, message", [
@@ -141,3 +178,23 @@ def test_search_writes_trials_and_a_best_config_that_reproduces_its_trial(
     assert min(val_curve(run)) == pytest.approx(best.value, abs=1e-6)
     assert val_curve(run) == pytest.approx(val_curve(folder / f"version_{best.trial}"), abs=1e-6)
     assert (run / "test_predictions.csv").exists()
+
+
+def test_search_scores_the_last_checkpoint_when_fit_tests_it_within_the_epoch_cap(
+        tmp_path, capsys, monkeypatch, one_thread):
+    monkeypatch.chdir(tmp_path)
+    config = tiny_config(tmp_path)
+    (tmp_path / "space.yaml").write_text(
+        "lr: {options: [model.init_args.optimizer.init_args.lr], low: 1.0e-3, high: 3.0e-2, "
+        "log: true}\nepochs: {options: [trainer.max_epochs], low: 2, high: 6}\n")
+    main(["hpopt", "--config", config, "--trials", "2", "--space", "space.yaml", "--pruner",
+          "none", "--", "--test_checkpoint", "auto", "--trainer.max_epochs", "3"])
+    out = capsys.readouterr().out
+    assert "epochs is searched within 2 to 3 (capped by --trainer.max_epochs 3)" in out
+    assert "a trial's objective is its last val/mae (the last checkpoint" in out
+    assert "the value given after -- is overridden" not in out
+    trials = pd.read_csv(tmp_path / "runs" / "tiny-hpopt" / "trials.csv")
+    for row in trials.itertuples():
+        curve = val_curve(tmp_path / "runs" / "tiny-hpopt" / f"version_{row.trial}")
+        assert row.epochs in (2, 3) and len(curve) == row.epochs
+        assert row.value == pytest.approx(curve[-1])  # last.ckpt's, what fit tests

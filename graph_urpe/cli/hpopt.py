@@ -10,11 +10,18 @@
 Every trial is an ordinary ``graph-urpe fit`` in its own process (as ``graph-urpe seeds`` runs
 them) with the options after ``--``, the values the sampler chose (:mod:`graph_urpe.cli.
 search_space`) and ``--test_after_fit false``: trials never touch the test split. Each writes its
-run folder ``<default_root_dir>/<name>-hpopt/version_<trial>``; its objective is the best value of
-the monitored validation metric (``val/mae``, ``val/rocauc``, ...: the one ``best.ckpt`` keeps)
-in its ``metrics.csv``. After every validation the trial reports that metric to the study
+run folder ``<default_root_dir>/<name>-hpopt/version_<trial>``; its objective is the monitored
+validation metric (``val/mae``, ``val/rocauc``, ...) in its ``metrics.csv`` of the checkpoint
+that ``fit`` tests and the summary tells to predict with (``--test_checkpoint``,
+:func:`~graph_urpe.cli.run.tested_checkpoint`): the best value (``best.ckpt``), or the last
+validation's (``last.ckpt``; the CSV template's ``auto`` for regression), so the number tuned is
+that of the model used. After every validation the trial reports that metric to the study
 (:class:`~graph_urpe.models.pruning.TrialPruning`), and Optuna's median pruner stops trials worse
 than the median of the finished ones at the same epoch.
+
+The search's epochs parameter sets ``trainer.max_epochs`` in every trial (10 to 50 by default),
+in place of the configuration's; ``--trainer.max_epochs N`` after ``--`` caps it at ``N``
+(:func:`~graph_urpe.cli.search_space.cap_epochs`).
 
 Beside the runs: ``study.jsonl`` (the Optuna study, a journal of JSON lines: running the same
 command again continues it), ``trials.csv`` (every trial: state, objective, epochs, values, run
@@ -38,7 +45,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from graph_urpe.cli.messages import CLIError
-from graph_urpe.cli.search_space import DEFAULT_SPACE, SearchParameter, parse_space
+from graph_urpe.cli.search_space import (
+    DEFAULT_SPACE,
+    EPOCHS_OPTION,
+    SearchParameter,
+    cap_epochs,
+    parse_space,
+)
 
 __all__ = ["build_parser", "main", "write_best_config"]
 
@@ -52,7 +65,11 @@ def build_parser() -> argparse.ArgumentParser:
         description="Search hyperparameters with Optuna: one `graph-urpe fit` per trial (its own "
         "run folder, never tested), bad trials pruned by the validation metric, the best "
         "configuration written as a file that `graph-urpe fit --config` takes.",
-        epilog="Options after `--` are passed to every `graph-urpe fit`.",
+        epilog="Options after `--` are passed to every `graph-urpe fit`. A trial's objective is "
+        "the validation metric of the checkpoint fit tests (--test_checkpoint: best, or the last "
+        "validation for last; the CSV template tests last for regression). The epochs parameter "
+        "of the search space sets --trainer.max_epochs in every trial (10 to 50 by default), in "
+        "place of the configuration's; --trainer.max_epochs N after `--` caps the range at N.",
     )
     parser.add_argument("--config", action="append", default=None,
                         help="experiment file(s), as for `graph-urpe fit --config`")
@@ -86,13 +103,15 @@ def _import_optuna():
     return optuna
 
 
-def _probe(fit_args: list[str]) -> tuple[Any, str, str]:
+def _probe(fit_args: list[str]) -> tuple[Any, str, str, str]:
     """The resolved configuration of ``graph-urpe fit FIT_ARGS`` (parsed and instantiated as
-    ``fit`` does, nothing trained or written) and its monitored metric and direction."""
+    ``fit`` does, nothing trained or written), its monitored metric and direction, and the
+    checkpoint it tests (``"best"`` / ``"last"``)."""
     from lightning.pytorch import LightningDataModule, LightningModule
 
     from graph_urpe.cli.configs import DEFAULT_CONFIG, resolve_config_args
     from graph_urpe.cli.lightning_cli import GraphURPECLI
+    from graph_urpe.cli.run import tested_checkpoint
 
     kwargs = {"default_config_files": [DEFAULT_CONFIG], "exit_on_error": False,
               "allow_abbrev": False}
@@ -113,7 +132,8 @@ def _probe(fit_args: list[str]) -> tuple[Any, str, str]:
     if metric is None:
         raise CLIError(f"{type(cli.model).__name__} names no monitored metric: graph-urpe hpopt "
                        "searches models of graph_urpe.models.GraphPropertyModule.")
-    return cli.config, metric, cli.model.metric_mode
+    tested = tested_checkpoint(cli.config.get("test_checkpoint"), cli.model.hparams.get("task"))
+    return cli.config, metric, cli.model.metric_mode, tested
 
 
 def _check_space(space: list[SearchParameter], config: Any) -> list[SearchParameter]:
@@ -137,8 +157,10 @@ def _check_space(space: list[SearchParameter], config: Any) -> list[SearchParame
     return space
 
 
-def _objective(run_dir: str, metric: str, mode: str) -> tuple[float | None, int]:
-    """The best ``val/<metric>`` in a run's ``metrics.csv`` and how many validations it holds."""
+def _objective(run_dir: str, metric: str, mode: str, checkpoint: str = "best"
+               ) -> tuple[float | None, int]:
+    """The ``val/<metric>`` of a run's ``checkpoint`` (``"best"``: the best value in its
+    ``metrics.csv``; ``"last"``: the last validation's) and how many validations it holds."""
     import pandas as pd
 
     path = osp.join(run_dir, "metrics.csv")
@@ -151,7 +173,25 @@ def _objective(run_dir: str, metric: str, mode: str) -> tuple[float | None, int]
     values = table[column].dropna()
     if values.empty:
         return None, 0
+    if checkpoint == "last":
+        return float(values.iloc[-1]), int(values.size)
     return float(values.max() if mode == "max" else values.min()), int(values.size)
+
+
+def _given_max_epochs(extra: list[str]) -> int | None:
+    """The value of ``--trainer.max_epochs`` among the fit options (the last one), or
+    :obj:`None` when none is given or it sets no limit."""
+    value = None
+    for i, arg in enumerate(extra):
+        if arg == f"--{EPOCHS_OPTION}" and i + 1 < len(extra):
+            value = extra[i + 1]
+        elif arg.startswith(f"--{EPOCHS_OPTION}="):
+            value = arg.split("=", 1)[1]
+    try:
+        epochs = int(value)
+    except (TypeError, ValueError):  # none given, or null: no cap (the fit checks the value)
+        return None
+    return epochs if epochs > 0 else None  # -1: Lightning's "no limit"
 
 
 def _option_value(value: Any) -> str:
@@ -267,11 +307,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     fit_args = [a for c in args.config for a in ("--config", c)] + extra
     if args.name:
         fit_args += ["--name", args.name]
-    config, metric, mode = _probe(fit_args)
+    config, metric, mode, checkpoint = _probe(fit_args)
     from graph_urpe.models.pruning import PRUNED_AT
 
     space = _check_space(space, config)
-    for option in (o for p in space for o in p.options):
+    cap = _given_max_epochs(extra)
+    if cap is not None:
+        space, note = cap_epochs(space, cap)
+        if note:
+            print(f"graph-urpe hpopt: {note}.", flush=True)
+        if not space:
+            raise CLIError("the search space is empty once --trainer.max_epochs fixes the "
+                           "epochs: give more parameters with --space.")
+    objective = f"{checkpoint} val/{metric}"
+    print(f"graph-urpe hpopt: a trial's objective is its {objective} (the {checkpoint} "
+          "checkpoint, the one fit tests: --test_checkpoint).", flush=True)
+    for option in (o for p in space for o in p.options if p.options != (EPOCHS_OPTION,)
+                   or cap is None):
         if any(a == f"--{option}" or a.startswith(f"--{option}=") for a in extra):
             print(f"graph-urpe hpopt: the search sets --{option}: the value given after -- is "
                   "overridden in every trial (leave the parameter out of --space to fix it).",
@@ -298,7 +350,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = subprocess.run([*fit, "--version", str(trial.number), *options,
                                f"--trainer.callbacks+={json.dumps(callback)}"],
                               check=False).returncode
-        value, validations = _objective(run_dir, metric, mode)
+        value, validations = _objective(run_dir, metric, mode, checkpoint)
         pruned = next(t for t in study.get_trials(deepcopy=False)
                       if t.number == trial.number).user_attrs.get(PRUNED_AT)
         if code or value is None:
@@ -317,10 +369,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if pruned is not None:
             study.tell(trial, state=optuna.trial.TrialState.PRUNED)
             print(f"graph-urpe hpopt: trial {trial.number} pruned after epoch {pruned} "
-                  f"(best val/{metric} so far {value:.4g}; {run_dir})", flush=True)
+                  f"({objective} so far {value:.4g}; {run_dir})", flush=True)
         else:
             study.tell(trial, value)
-            print(f"graph-urpe hpopt: trial {trial.number} val/{metric} {value:.4g} "
+            print(f"graph-urpe hpopt: trial {trial.number} {objective} {value:.4g} "
                   f"({validations} validations; {run_dir})", flush=True)
         _write_trials(study, space, folder)
     return _report(optuna, study, space, folder, name, metric)

@@ -64,6 +64,7 @@ from graph_urpe.cli.run import (
     LogsAtCheckpoint,
     RNGStateCheckpoint,
     RunCSVLogger,
+    tested_checkpoint,
     use_exact_resume,
 )
 from graph_urpe.cli.seeds import seeds_command
@@ -390,9 +391,8 @@ class GraphURPECLI(LightningCLI):
             if self.trainer.is_global_zero:
                 print_fit_summary(self.trainer, None, self.run_dir)
             return
-        choice = self.config["fit"].get("test_checkpoint", "best")
-        if choice == "auto":
-            choice = "last" if model.hparams.get("task") == "regression" else "best"
+        choice = tested_checkpoint(self.config["fit"].get("test_checkpoint"),
+                                   model.hparams.get("task"))
         tested = self._best_checkpoint() if choice == "best" \
             else osp.join(self.run_dir, "checkpoints", "last.ckpt")
         results = self.trainer.test(model, datamodule=datamodule, ckpt_path=tested or None,

@@ -38,6 +38,7 @@ __all__ = [
     "LogsAtCheckpoint",
     "RNGStateCheckpoint",
     "RunCSVLogger",
+    "tested_checkpoint",
     "use_exact_resume",
 ]
 
@@ -237,6 +238,16 @@ class LogsAtCheckpoint(Callback):
             rows = pd.read_csv(path)
             if "step" in rows.columns and (rows["step"] >= step).any():
                 atomic_write_csv(rows[rows["step"] < step], path)
+
+
+def tested_checkpoint(choice: str | None, task: str | None) -> str:
+    """The checkpoint ``fit`` tests after training, and the summary tells to predict with:
+    ``"best"`` or ``"last"``, from ``--test_checkpoint`` (:obj:`None`: ``"best"``; ``"auto"``:
+    ``"last"`` for regression, ``"best"`` otherwise). ``graph-urpe hpopt`` scores a trial on
+    the same one."""
+    if choice == "auto":
+        return "last" if task == "regression" else "best"
+    return choice or "best"
 
 
 def use_exact_resume(trainer: Trainer) -> Trainer:

@@ -15,19 +15,22 @@ options it sets and the values it may take.
 Ranges may have a ``step``. :data:`DEFAULT_SPACE` (``graph-urpe hpopt --print-space``) searches
 the learning rate, the encoder's learning-rate factor, dropout, width, depth and the number of
 epochs. A parameter that sets the encoder's shape (:data:`ENCODER_SHAPE`) is left out when the
-configuration fine-tunes a pretrained encoder, whose shape is fixed by its weights.
+configuration fine-tunes a pretrained encoder, whose shape is fixed by its weights. A parameter
+that sets only ``trainer.max_epochs`` replaces the configuration's ``max_epochs`` in every trial;
+an explicit ``--trainer.max_epochs N`` given to the fits caps it (:func:`cap_epochs`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import yaml
 
 from graph_urpe.cli.messages import CLIError
 
-__all__ = ["DEFAULT_SPACE", "ENCODER_SHAPE", "SearchParameter", "parse_space"]
+__all__ = ["DEFAULT_SPACE", "ENCODER_SHAPE", "EPOCHS_OPTION", "SearchParameter", "cap_epochs",
+           "parse_space"]
 
 DEFAULT_SPACE = """\
 # graph-urpe hpopt's default search space (graph-urpe hpopt --print-space > space.yaml to edit).
@@ -66,6 +69,9 @@ epochs:              # the schedule's length (warm-up and decay span it)
 ENCODER_SHAPE = ("num_layers", "embed_dim", "num_heads", "ffn_dim", "attention", "max_distance",
                  "max_degree", "max_hops")
 """The network options (``model.init_args.model.init_args.<name>``) a pretrained encoder fixes."""
+
+EPOCHS_OPTION = "trainer.max_epochs"
+"""The option of the epochs parameter, which :func:`cap_epochs` caps."""
 
 
 @dataclass(frozen=True)
@@ -170,3 +176,46 @@ def parse_space(text: str, source: str = "the search space") -> list[SearchParam
             raise CLIError(f"{where}: a log scale needs low > 0, got {low!r}.")
         params.append(SearchParameter(name, options, low, high, log, spec.get("step")))
     return params
+
+
+def cap_epochs(space: list[SearchParameter], max_epochs: int
+               ) -> tuple[list[SearchParameter], str | None]:
+    """``space`` with its epochs parameters (those that set only :data:`EPOCHS_OPTION`) capped
+    at ``max_epochs``, the most a trial may train: a range ends at ``max_epochs`` (on its
+    ``step`` grid: the largest ``low + k * step`` not above it), choices above it are dropped; a
+    parameter left with one value or none is taken out of the search, so every trial trains
+    ``max_epochs`` epochs.
+
+    Args:
+        space (list[SearchParameter]): the search space.
+        max_epochs (int): the cap (the user's ``--trainer.max_epochs``).
+
+    Returns:
+        tuple[list[SearchParameter], str or None]: the space, and a sentence saying what changed
+        (:obj:`None` when nothing did).
+    """
+    out, notes = [], []
+    for param in space:
+        if param.options != (EPOCHS_OPTION,):
+            out.append(param)
+            continue
+        if param.choices is not None:
+            kept = tuple(c for c in param.choices if c <= max_epochs)
+            capped = replace(param, choices=kept) if len(kept) > 1 else None
+            shown = f"choices {list(kept)}"
+        else:
+            high = min(param.high, max_epochs)
+            if param.step and high < param.high:
+                high = param.low + (high - param.low) // param.step * param.step
+            capped = replace(param, high=high) if high > param.low else None
+            shown = f"{param.low} to {high}"
+        if capped == param:
+            out.append(param)
+        elif capped is None:
+            notes.append(f"{param.name} is fixed at {max_epochs} (--trainer.max_epochs leaves "
+                         "no range to search)")
+        else:
+            out.append(capped)
+            notes.append(f"{param.name} is searched within {shown} (capped by "
+                         f"--trainer.max_epochs {max_epochs})")
+    return out, ("; ".join(notes) or None)
