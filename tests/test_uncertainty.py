@@ -58,10 +58,35 @@ def test_multiclass_accuracy_interval():
     assert bootstrap_interval(logits, target, "multiclass", "accuracy") == (1.0, 1.0)
 
 
-def test_undefined_resamples_give_no_interval_and_say_so_without_scipy_warnings():
-    """One negative among 30 graphs: most resamples lack it, ROC-AUC is undefined there, so no
-    interval (and no scipy warning); the summary says why instead of dropping the line."""
-    import warnings
+def test_classification_resamples_are_stratified_so_one_negative_still_gives_an_interval():
+    """One negative among 30 graphs: a plain bootstrap lacks it in about 37 % of the resamples
+    (ROC-AUC undefined there); resampling positives and negatives separately keeps it in every
+    one. The negative's score is above 9 of the 29 positives', so a resample's ROC-AUC is the
+    fraction of 29 positives drawn with replacement that score above it: Binomial(29, 20/29) / 29,
+    whose 2.5 % and 97.5 % quantiles (scipy) the interval matches within one step of 1/29."""
+    from scipy.stats import binom
+
+    from graph_urpe.models.uncertainty import bootstrap_strata
+
+    target = torch.ones(30, 1)
+    target[12] = 0.0
+    pred = torch.linspace(0, 1, 30).unsqueeze(1)  # the negative is the 13th score of 30
+    above = int((pred[target == 1] > pred[12]).sum())
+    assert above == 17
+    strata = bootstrap_strata(target, "classification")
+    assert sorted(map(len, strata)) == [1, 29]
+    low, high = bootstrap_interval(pred, target, "classification", "rocauc", n_resamples=4000)
+    expected = binom.ppf([0.025, 0.975], 29, above / 29) / 29
+    assert low == pytest.approx(expected[0], abs=1 / 29 + 1e-9)
+    assert high == pytest.approx(expected[1], abs=1 / 29 + 1e-9)
+    # Several tasks are resampled together; regression is one group.
+    assert len(bootstrap_strata(torch.zeros(5, 2), "classification")) == 1
+    assert len(bootstrap_strata(torch.rand(5, 1), "regression")) == 1
+    classes = torch.tensor([0.0, 2.0, 1.0, 2.0, 2.0]).view(-1, 1)
+    assert sorted(map(len, bootstrap_strata(classes, "multiclass"))) == [1, 1, 3]
+
+
+def test_summary_names_the_stratified_interval_and_says_when_there_is_none():
     from types import SimpleNamespace
 
     from graph_urpe.cli.summary import metric_interval_line
@@ -69,11 +94,18 @@ def test_undefined_resamples_give_no_interval_and_say_so_without_scipy_warnings(
     target = torch.ones(30, 1)
     target[0] = 0.0
     pred = torch.linspace(0, 1, 30).unsqueeze(1)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        assert bootstrap_interval(pred, target, "classification", "rocauc") is None
     model = SimpleNamespace(test_outputs=(torch.arange(30), pred, target), level="graph",
                             metric_name="rocauc", hparams=SimpleNamespace(task="classification"))
     line = metric_interval_line(model, "graph-urpe seeds --seeds 3")
-    assert line.startswith("Test ROC-AUC: no bootstrap interval over the 30 labelled test graphs")
+    assert line.startswith("Test ROC-AUC 95% interval over the 30 labelled test graphs "
+                           "(bootstrap, stratified by class): 1.0000 to 1.0000")
     assert line.endswith("graph-urpe seeds --seeds 3")
+    # Two tasks are resampled together: task 0 has one negative, task 1 one class only, so the
+    # resamples without row 0 have no task with both classes (ROC-AUC undefined): no interval.
+    target = torch.ones(30, 2)
+    target[0, 0] = 0.0
+    model = SimpleNamespace(test_outputs=(torch.arange(30), pred.repeat(1, 2), target),
+                            level="graph", metric_name="rocauc",
+                            hparams=SimpleNamespace(task="classification"))
+    assert metric_interval_line(model).startswith(
+        "Test ROC-AUC: no bootstrap interval over the 30 labelled test graphs")

@@ -194,7 +194,11 @@ def metric_interval_line(model: LightningModule, seeds_command: str | None = Non
     command that measures the spread over seeds) if given; :obj:`None` at node level, for test
     splits over :data:`~graph_urpe.models.uncertainty.MAX_BOOTSTRAP_CELLS` labels, or where it is
     undefined."""
-    from graph_urpe.models.uncertainty import MAX_BOOTSTRAP_CELLS, bootstrap_interval
+    from graph_urpe.models.uncertainty import (
+        MAX_BOOTSTRAP_CELLS,
+        bootstrap_interval,
+        bootstrap_strata,
+    )
 
     outputs = getattr(model, "test_outputs", None)
     if outputs is None or getattr(model, "level", "graph") != "graph":
@@ -211,10 +215,13 @@ def metric_interval_line(model: LightningModule, seeds_command: str | None = Non
     if interval is None:
         if pred.shape[0] < 2:
             return None
-        # Defined on the split but not on every resample (e.g. a resample with one class only).
+        # Defined on the split but not on every resample (several classification tasks, which
+        # are resampled together; one task's resamples keep both classes: they are stratified).
         return (f"Test {label}: no bootstrap interval over the {pred.shape[0]} labelled test "
                 f"graphs (the metric is undefined on some resamples of so few graphs){seeds}")
-    return (f"Test {label} 95% interval over the {pred.shape[0]} labelled test graphs (bootstrap): "
+    how = "bootstrap, stratified by class" \
+        if len(bootstrap_strata(target, model.hparams.task)) > 1 else "bootstrap"
+    return (f"Test {label} 95% interval over the {pred.shape[0]} labelled test graphs ({how}): "
             f"{interval[0]:.4f} to {interval[1]:.4f}{seeds}")
 
 
