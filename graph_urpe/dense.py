@@ -14,8 +14,11 @@ training step, from any user's model.
 Host synchronisation: none, except reading the largest graph size ``N`` (one host read, as
 :func:`~torch_geometric.utils.to_dense_batch` does) when ``max_num_nodes`` is not given, and the
 number of graphs when only a ``batch`` vector is given without ``num_graphs``. Consistency checks of
-the inputs (lengths, edges) need host reads too and run only with ``validate=True``; the data side
+the inputs (:mod:`graph_urpe.batch_checks`: the pair layout, edges within their graph,
+``max_num_nodes``) need host reads too and run only with ``validate=True``; the data side
 (:class:`~graph_urpe.transforms.AddShortestPathDistance` on the final graphs) guarantees them.
+The stored pairs may come in any order (a PyG transform that reorders edges on a graph with as many
+edges as node pairs reorders them too): they are scattered by ``pair_index``.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import math
 import torch
 from torch import Tensor
 
+from graph_urpe.batch_checks import RECOMPUTE_PAIRS, check_edges, check_nodes, check_pairs
 from graph_urpe.constants import UNREACHABLE
 
 __all__ = [
@@ -106,17 +110,6 @@ def dense_layout(
     return valid.unsqueeze(2) & valid.unsqueeze(1), ~valid
 
 
-def _check_length(name: str, flat: Tensor, counts: Tensor) -> None:
-    total = int((counts * counts).sum())
-    if total != flat.shape[-1]:
-        raise ValueError(
-            f"{name} has {flat.shape[-1]} pairs but the graphs' node counts need sum(n^2) = "
-            f"{total}: the pair relations must be computed on the final graphs (apply the "
-            "graph_urpe.transforms after any transform that adds or removes nodes), and ptr / "
-            "batch must be this batch's"
-        )
-
-
 def _require(name: str, t: Tensor | None, fix: str) -> Tensor:
     if t is None:
         raise ValueError(f"`{name}` is missing: build the dataset with pre_transform={fix}")
@@ -144,6 +137,7 @@ def to_dense_pair(
     max_num_nodes: int | None = None,
     fill: float = UNREACHABLE,
     validate: bool = False,
+    name: str = "value",
 ) -> tuple[Tensor, Tensor]:
     r"""Padded ``[B, N, N]`` matrix of a pairwise relation stored in the pair layout of
     :mod:`graph_urpe.transforms` (values aligned with the collated ``pair_index``): the SPD for
@@ -162,8 +156,11 @@ def to_dense_pair(
             avoid the host read of the largest size). (default: :obj:`None`)
         fill (float, optional): value of the cells no pair fills (padding).
             (default: :data:`~graph_urpe.constants.UNREACHABLE`)
-        validate (bool, optional): check that there are ``sum_b n_b^2`` pairs, as many values
-            (host reads). (default: :obj:`False`)
+        validate (bool, optional): check that ``pair_index`` holds every node pair of every graph
+            exactly once and that :obj:`max_num_nodes` holds the largest graph
+            (:mod:`graph_urpe.batch_checks`; host reads). Without it, pairs that do not fit the
+            batch give an ``IndexError`` or a wrong result. (default: :obj:`False`)
+        name (str, optional): what ``value`` is, for error messages. (default: :obj:`"value"`)
 
     Returns:
         ``(dense, padding_mask)``: ``dense`` ``[B, N, N]`` of ``value``'s dtype, the values at
@@ -173,19 +170,21 @@ def to_dense_pair(
 
     Raises:
         ValueError: if ``value`` or ``pair_index`` is :obj:`None`, they disagree in length, or
-            (``validate=True``) the pairs are not ``sum_b n_b^2``.
+            (``validate=True``) the pairs do not fit the batch (e.g. computed before a subgraph)
+            or :obj:`max_num_nodes` is too small.
     """
     fix = "graph_urpe.transforms.AddShortestPathDistance() (or AddResistanceDistance())"
     value = _require("relation values", value, fix)
     pair_index = _require("pair_index", pair_index, fix)
     if pair_index.dim() != 2 or pair_index.shape[0] != 2 or pair_index.shape[1] != value.numel():
         raise ValueError(
-            f"pair_index must be [2, P] with one column per value ({value.numel()}), got "
-            f"{tuple(pair_index.shape)}: store both with the same graph_urpe.transforms call"
+            f"{name} has {value.numel()} values but pair_index has shape "
+            f"{list(pair_index.shape)}, one column per value expected: {RECOMPUTE_PAIRS}"
         )
     counts = node_counts(value, batch, ptr, num_graphs)
     if validate:
-        _check_length("pair_index", pair_index, counts)
+        check_pairs(pair_index, counts)
+        check_nodes(int(counts.sum()), counts, max_num_nodes=max_num_nodes)
     pair_mask, padding_mask = dense_layout(counts, max_num_nodes)
     n = padding_mask.shape[1]
     cell, _, _ = _pair_cells(pair_index, counts, n)
@@ -224,9 +223,9 @@ def to_dense_path_edges(
         edge_index (LongTensor): the batch's ``[2, E]`` (global node indices, as collated by PyG).
         batch, ptr, num_graphs, max_num_nodes: as for :func:`to_dense_pair`.
         max_hops (int): number of edges kept per path (Graphormer's ``multi_hop_max_dist``).
-        validate (bool, optional): check the length of ``spd_pred_index`` and that every path edge is
-            in ``edge_index`` (host reads). Without it a path edge missing from ``edge_index``
-            counts as absent (-1). (default: :obj:`False`)
+        validate (bool, optional): check the pair layout as :func:`to_dense_pair` does and that
+            every path edge is in ``edge_index`` (host reads). Without it a path edge missing from
+            ``edge_index`` counts as absent (-1). (default: :obj:`False`)
 
     Returns:
         long ``[B, N, N, max_hops]`` (a view of hop-major ``[max_hops, B, N, N]`` storage:
@@ -239,8 +238,8 @@ def to_dense_path_edges(
 
     Raises:
         ValueError: if ``max_hops < 1``, ``spd_pred_index`` or ``pair_index`` is :obj:`None`, or
-            (``validate=True``) it has the wrong length or a shortest path uses an edge absent
-            from ``edge_index``.
+            (``validate=True``) the pairs do not fit the batch or a shortest path uses an edge
+            absent from ``edge_index``.
     """
     if not isinstance(max_hops, int) or max_hops < 1:
         raise ValueError(f"max_hops must be a positive integer, got {max_hops!r}")
@@ -250,7 +249,14 @@ def to_dense_path_edges(
     device = pred_flat.device
     counts = node_counts(pred_flat, batch, ptr, num_graphs)
     if validate:
-        _check_length("spd_pred_index", pred_flat.view(1, -1), counts)
+        if pair_index.dim() != 2 or pair_index.shape[0] != 2 or \
+                pair_index.shape[1] != pred_flat.numel():
+            raise ValueError(
+                f"spd_pred_index has {pred_flat.numel()} values but pair_index has shape "
+                f"{list(pair_index.shape)}, one column per value expected: {RECOMPUTE_PAIRS}"
+            )
+        check_pairs(pair_index, counts)
+        check_nodes(int(counts.sum()), counts, max_num_nodes=max_num_nodes)
     pair_mask, padding_mask = dense_layout(counts, max_num_nodes)
     num_graphs, max_n = padding_mask.shape
     cells = num_graphs * max_n * max_n
@@ -329,6 +335,8 @@ def dense_relations_from_edges(
     counts: Tensor,
     max_num_nodes: int,
     relations: tuple[str, ...] | list[str] = ("spd",),
+    *,
+    validate: bool = False,
 ) -> dict[str, Tensor]:
     r"""Pairwise relations of a batch computed on the fly, on the device of ``edge_index``, in the
     padded ``[B, N, N]`` layout of :func:`to_dense_pair`: what a layer uses when the graphs did
@@ -352,10 +360,22 @@ def dense_relations_from_edges(
         counts (LongTensor): nodes per graph ``[B]``.
         max_num_nodes (int): ``N``, at least the largest graph.
         relations (list[str], optional): which relations. (default: :obj:`("spd",)`)
+        validate (bool, optional): check that every edge joins two nodes of the same graph and
+            that :obj:`max_num_nodes` holds the largest graph (:mod:`graph_urpe.batch_checks`;
+            host reads). Without it such input gives an ``IndexError`` or a wrong result.
+            (default: :obj:`False`)
 
     Returns:
         dict[str, Tensor]: relation name -> ``[B, N, N]``.
+
+    Raises:
+        TypeError, ValueError: (``validate=True``) for a non-integer ``edge_index``, an edge
+            between graphs or outside the batch, or a too small :obj:`max_num_nodes`.
     """
+    if validate:
+        check_edges(edge_index, counts)
+        check_nodes(int(counts.sum()), counts, max_num_nodes=max_num_nodes)
+    edge_index = edge_index.contiguous()  # rows for bucketize
     device = edge_index.device
     b, n = counts.numel(), max_num_nodes
     counts = counts.to(device)

@@ -207,3 +207,34 @@ def test_to_dense_path_edges_early_exit_matches_the_full_walk():
         full = to_dense_path_edges(batch.spd_pred_index, batch.pair_index, batch.edge_index, ptr=batch.ptr, max_hops=20)
     assert torch.equal(early, full)
     assert (early[..., 11:] == -1).all() and (early[0, 0, 11, :11] >= 0).all()
+
+
+def _set(pairs: torch.Tensor, column: int, value: torch.Tensor) -> torch.Tensor:
+    pairs = pairs.clone()
+    pairs[:, column] = value
+    return pairs
+
+
+BAD_PAIRS = {
+    "node outside": (lambda p: _set(p, 0, torch.tensor([0, 99])),
+                     r"refers to node 99, outside the batch's \[0, 9\)"),
+    "pair across graphs": (lambda p: _set(p, 1, torch.tensor([0, 5])),
+                           r"column 1, \(0, 5\), joins nodes of graph 0 and graph 1"),
+    "pair twice": (lambda p: _set(p, 1, p[:, 0]),
+                   r"lists some node pair twice \(and so misses another\)"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_PAIRS))
+def test_validate_refuses_pairs_that_do_not_fit_and_accepts_any_order(case):
+    batch = Batch.from_data_list([_data(nx.path_graph(4)), _data(nx.cycle_graph(5))])
+    change, message = BAD_PAIRS[case]
+    with pytest.raises(ValueError, match=message + ": the pair relations must be computed on"):
+        to_dense_pair(batch.spd, change(batch.pair_index), ptr=batch.ptr, validate=True)
+    # The pairs are scattered by pair_index: any column order (as a PyG edge-level transform
+    # leaves them on a graph with E == n^2) gives the same matrices.
+    perm = torch.randperm(batch.spd.numel(), generator=torch.Generator().manual_seed(0))
+    expected = to_dense_pair(batch.spd, batch.pair_index, ptr=batch.ptr, validate=True)
+    permuted = to_dense_pair(batch.spd[perm], batch.pair_index[:, perm], ptr=batch.ptr,
+                             validate=True)
+    assert all(torch.equal(a, b) for a, b in zip(expected, permuted, strict=True))

@@ -9,6 +9,7 @@ import pytest
 import torch
 from torch_geometric.data import Batch, Data
 from torch_geometric.transforms import Compose
+from torch_geometric.utils import subgraph, to_torch_coo_tensor
 
 import graph_urpe.nn.conv
 from graph_urpe.nn import URPEGraphConv
@@ -159,6 +160,111 @@ def test_bad_input_names_the_fix():
         URPEGraphConv(8, 2, relations=["spd", "spd"])
     with pytest.raises(ValueError, match="'spd' is missing"):
         conv(batch.x, batch.edge_index, batch.batch, pair_index=batch.pair_index)
-    with pytest.raises(ValueError, match="pair_index must be"):
-        conv(batch.x, batch.edge_index, batch.batch, pair_index=batch.pair_index,
-             spd=batch.spd[:8])
+
+
+def _stale(kind: str) -> list[Data]:
+    """Graphs whose stored pairs no longer fit them, as a user gets them (graph 0, the 6-path,
+    cut to its first four nodes after the transforms ran; or values of another graph)."""
+    data = [_graph(g, 8, s) for s, g in enumerate(GRAPHS)]
+    keep = torch.arange(4)
+    if kind == "Data.subgraph":
+        data[0] = data[0].subgraph(keep)
+    elif kind == "utils.subgraph":
+        edge_index, _ = subgraph(keep, data[0].edge_index, relabel_nodes=True, num_nodes=6)
+        data[0] = Data(x=data[0].x[keep], edge_index=edge_index, pair_index=data[0].pair_index,
+                       spd=data[0].spd, resistance=data[0].resistance)
+    else:  # relations of another graph, the pair index of this one
+        data[0].spd, data[0].resistance = data[3].spd, data[3].resistance
+    return data
+
+
+@pytest.mark.parametrize("batched", [True, False], ids=["batch", "one graph"])
+@pytest.mark.parametrize("kind", ["Data.subgraph", "utils.subgraph", "values of another graph"])
+def test_stale_pairs_are_refused_and_recomputing_fixes_them(kind, batched):
+    conv = URPEGraphConv(8, 2, relations=["spd", "resistance"], num_kernels=4).eval()
+    data = _stale(kind)
+    graphs = data if batched else data[:1]
+    b = Batch.from_data_list(graphs)
+    stored = {"pair_index": b.pair_index, "spd": b.spd, "resistance": b.resistance}
+    fix = "computed on these very graphs: apply AddShortestPathDistance / AddResistanceDistance"
+    with pytest.raises(ValueError, match=fix):
+        conv(b.x, b.edge_index, b.batch, **stored, ptr=b.ptr)
+    # The fix named: the transforms again on the final graphs (or no pair_index at all).
+    b = Batch.from_data_list([PRE(d) for d in graphs])
+    with torch.no_grad():
+        out = conv(b.x, b.edge_index, b.batch, pair_index=b.pair_index, spd=b.spd,
+                   resistance=b.resistance, ptr=b.ptr)
+        torch.testing.assert_close(out, conv(b.x, b.edge_index, b.batch))
+        n = graphs[0].num_nodes
+        torch.testing.assert_close(out[:n], conv(graphs[0].x, graphs[0].edge_index))
+
+
+@pytest.mark.parametrize("given", [["spd"], ["resistance"], ["spd", "resistance"]], ids="+".join)
+def test_relations_without_pair_index_are_refused(given):
+    conv = URPEGraphConv(8, 2, relations=["spd", "resistance"], num_kernels=4)
+    batch, _ = _batch()
+    with pytest.raises(ValueError, match="given without pair_index.*pass pair_index="):
+        conv(batch.x, batch.edge_index, batch.batch, **{k: batch[k] for k in given})
+
+
+def _cross_edge(b: Batch) -> dict:
+    return {"edge_index": torch.cat([b.edge_index, torch.tensor([[0], [7]])], 1)}
+
+
+BAD_BATCHES = {
+    "unsorted batch": (lambda b: {"batch": b.batch.flip(0), "ptr": None}, "batch is not sorted"),
+    "edge between graphs": (_cross_edge, r"joins graph 0 and graph 1: every edge must stay"),
+    "edge outside": (lambda b: {"edge_index": b.edge_index + 1},
+                     r"outside the batch's \[0, 17\)"),
+    "float edge_index": (lambda b: {"edge_index": b.edge_index.float()}, "integer tensor"),
+    "max_num_nodes": (lambda b: {"max_num_nodes": 5},
+                      (r"max_num_nodes=5 is smaller than the largest graph of the batch "
+                       r"\(6 nodes\): pass at least 6")),
+    "num_graphs": (lambda b: {"ptr": None, "num_graphs": 2},
+                   "batch refers to graph 3 but num_graphs=2"),
+    "ptr of another batch": (lambda b: {"ptr": b.ptr[:-1]},
+                             "describe 12 nodes but the node features have 17 rows"),
+}
+
+
+@pytest.mark.parametrize("stored", [False, True], ids=["computed", "stored"])
+@pytest.mark.parametrize("case", list(BAD_BATCHES))
+def test_bad_batches_are_refused(case, stored):
+    conv = URPEGraphConv(8, 2, relations=["spd", "resistance"], num_kernels=4)
+    batch, _ = _batch()
+    args = {"edge_index": batch.edge_index, "batch": batch.batch, "ptr": batch.ptr}
+    if stored:
+        args.update(pair_index=batch.pair_index, spd=batch.spd, resistance=batch.resistance)
+    change, message = BAD_BATCHES[case]
+    args.update(change(batch))
+    if stored and "edge" in case:
+        return  # the relations are read from the batch; edge_index is not used
+    error = TypeError if case == "float edge_index" else ValueError
+    with pytest.raises(error, match=message):
+        conv(batch.x, **args)
+
+
+@pytest.mark.parametrize("layout", [torch.sparse_coo, torch.sparse_csr, torch.sparse_csc])
+@pytest.mark.parametrize("transposed", [False, True], ids=["adj", "adj_t"])
+def test_sparse_adjacency_equals_edge_index(layout, transposed):
+    conv = _randomised(URPEGraphConv(8, 2, relations=["spd", "resistance"], num_kernels=4))
+    batch, _ = _batch()
+    edge_index = batch.edge_index.flip(0) if transposed else batch.edge_index
+    n = batch.num_nodes
+    adj = to_torch_coo_tensor(edge_index, size=(n, n)).to_sparse(layout=layout)
+    with torch.no_grad():
+        torch.testing.assert_close(conv(batch.x, adj, batch.batch),
+                                   conv(batch.x, batch.edge_index, batch.batch))
+    with pytest.raises(ValueError, match=r"sparse adjacency must be \[num_nodes, num_nodes\]"):
+        conv(batch.x, to_torch_coo_tensor(edge_index, size=(n, n + 1)), batch.batch)
+
+
+def test_sparse_tensor_equals_edge_index():
+    torch_sparse = pytest.importorskip("torch_sparse")  # PyG's @withPackage('torch_sparse')
+    conv = _randomised(URPEGraphConv(8, 2, num_kernels=4))
+    batch, _ = _batch()
+    n = batch.num_nodes
+    adj_t = torch_sparse.SparseTensor.from_edge_index(batch.edge_index, sparse_sizes=(n, n)).t()
+    with torch.no_grad():
+        torch.testing.assert_close(conv(batch.x, adj_t, batch.batch),
+                                   conv(batch.x, batch.edge_index, batch.batch))

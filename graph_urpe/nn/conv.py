@@ -17,8 +17,9 @@ from typing import Literal, NamedTuple
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from torch_geometric.utils import to_dense_batch
+from torch_geometric.utils import is_sparse, to_dense_batch, to_edge_index
 
+from graph_urpe.batch_checks import check_nodes
 from graph_urpe.choices import check_choice
 from graph_urpe.constants import UNREACHABLE
 from graph_urpe.dense import (
@@ -109,12 +110,15 @@ def densify_graphs(
         max_distance (int): largest distinguished SPD of the relation ids (0 without ``"spd"``).
         num_graphs (int, optional): ``B``. (default: :obj:`None`, from ``ptr`` / ``batch``)
         max_num_nodes (int, optional): ``N``. (default: :obj:`None`, the largest graph)
-        validate (bool, optional): check the pair counts (a host read). (default: :obj:`False`)
+        validate (bool, optional): check the node layout (``batch`` sorted, sizes consistent,
+            :obj:`max_num_nodes` large enough), the edges (computed relations) or the stored pair
+            layout (:mod:`graph_urpe.batch_checks`; host reads). (default: :obj:`False`)
         edge_index (LongTensor, optional): ``[2, E]``, to compute the relations.
 
     Raises:
         ValueError: if a relation is missing (neither stored nor computable), or (see
-            :func:`~graph_urpe.dense.to_dense_pair`) malformed.
+            :func:`~graph_urpe.dense.to_dense_pair`) malformed; with :obj:`validate`, for
+            anything :mod:`graph_urpe.batch_checks` refuses.
     """
     names = list(relations)
     computed = pair_index is None
@@ -122,20 +126,17 @@ def densify_graphs(
         raise ValueError("pair_index is missing: pass the batch's stored relations (build the "
                          "dataset with pre_transform=graph_urpe.transforms."
                          "AddShortestPathDistance()) or its edge_index to compute them.")
-    if computed:
-        counts = node_counts(x, batch, ptr, num_graphs) if (batch is not None or ptr is not None) \
-            else torch.tensor([x.shape[0]], device=x.device)
-    else:
-        stored = relations[names[0]]
-        if stored is None:
-            raise ValueError(f"relation {names[0]!r} is missing from the batch: build the dataset "
-                             "with the graph_urpe.transforms that store it.")
-        counts = node_counts(stored, batch, ptr, num_graphs)
+    if batch is None and ptr is None:  # one graph: all rows of x
+        ptr = torch.tensor([0, x.shape[0]], device=x.device)
+    counts = node_counts(x, batch, ptr, num_graphs)
+    if validate:
+        check_nodes(x.shape[0], counts, batch, num_graphs, max_num_nodes)
     if max_num_nodes is None:
         max_num_nodes = int(counts.max()) if counts.numel() else 0  # the one host read
     _, padding_mask = dense_layout(counts, max_num_nodes)
     if computed:
-        dense = dense_relations_from_edges(edge_index, counts, max_num_nodes, names)
+        dense = dense_relations_from_edges(edge_index, counts, max_num_nodes, names,
+                                           validate=validate)
     else:
         dense = {}
         for name in names:
@@ -144,7 +145,8 @@ def densify_graphs(
                 raise ValueError(f"relation {name!r} is missing from the batch: build the dataset "
                                  "with the graph_urpe.transforms that store it.")
             dense[name] = to_dense_pair(value, pair_index, batch, ptr, num_graphs=num_graphs,
-                                        max_num_nodes=max_num_nodes, validate=validate)[0]
+                                        max_num_nodes=max_num_nodes, validate=validate,
+                                        name=name)[0]
     b, n = padding_mask.shape
     vec = batch_vector(x.shape[0], counts, batch)
     h, _ = to_dense_batch(x, vec, batch_size=b, max_num_nodes=n)
@@ -200,7 +202,19 @@ class URPEGraphConv(nn.Module):
     once by :class:`~graph_urpe.transforms.AddShortestPathDistance` /
     :class:`~graph_urpe.transforms.AddResistanceDistance`), else computed from ``edge_index`` on
     the fly (:func:`~graph_urpe.dense.dense_relations_from_edges`; :math:`O(N^4)` per graph, for
-    small graphs).
+    small graphs). Stored values are aligned with ``pair_index``, so they are refused without it;
+    a stored relation the layer does not read (not in :obj:`relations`) is not used, as
+    :class:`~torch_geometric.nn.conv.GATConv` does not use ``edge_attr`` without ``edge_dim``.
+    ``edge_index`` may also be a sparse adjacency (:class:`torch_sparse.SparseTensor` or a
+    :obj:`torch.sparse` COO / CSR / CSC matrix), as for PyG's other convolutions: its stored
+    entries are the edges (values ignored; edges are undirected, so ``adj`` and ``adj_t`` alike).
+
+    By default the inputs are checked first (:mod:`graph_urpe.batch_checks`: ``batch`` sorted and
+    consistent with ``x``, ``max_num_nodes`` large enough, edges within their graph, and a stored
+    ``pair_index`` holding every node pair of every graph once, which fails for relations
+    computed before :func:`~torch_geometric.utils.subgraph`), with a one-line error naming the
+    fix. The checks read values back to the host; ``validate_inputs=False`` skips them for data
+    known to be consistent, and they are skipped under :func:`torch.compile`.
 
     Args:
         channels (int): node width :math:`C`.
@@ -216,11 +230,13 @@ class URPEGraphConv(nn.Module):
         dropout (float, optional): residual dropout. (default: :obj:`0.0`)
         attention_dropout (float, optional): attention-weight dropout. (default: :obj:`0.0`)
         activation_dropout (float, optional): FFN activation dropout. (default: :obj:`0.0`)
+        validate_inputs (bool, optional): check the inputs (see above). (default: :obj:`True`)
 
     Shapes:
         - **input:**
           node features :math:`(|\mathcal{V}|, C)`,
-          edge indices :math:`(2, |\mathcal{E}|)`,
+          edge indices :math:`(2, |\mathcal{E}|)` or sparse adjacency
+          :math:`(|\mathcal{V}|, |\mathcal{V}|)`,
           batch vector :math:`(|\mathcal{V}|)` *(optional)*,
           pair indices :math:`(2, P)` with :math:`P = \sum_b n_b^2` *(optional)*,
           ``spd`` / ``resistance`` :math:`(P)` *(optional)*,
@@ -229,8 +245,10 @@ class URPEGraphConv(nn.Module):
 
     Raises:
         ValueError: for an unknown ``attention`` or relation, a negative ``max_distance``,
-            ``x`` not ``[num_nodes, channels]``, or a stored relation that is missing or
-            malformed.
+            ``x`` not ``[num_nodes, channels]``, a sparse adjacency not
+            ``[num_nodes, num_nodes]``, a stored relation that is missing, given without
+            ``pair_index`` or malformed, or (``validate_inputs``) inconsistent input.
+        TypeError: (``validate_inputs``) for a non-integer ``edge_index``.
 
     Example:
         >>> import torch
@@ -263,9 +281,11 @@ class URPEGraphConv(nn.Module):
         dropout: float = 0.0,
         attention_dropout: float = 0.0,
         activation_dropout: float = 0.0,
+        validate_inputs: bool = True,
     ) -> None:
         super().__init__()
         check_choice("attention", attention, Attention)
+        self.validate_inputs = bool(validate_inputs)
         self.relations = check_relations(relations)
         self.channels = channels
         self.heads = heads
@@ -318,19 +338,20 @@ class URPEGraphConv(nn.Module):
 
         Args:
             x (Tensor): node features :math:`(|\mathcal{V}|, C)`.
-            edge_index (LongTensor): edges :math:`(2, |\mathcal{E}|)` (global indices).
+            edge_index (LongTensor or SparseTensor): edges :math:`(2, |\mathcal{E}|)` (global
+                indices), or a sparse adjacency :math:`(|\mathcal{V}|, |\mathcal{V}|)`.
             batch (LongTensor, optional): graph of each node. (default: :obj:`None`, one graph)
             pair_index (Tensor, optional): the stored pair index (with ``spd`` /
                 ``resistance``); :obj:`None` computes the relations from ``edge_index``.
                 (default: :obj:`None`)
-            spd, resistance (Tensor, optional): the stored relation values.
-                (default: :obj:`None`)
+            spd, resistance (Tensor, optional): the stored relation values, aligned with
+                ``pair_index``. (default: :obj:`None`)
             ptr (LongTensor, optional): node offsets (preferred to ``batch``).
                 (default: :obj:`None`)
             num_graphs (int, optional): number of graphs (with ``batch``; saves a host read).
                 (default: :obj:`None`)
-            max_num_nodes (int, optional): largest graph (saves a host read).
-                (default: :obj:`None`)
+            max_num_nodes (int, optional): largest graph (saves a host read when
+                ``validate_inputs=False``). (default: :obj:`None`)
         """
         if x.dim() != 2 or x.shape[-1] != self.channels:
             raise ValueError(
@@ -340,11 +361,27 @@ class URPEGraphConv(nn.Module):
                 f"{x.shape[-1]}, {self.channels})) or build {type(self).__name__}("
                 f"{x.shape[-1]}, ...)."
             )
+        if is_sparse(edge_index):  # SparseTensor or torch.sparse, as PyG's convolutions take
+            if tuple(edge_index.shape) != (x.shape[0], x.shape[0]):
+                raise ValueError(
+                    f"the sparse adjacency must be [num_nodes, num_nodes] = [{x.shape[0]}, "
+                    f"{x.shape[0]}], got {list(edge_index.shape)}: build it with "
+                    "sparse_sizes=(num_nodes, num_nodes)"
+                )
+            edge_index = to_edge_index(edge_index)[0]
         stored = {"spd": spd, "resistance": resistance}
+        given = [name for name, value in stored.items() if value is not None]
+        if pair_index is None and given:
+            raise ValueError(
+                f"{' and '.join(given)} given without pair_index, whose columns the values are "
+                f"aligned with: pass pair_index=data.pair_index too, or leave out "
+                f"{' and '.join(given)} to compute the relations from edge_index"
+            )
+        validate = self.validate_inputs and not torch.compiler.is_compiling()
         h, key_padding_mask, ids, values, vec, counts, _ = densify_graphs(
             x, {name: stored[name] for name in self.relations}, pair_index, batch, ptr, None,
             self.max_distance, num_graphs=num_graphs, max_num_nodes=max_num_nodes,
-            edge_index=edge_index,
+            validate=validate, edge_index=edge_index,
         )
         bias = mult = None
         if self.spatial_bias is not None:

@@ -1,0 +1,176 @@
+"""Consistency checks of a PyG batch before it is densified (:mod:`graph_urpe.dense`,
+:class:`~graph_urpe.nn.URPEGraphConv`): the node layout (``batch`` / ``ptr`` against the node
+features, ``max_num_nodes``), the edges (within their graph) and the stored pair layout of
+:mod:`graph_urpe.transforms` (every node pair of every graph exactly once).
+
+Each check raises a one-line :class:`ValueError` (:class:`TypeError` for a wrong dtype) that says
+what is wrong and how to fix it, instead of an ``IndexError`` deep in a scatter, or a silently wrong
+result. They read values back to the host (one synchronisation each), so the dense builders run
+them only with ``validate=True``; :class:`~graph_urpe.nn.URPEGraphConv` runs them by default.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+__all__ = ["RECOMPUTE_PAIRS", "check_edges", "check_nodes", "check_pairs"]
+
+#: The fix named by every error about a stored pair layout that does not fit the batch.
+RECOMPUTE_PAIRS: str = (
+    "the pair relations must be computed on these very graphs: apply AddShortestPathDistance / "
+    "AddResistanceDistance again after a subgraph (torch_geometric.utils.subgraph, "
+    "Data.subgraph) or any transform that changes the nodes (or, on a graph with as many edges as "
+    "node pairs, the edges: PyG then takes the pairs for edges), or pass no pair_index (nor spd "
+    "/ resistance) to URPEGraphConv to compute the relations from edge_index"
+)
+
+
+def check_nodes(
+    num_nodes: int,
+    counts: Tensor,
+    batch: Tensor | None = None,
+    num_graphs: int | None = None,
+    max_num_nodes: int | None = None,
+) -> None:
+    """Check the node layout: ``counts`` (from ``ptr`` / ``batch``) covers the ``num_nodes`` rows
+    of the node features, ``batch`` is sorted (nodes graph by graph, the contract of
+    :func:`torch_geometric.utils.to_dense_batch` and what PyG's collate produces), ``num_graphs``
+    covers every graph ``batch`` refers to, and ``max_num_nodes`` holds the largest graph.
+
+    Args:
+        num_nodes (int): rows of the node features.
+        counts (LongTensor): nodes per graph ``[B]``.
+        batch (LongTensor, optional): graph of each node. (default: :obj:`None`)
+        num_graphs (int, optional): ``B`` as given by the caller. (default: :obj:`None`)
+        max_num_nodes (int, optional): ``N`` as given by the caller. (default: :obj:`None`)
+
+    Raises:
+        ValueError: naming the inconsistent input and the fix.
+    """
+    if batch is not None:
+        if batch.dim() != 1 or batch.numel() != num_nodes:
+            raise ValueError(
+                f"batch must hold one graph id per node, [{num_nodes}], got "
+                f"{list(batch.shape)}: pass this batch's batch vector (data.batch)"
+            )
+        if batch.numel() > 1 and bool((batch[1:] < batch[:-1]).any()):
+            raise ValueError(
+                "batch is not sorted: the nodes must come graph by graph (batch non-decreasing, "
+                "as torch_geometric.utils.to_dense_batch requires and Batch.from_data_list / "
+                "PyG's DataLoader produce): reorder the nodes, e.g. perm = batch.argsort(stable="
+                "True) applied to x and batch, with edge_index relabelled accordingly"
+            )
+        if num_graphs is not None and counts.numel() != num_graphs:
+            raise ValueError(
+                f"batch refers to graph {counts.numel() - 1} but num_graphs={num_graphs}: pass "
+                "this batch's number of graphs (data.num_graphs) or leave num_graphs=None"
+            )
+    elif counts.numel() and bool((counts < 0).any()):
+        raise ValueError("ptr must be non-decreasing (node offsets of the graphs, data.ptr)")
+    total = int(counts.sum())
+    if total != num_nodes:
+        raise ValueError(
+            f"ptr / batch describe {total} nodes but the node features have {num_nodes} rows: "
+            "pass this batch's ptr / batch (data.ptr, data.batch)"
+        )
+    largest = int(counts.max()) if counts.numel() else 0
+    if max_num_nodes is not None and max_num_nodes < largest:
+        raise ValueError(
+            f"max_num_nodes={max_num_nodes} is smaller than the largest graph of the batch "
+            f"({largest} nodes): pass at least {largest}, or None to use the largest graph"
+        )
+
+
+def _first(mask: Tensor) -> int:
+    return int(mask.nonzero()[0, 0])
+
+
+def check_edges(edge_index: Tensor, counts: Tensor) -> None:
+    """Check that ``edge_index`` is an integer ``[2, E]`` edge list of the batch's nodes whose
+    every edge joins two nodes of the same graph (PyG's collate offsets each graph's edges by the
+    graph's first node).
+
+    Args:
+        edge_index (LongTensor): ``[2, E]``, global node indices.
+        counts (LongTensor): nodes per graph ``[B]``.
+
+    Raises:
+        TypeError: if ``edge_index`` is not an integer tensor.
+        ValueError: for a wrong shape, a node outside the batch, or an edge between graphs.
+    """
+    if edge_index.is_floating_point() or edge_index.is_complex() or edge_index.dtype == torch.bool:
+        raise TypeError(f"edge_index must be an integer tensor, got {edge_index.dtype}: pass "
+                        "edge_index.long()")
+    if edge_index.dim() != 2 or edge_index.shape[0] != 2:
+        raise ValueError(f"edge_index must have shape [2, E], got {list(edge_index.shape)}: "
+                         "pass a COO edge list (torch_geometric.utils.to_edge_index converts a "
+                         "sparse adjacency)")
+    if edge_index.numel() == 0:
+        return
+    counts = counts.to(edge_index.device)
+    num_nodes = int(counts.sum())
+    lo, hi = int(edge_index.min()), int(edge_index.max())
+    if lo < 0 or hi >= num_nodes:
+        raise ValueError(
+            f"edge_index refers to node {lo if lo < 0 else hi}, outside the batch's "
+            f"[0, {num_nodes}): pass this batch's edge_index, batch and ptr together"
+        )
+    starts = torch.cumsum(counts, 0) - counts
+    graph = torch.bucketize(edge_index.contiguous(), starts, right=True) - 1
+    cross = graph[0] != graph[1]
+    if bool(cross.any()):
+        k = _first(cross)
+        raise ValueError(
+            f"edge_index column {k}, ({int(edge_index[0, k])}, {int(edge_index[1, k])}), joins "
+            f"graph {int(graph[0, k])} and graph {int(graph[1, k])}: every edge must stay within "
+            "its graph; check edge_index against batch / ptr (PyG's collate offsets each graph's "
+            "edges by its first node)"
+        )
+
+
+def check_pairs(pair_index: Tensor, counts: Tensor) -> None:
+    """Check that a collated ``pair_index`` holds every ordered node pair of every graph exactly
+    once (any order), as :mod:`graph_urpe.transforms` store it on the final graphs: ``sum_b
+    n_b^2`` columns, nodes in the batch, both nodes of a pair in the same graph, no pair twice.
+
+    Args:
+        pair_index (Tensor): ``[2, P]``, global node indices.
+        counts (LongTensor): nodes per graph ``[B]``.
+
+    Raises:
+        ValueError: naming what is wrong and :data:`RECOMPUTE_PAIRS`.
+    """
+    counts = counts.to(pair_index.device)
+    total = int((counts * counts).sum())
+    if pair_index.shape[-1] != total:
+        raise ValueError(
+            f"pair_index has {pair_index.shape[-1]} pairs but the graphs' node counts need "
+            f"sum(n^2) = {total}: {RECOMPUTE_PAIRS}"
+        )
+    if total == 0:
+        return
+    index = pair_index.long()
+    num_nodes = int(counts.sum())
+    lo, hi = int(index.min()), int(index.max())
+    if lo < 0 or hi >= num_nodes:
+        raise ValueError(
+            f"pair_index refers to node {lo if lo < 0 else hi}, outside the batch's "
+            f"[0, {num_nodes}): {RECOMPUTE_PAIRS}"
+        )
+    starts = torch.cumsum(counts, 0) - counts
+    graph = torch.bucketize(index.contiguous(), starts, right=True) - 1
+    cross = graph[0] != graph[1]
+    if bool(cross.any()):
+        k = _first(cross)
+        raise ValueError(
+            f"pair_index column {k}, ({int(index[0, k])}, {int(index[1, k])}), joins nodes of "
+            f"graph {int(graph[0, k])} and graph {int(graph[1, k])}: {RECOMPUTE_PAIRS}"
+        )
+    n = int(counts.max())
+    local = index - starts[graph]
+    cell = graph[0] * (n * n) + local[0] * n + local[1]
+    if torch.unique(cell).numel() != total:
+        raise ValueError(
+            f"pair_index lists some node pair twice (and so misses another): {RECOMPUTE_PAIRS}"
+        )
