@@ -92,6 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                        "(or pip install captum).") from None
     import pandas as pd
 
+    from graph_urpe.data.csv.reading import csv_header
     from graph_urpe.data.featurize import parse_smiles
     from graph_urpe.data.predict_inputs import featurize_inputs, read_predict_inputs
     from graph_urpe.files import atomic_write_csv, check_writable
@@ -110,7 +111,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.csv is not None:
         if not osp.isfile(args.csv):
             raise FileNotFoundError(f"--csv {args.csv}: no such file.")
-        columns = pd.read_csv(args.csv, nrows=0).columns.tolist()
+        columns = csv_header(args.csv)
         if args.smiles_column not in columns:
             raise CLIError(f"--csv {args.csv} has no column {args.smiles_column!r} (its columns: "
                            f"{', '.join(map(str, columns))}): name the SMILES column with "

@@ -2,6 +2,10 @@
 that name the file and the fix: a folder, an empty file, a binary or non-UTF-8 file (UTF-16,
 Latin-1), a malformed table, or duplicate column names (pandas would silently rename the second
 ``target`` to ``target.1`` and use the first).
+
+The separator is read from the header line (:func:`csv_format`): commas, or semicolons (the
+"CSV" of Excel where the decimal mark is a comma, e.g. German or French settings; then numbers
+such as ``-3,25`` are read with a decimal comma) or tabs when the header holds no comma.
 """
 
 from __future__ import annotations
@@ -14,13 +18,14 @@ import io
 import lzma
 import os
 import os.path as osp
+import re
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
 import pandas as pd
 
-__all__ = ["csv_header", "iter_csv_file", "read_csv_file"]
+__all__ = ["csv_format", "csv_header", "iter_csv_file", "read_csv_file"]
 
 _OPENERS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
 """Compressed CSVs pandas reads by their suffix (others, e.g. ``.zip``, are read by pandas)."""
@@ -40,6 +45,51 @@ def _not_text(path: str, err: UnicodeDecodeError) -> ValueError:
     return ValueError(f"{path} is not UTF-8 text (byte 0x{err.object[err.start]:02x} at position "
                       f"{err.start}: a binary file, or UTF-16 / Latin-1 text): save it as a "
                       "UTF-8 CSV.")
+
+
+_DECIMAL_COMMA = re.compile(r"[-+]?\d+,\d+([eE][-+]?\d+)?")
+_DECIMAL_POINT = re.compile(r"[-+]?\d*\.\d+([eE][-+]?\d+)?")
+
+
+def _first_lines(path: str, count: int) -> list[str]:
+    """Up to ``count`` decoded lines from the start of ``path`` (:func:`csv_header` has checked
+    that it is readable UTF-8 text)."""
+    opener = _OPENERS.get(osp.splitext(path)[1].lower(), open)
+    with opener(path, "rb") as handle:
+        raw = [handle.readline(1 << 20) for _ in range(count)]
+    return [line.decode("utf-8-sig", errors="replace") for line in raw if line]
+
+
+def _separator(header: str) -> str:
+    if "," in header:
+        return ","
+    return ";" if ";" in header else "\t" if "\t" in header else ","
+
+
+def csv_format(path: str) -> dict[str, str]:
+    r"""How to split a CSV file's lines: its separator, read from the header line (a comma if it
+    holds one, else a semicolon, else a tab), and for a semicolon-separated file its decimal
+    mark (a comma when the first 100 data lines hold numbers such as ``-3,25`` and none such as
+    ``-3.25``).
+
+    Args:
+        path (str): the file.
+
+    Returns:
+        dict[str, str]: :func:`pandas.read_csv`'s ``sep``, and ``decimal`` when it is a comma.
+
+    Raises:
+        FileNotFoundError, ValueError: see :func:`csv_header`.
+    """
+    csv_header(path)
+    lines = _first_lines(path, 101)
+    sep = _separator(lines[0])
+    if sep != ";":
+        return {"sep": sep}
+    fields = [f.strip().strip('"') for line in lines[1:] for f in line.rstrip("\r\n").split(sep)]
+    comma = any(_DECIMAL_COMMA.fullmatch(f) for f in fields)
+    point = any(_DECIMAL_POINT.fullmatch(f) for f in fields)
+    return {"sep": sep, "decimal": ","} if comma and not point else {"sep": sep}
 
 
 def csv_header(path: str) -> list[str]:
@@ -70,7 +120,7 @@ def csv_header(path: str) -> list[str]:
         line = first.decode("utf-8-sig")
     except UnicodeDecodeError as err:
         raise _not_text(path, err) from None
-    names = next(csv.reader(io.StringIO(line)), [])
+    names = next(csv.reader(io.StringIO(line), delimiter=_separator(line)), [])
     if not any(n.strip() for n in names):
         raise ValueError(f"{path} has no header line (its first line is blank): the first line "
                          "must name the columns.")
@@ -94,23 +144,25 @@ def _one_line(path: str) -> Iterator[None]:
     except pd.errors.ParserError as err:
         reason = (str(err).strip().splitlines() or [""])[0]
         raise ValueError(f"{path} is not a well-formed CSV ({reason}): every line needs as many "
-                         "comma-separated fields as the header (quote fields holding commas)."
+                         "fields as the header (quote fields holding the separator)."
                          ) from None
     except OSError as err:
         raise ValueError(f"cannot read {path}: {os.strerror(err.errno) if err.errno else err}."
                          ) from None
 
 
-def _check(path: str) -> None:
+def _check(path: str) -> dict[str, str]:
+    """Check ``path``; its :func:`csv_format` (pandas' defaults for archives pandas opens)."""
     if osp.splitext(path)[1].lower() in (".zip", ".zst", ".tar"):  # pandas opens these
         _refuse_unreadable(path)
-    else:
-        csv_header(path)
+        return {}
+    return csv_format(path)
 
 
 def read_csv_file(path: str, **kwargs: Any) -> pd.DataFrame:
     r""":func:`pandas.read_csv` of a user's file after :func:`csv_header`'s checks, with its
-    decoding and parsing errors turned into one line naming the file.
+    separator and decimal mark from :func:`csv_format` (unless given) and its decoding and
+    parsing errors turned into one line naming the file.
 
     Args:
         path (str): the file.
@@ -119,7 +171,7 @@ def read_csv_file(path: str, **kwargs: Any) -> pd.DataFrame:
     Raises:
         FileNotFoundError, ValueError: see :func:`csv_header`; a malformed table.
     """
-    _check(path)
+    kwargs = {**_check(path), **kwargs}
     with _one_line(path):
         return pd.read_csv(path, **kwargs)
 
@@ -131,6 +183,6 @@ def iter_csv_file(path: str, chunksize: int, **kwargs: Any) -> Iterator[pd.DataF
     Raises:
         FileNotFoundError, ValueError: as :func:`read_csv_file`.
     """
-    _check(path)
+    kwargs = {**_check(path), **kwargs}
     with _one_line(path), pd.read_csv(path, chunksize=chunksize, **kwargs) as reader:
         yield from reader

@@ -1,0 +1,61 @@
+"""CSV files as spreadsheets export them: semicolon-separated with decimal commas (Excel under
+German or French settings), semicolons with decimal points, tabs; read to the same labels as
+the comma-separated file, by the dataset and by predict's input reader."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+from graph_urpe.data.csv.dataset import SmilesCSVDataset
+from graph_urpe.data.csv.reading import csv_format, csv_header, iter_csv_file, read_csv_file
+from graph_urpe.data.predict_inputs import read_predict_inputs
+
+ROWS = [("CCO", "-0,77", "train"), ("c1ccccc1", "-1,64", "train"), ("CC(=O)O", "0,17", "train"),
+        ("CCCCCC", "-3,1e0", "valid"), ("OCCO", "1", "test"), ("CCN", "", "train")]
+LABELS = [float(y.replace(",", ".")) if y else np.nan for _, y, _ in ROWS]  # by hand
+
+
+def write(path, sep: str, decimal: str = ",", bom: bool = False) -> str:
+    lines = [sep.join(["smiles", "logS", "fold"])]
+    lines += [sep.join([s, y.replace(",", decimal), f]) for s, y, f in ROWS]
+    path.write_text(("\ufeff" if bom else "") + "\n".join(lines) + "\n", encoding="utf-8")
+    return str(path)
+
+
+@pytest.mark.parametrize("sep, decimal, expected", [
+    (";", ",", {"sep": ";", "decimal": ","}),  # Excel's "CSV" where the decimal mark is a comma
+    (";", ".", {"sep": ";"}),
+    ("\t", ".", {"sep": "\t"}),
+    (",", ".", {"sep": ","}),
+])
+def test_separator_and_decimal_mark_are_read_from_the_file(tmp_path, sep, decimal, expected):
+    path = write(tmp_path / "mols.csv", sep, decimal, bom=sep == ";")
+    assert csv_format(path) == expected
+    assert csv_header(path) == ["smiles", "logS", "fold"]
+    frame = read_csv_file(path, dtype={"smiles": str})
+    assert frame["smiles"].tolist() == [s for s, _, _ in ROWS]
+    np.testing.assert_array_equal(frame["logS"].to_numpy(dtype=float), LABELS)
+    chunks = list(iter_csv_file(path, 4, dtype={"smiles": str}))
+    assert [len(c) for c in chunks] == [4, 2] and list(chunks[1].columns) == list(frame.columns)
+    assert read_predict_inputs(path, None, "smiles")["smiles"].tolist() == frame["smiles"].tolist()
+
+
+def test_a_semicolon_file_with_decimal_commas_trains_on_the_same_labels(tmp_path):
+    def labels(path):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ds = SmilesCSVDataset(str(tmp_path / f"root-{path.stem}"), str(path), "smiles",
+                                  ["logS"], split="fold", log=False, min_train_labels=1)
+        split = {k: v.tolist() for k, v in ds.get_idx_split().items()}
+        return {g.smiles: float(g.y[0, 0]) for g in ds}, split
+
+    write(tmp_path / "excel.csv", ";")
+    write(tmp_path / "plain.csv", ",", ".")
+    excel, excel_split = labels(tmp_path / "excel.csv")
+    plain, plain_split = labels(tmp_path / "plain.csv")
+    assert list(excel) == [s for s, _, _ in ROWS] and excel_split == plain_split
+    np.testing.assert_allclose(list(excel.values()), LABELS, rtol=1e-6)  # float32 labels
+    np.testing.assert_allclose(list(plain.values()), LABELS, rtol=1e-6)
