@@ -98,7 +98,7 @@ def worker(config: dict) -> dict:
     import torch
     from lightning.pytorch import Trainer
 
-    from graph_urpe.cli.predict import predict_smiles
+    from graph_urpe.cli.predict import PredictInputs, predict_smiles
     from graph_urpe.data.modules.molecule import CSVDataModule  # noqa: F401 (before timing)
     from graph_urpe.models.graph import GraphPropertyModule
 
@@ -132,11 +132,11 @@ def worker(config: dict) -> dict:
                                     max_graph_nodes=128,
                                     optimizer=partial(torch.optim.AdamW, lr=1e-3))
         output = osp.join(config["work"], f"predictions_{config['n']}.csv")
-        dm = _datamodule({**config, "csv": config["train_csv"]}, predict_csv=config["csv"],
-                         predict_output=output, predict_chunk_rows=config["chunk_rows"])
+        dm = _datamodule({**config, "csv": config["train_csv"]})
+        inputs = PredictInputs(csv=config["csv"], output=output, chunk_rows=config["chunk_rows"])
         trainer = Trainer(accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
                           enable_model_summary=False)
-        counts = predict_smiles(trainer, model, dm)
+        counts = predict_smiles(trainer, model, dm, inputs)
         out.update(predicted=counts["predicted"], output_mb=osp.getsize(output) / 2**20)
     out["wall_s"] = time.perf_counter() - wall
     after = _usage()

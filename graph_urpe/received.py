@@ -172,11 +172,20 @@ def check_class(value: Any, role: str, where: str) -> dict[str, Any]:
     return {"class_path": entry.class_path, "init_args": _check_args(entry, args, where)}
 
 
+RETIRED_DATA_ARGUMENTS = frozenset({"predict_csv", "predict_smiles", "predict_output",
+                                    "predict_chunk_rows", "smiles_column"})
+"""Arguments the graph data modules had in earlier versions and no longer read (``predict``'s
+inputs became its own options; ``smiles_column`` stays only where a CSV is read): a run folder
+written then still loads, these values dropped."""
+
+
 def _check_args(entry: RegisteredClass, args: dict, where: str) -> dict[str, Any]:
     params = _parameters(entry.key)
     out = {}
     for name, value in args.items():
         at = f"{where}.init_args.{name}"
+        if name not in params and entry.role == "data" and name in RETIRED_DATA_ARGUMENTS:
+            continue
         if name not in params:
             raise Refusal(f"{at}: {entry.key} has no argument {_show(name)} (its arguments: "
                           f"{', '.join(params)})")

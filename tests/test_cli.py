@@ -131,8 +131,8 @@ def test_fit_writes_one_run_folder_tests_best_then_resumes_and_predicts(
     before = sorted(os.listdir(tmp_path))
     proc = subprocess.run(
         [sys.executable, "-m", "graph_urpe.cli", "predict", "--ckpt_path", best,
-         "--data.init_args.predict_smiles", '["CCO", "C1CC", "[Na+].[Cl-]", "c1ccccc1", "CCS"]',
-         "--data.init_args.predict_output", str(pred), "--trainer.enable_progress_bar", "false"],
+         "--smiles", '["CCO", "C1CC", "[Na+].[Cl-]", "c1ccccc1", "CCS"]',
+         "--output", str(pred), "--trainer.enable_progress_bar", "false"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "2 failed" in proc.stdout
@@ -152,8 +152,8 @@ def test_fit_writes_one_run_folder_tests_best_then_resumes_and_predicts(
     # Every row failing: still one row per input with its error, and a non-zero exit.
     pred.unlink()
     with pytest.raises(SystemExit) as exit_info:
-        main(["predict", "--ckpt_path", best, "--data.init_args.predict_smiles",
-              '["xyz", "C1CC"]', "--data.init_args.predict_output", str(pred)])
+        main(["predict", "--ckpt_path", best, "--smiles",
+              '["xyz", "C1CC"]', "--output", str(pred)])
     assert exit_info.value.code == 2
     assert "no molecule could be predicted: 2 input rows" in capsys.readouterr().err
     table = pd.read_csv(pred, keep_default_na=False)
@@ -237,7 +237,7 @@ def test_classification_monitors_rocauc_without_editing_the_config(tmp_path, cap
 def test_predict_requires_an_existing_checkpoint(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as exit_info:
-        main(["predict", "--data.init_args.predict_smiles", '["CCO"]'])
+        main(["predict", "--smiles", '["CCO"]'])
     assert exit_info.value.code == 2
     assert "ckpt_path" in capsys.readouterr().err
     with pytest.raises(SystemExit):
@@ -368,8 +368,8 @@ def test_predict_checks_the_output_path_before_any_work(tmp_path, capsys):
     blocked = tmp_path / "a_file"
     blocked.write_text("not a folder")
     with pytest.raises(SystemExit) as exit_info:
-        main(["predict", "--ckpt_path", str(ckpt), "--data.init_args.predict_smiles", '["CCO"]',
-              "--data.init_args.predict_output", str(blocked / "out.csv")])
+        main(["predict", "--ckpt_path", str(ckpt), "--smiles", '["CCO"]',
+              "--output", str(blocked / "out.csv")])
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert "cannot write" in err and "out.csv" in err and "Traceback" not in err

@@ -162,8 +162,8 @@ def test_fit_ensemble_mve_then_predict_with_intervals(tmp_path, capsys):
     assert torch.isfinite(ckpt["state_dict"]["interval_factor"]).all()  # calibrated
     output = tmp_path / "pred.csv"
     main(["predict", "--ckpt_path", str(run / "checkpoints" / "last.ckpt"),
-          "--data.init_args.predict_smiles", '["CCO", "xx", "CCN"]',
-          "--data.init_args.predict_output", str(output)])
+          "--smiles", '["CCO", "xx", "CCN"]',
+          "--output", str(output)])
     pred = pd.read_csv(output)
     assert pred.columns.tolist()[:6] == ["row", "smiles", "target_pred", "target_std",
                                          "target_lower", "target_upper"]

@@ -83,10 +83,11 @@ def test_missing_relation_is_named_and_config_values_are_plain():
 def test_prediction_inputs_carry_both_relations():
     """``graph-urpe predict`` featurises with both relations, so a Graphormer-GD checkpoint
     predicts through a data module built without ``resistance``."""
-    from graph_urpe.data.modules.molecule import ZincLikeDataModule
+    from graph_urpe.data.predict_inputs import featurize_inputs
+    from graph_urpe.transforms import pair_pre_transform
 
-    dm = ZincLikeDataModule(predict_smiles=["CCO", "c1ccccc1"])
-    dm.prepare_predict("ogb", None)
-    graph = dm.predict_graphs[1]
+    graphs, _ = featurize_inputs(["CCO", "c1ccccc1"], "ogb", None,
+                                 pair_pre_transform(resistance=True), 0)
+    graph = graphs[1]
     assert graph.resistance.shape == graph.spd.shape == (36,)
     assert graph.resistance.view(6, 6)[0, 3].item() == pytest.approx(1.5)  # 6-ring: 3 || 3

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from test_tasks_graph import _fit_with_checkpoints, tiny_net, trainer
 
-from graph_urpe.cli.predict import predict_smiles
+from graph_urpe.cli.predict import PredictInputs, predict_smiles
 from graph_urpe.cli.prediction_parts import PredictionParts
 from graph_urpe.data.modules.molecule import CSVDataModule
 from graph_urpe.models.graph import GraphPropertyModule
@@ -24,9 +24,9 @@ def _predict(tmp_path, loaded, chunk_rows, out, trainer_=None):
         pd.DataFrame({"id": [f"m{i}" for i in range(len(INPUTS))],
                       "smiles": INPUTS}).to_csv(csv, index=False)
     pdm = CSVDataModule(str(tmp_path / "mols_regression.csv"), featurization="zinc",
-                        predict_csv=str(csv), predict_output=str(out), max_graph_nodes=10,
-                        batch_size=2, predict_chunk_rows=chunk_rows)
-    return predict_smiles(trainer_ or trainer(tmp_path), loaded, pdm)
+                        max_graph_nodes=10, batch_size=2)
+    inputs = PredictInputs(csv=str(csv), output=str(out), chunk_rows=chunk_rows)
+    return predict_smiles(trainer_ or trainer(tmp_path), loaded, pdm, inputs)
 
 
 def test_chunks_give_the_one_pass_table_and_resume_after_a_kill(tmp_path, monkeypatch):

@@ -87,23 +87,23 @@ def _predict(capsys, *args):
 def test_predict_never_writes_over_its_inputs_nor_the_users_columns(model_ckpt, tmp_path,
                                                                     capsys):
     before = model_ckpt.read_bytes()
-    err = _predict(capsys, "--ckpt_path", str(model_ckpt), "--data.init_args.predict_smiles",
-                   '["CCO"]', "--data.init_args.predict_output", str(model_ckpt))
+    err = _predict(capsys, "--ckpt_path", str(model_ckpt), "--smiles",
+                   '["CCO"]', "--output", str(model_ckpt))
     assert "--ckpt_path" in err and model_ckpt.read_bytes() == before
     inputs = tmp_path / "in.csv"
     inputs.write_text("smiles,error\nCCO,mine\n")
-    err = _predict(capsys, "--ckpt_path", str(model_ckpt), "--data.init_args.predict_csv",
-                   str(inputs), "--data.init_args.predict_output", str(tmp_path / "link.csv"))
+    err = _predict(capsys, "--ckpt_path", str(model_ckpt), "--csv",
+                   str(inputs), "--output", str(tmp_path / "link.csv"))
     assert "['error']" in err and "rename them" in err
     os.symlink(inputs, tmp_path / "link.csv")
-    err = _predict(capsys, "--ckpt_path", str(model_ckpt), "--data.init_args.predict_csv",
-                   str(inputs), "--data.init_args.predict_output", str(tmp_path / "link.csv"))
-    assert "predict_csv" in err and inputs.read_text() == "smiles,error\nCCO,mine\n"
+    err = _predict(capsys, "--ckpt_path", str(model_ckpt), "--csv",
+                   str(inputs), "--output", str(tmp_path / "link.csv"))
+    assert "--csv" in err and inputs.read_text() == "smiles,error\nCCO,mine\n"
     inputs.write_text("smiles,smiles\nCCO,CCN\n")
     assert "more than once" in _predict(capsys, "--ckpt_path", str(model_ckpt),
-                                        "--data.init_args.predict_csv", str(inputs))
+                                        "--csv", str(inputs))
     assert "is a folder" in _predict(capsys, "--ckpt_path", str(model_ckpt),
-                                     "--data.init_args.predict_csv", str(tmp_path))
+                                     "--csv", str(tmp_path))
 
 
 def test_non_finite_predictions_are_row_errors_and_counted(tmp_path, monkeypatch, capsys):
@@ -112,8 +112,8 @@ def test_non_finite_predictions_are_row_errors_and_counted(tmp_path, monkeypatch
               for k, v in state_dict().items()}
     ckpt = checkpoint(tmp_path / "nan.ckpt", state=broken)
     with pytest.raises(SystemExit):  # nothing could be predicted
-        main(["predict", "--ckpt_path", str(ckpt), "--data.init_args.predict_smiles",
-              '["CCO", "c1ccccc1"]', "--data.init_args.predict_output", "out.csv"])
+        main(["predict", "--ckpt_path", str(ckpt), "--smiles",
+              '["CCO", "c1ccccc1"]', "--output", "out.csv"])
     out = capsys.readouterr().out
     assert "0 predicted, 2 failed" in out
     table = pd.read_csv(tmp_path / "out.csv")
@@ -183,3 +183,22 @@ def test_fit_on_a_full_disk_is_one_line_before_any_logger(tmp_path, monkeypatch,
     err = capsys.readouterr().err
     assert "no space left on the device" in err and len(err.strip().splitlines()) == 2
     assert not list(runs.rglob("events.out.tfevents*"))
+
+
+def test_run_folders_of_earlier_versions_load_without_the_retired_predict_options():
+    """predict's inputs were data-module options before they became its own: a run folder's
+    config.yaml written then still loads (those values dropped), anything else unknown is
+    refused."""
+    from graph_urpe.received import Refusal, check_class
+
+    old = {"class_path": "graph_urpe.data.modules.molecule.CSVDataModule", "init_args": {
+        "path": "my.csv", "smiles_column": "SMILES", "predict_csv": None, "predict_smiles": None,
+        "predict_output": "predictions.csv", "predict_chunk_rows": 20000}}
+    checked = check_class(old, "data", "data")
+    assert checked["init_args"] == {"path": "my.csv", "smiles_column": "SMILES"}
+    zinc = check_class({"class_path": "ZincLikeDataModule",
+                        "init_args": {"smiles_column": "smiles", "root": "d"}}, "data", "data")
+    assert zinc["init_args"] == {"root": "d"}
+    with pytest.raises(Refusal, match="no argument 'predict_everything'"):
+        check_class({"class_path": "ZincLikeDataModule",
+                     "init_args": {"predict_everything": 1}}, "data", "data")

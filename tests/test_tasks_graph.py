@@ -12,7 +12,7 @@ from lightning.pytorch import Trainer, seed_everything
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from torch_geometric.data import Batch
 
-from graph_urpe.cli.predict import predict_smiles
+from graph_urpe.cli.predict import PredictInputs, predict_smiles
 from graph_urpe.data.featurize import smiles_to_graph
 from graph_urpe.data.modules.graph import IndexedDataset
 from graph_urpe.data.modules.molecule import CSVDataModule
@@ -284,10 +284,10 @@ def test_predict_keeps_row_order_and_reports_failures(tmp_path):
     pd.DataFrame({"id": [f"m{i}" for i in range(len(inputs))], "smiles": inputs}).to_csv(csv, index=False)
     out = tmp_path / "out" / "pred.csv"
     pdm = CSVDataModule(str(tmp_path / "mols_regression.csv"), featurization="zinc",
-                        predict_csv=str(csv), predict_output=str(out), max_graph_nodes=10,
-                        batch_size=2)
+                        max_graph_nodes=10, batch_size=2)
     loaded = GraphPropertyModule.load_from_checkpoint(ckpt.last_model_path, model=tiny_net())
-    counts = predict_smiles(trainer(tmp_path), loaded, pdm)
+    counts = predict_smiles(trainer(tmp_path), loaded, pdm,
+                            PredictInputs(csv=str(csv), output=str(out)))
     table = pd.read_csv(out, keep_default_na=False)
     assert table["row"].tolist() == list(range(len(inputs)))
     assert counts == {"rows": 7, "predicted": 3, "failed": 4, "flagged": 0, "resumed_chunks": 0}

@@ -7,8 +7,7 @@ Usage::
     graph-urpe fit --config csv/template --data.init_args.path my.csv   # your own molecules
     graph-urpe fit --name my-run --ckpt_path last    # resume the latest version of run my-run
     graph-urpe test --ckpt_path runs/NAME/version_0/checkpoints/best.ckpt
-    graph-urpe predict --ckpt_path CKPT --data.init_args.predict_csv mols.csv \\
-        --data.init_args.predict_output out.csv
+    graph-urpe predict --ckpt_path CKPT --csv mols.csv --output out.csv
     graph-urpe summarize zinc-like                   # graphs, splits and label statistics
     graph-urpe plot RUN_DIR_OR_CKPT --out DIR        # figures of a run or a checkpoint
     graph-urpe collect runs/NAME/version_*           # test metrics over runs, mean ± std
@@ -57,7 +56,7 @@ subcommands:
   fit        train (one run folder per run), then test the best checkpoint and print a summary
   validate   evaluate a checkpoint on the validation split
   test       evaluate a checkpoint on the test split
-  predict    predict SMILES (--data.init_args.predict_csv / predict_smiles) with a checkpoint
+  predict    predict SMILES (--csv FILE or --smiles '[...]', --output) with a checkpoint
   summarize  a dataset's splits and label statistics (graph-urpe summarize --help)
   plot       figures of a run folder or a checkpoint (graph-urpe plot --help)
   collect    test metrics of several runs in one table with mean ± std (graph-urpe collect --help)

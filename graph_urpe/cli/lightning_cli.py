@@ -58,7 +58,7 @@ from graph_urpe.cli.checkpoint_args import checkpoint_arguments, ckpt_argument
 from graph_urpe.cli.configs import DEFAULT_CONFIG
 from graph_urpe.cli.leaderboard import trainer_record, write_record
 from graph_urpe.cli.messages import CLIError
-from graph_urpe.cli.predict import predict_smiles
+from graph_urpe.cli.predict import PredictInputs, predict_smiles
 from graph_urpe.cli.run import (
     AtomicCheckpointIO,
     LogsAtCheckpoint,
@@ -69,6 +69,7 @@ from graph_urpe.cli.run import (
 )
 from graph_urpe.cli.seeds import seeds_command
 from graph_urpe.cli.summary import print_fit_summary, write_run_outputs
+from graph_urpe.data.modules.graph import BatchedGraphDataModule
 from graph_urpe.files import (
     check_writable,
     claim_run_folder,
@@ -123,6 +124,24 @@ def _add_links(parser: LightningArgumentParser) -> None:
         parser.link_arguments(source, target, apply_on="instantiate")
 
 
+def _add_predict_arguments(parser: LightningArgumentParser) -> None:
+    """``predict``'s own options (:class:`~graph_urpe.cli.predict.PredictInputs`)."""
+    parser.add_argument("--csv", type=str | None, default=None,
+                        help="predict: a CSV file with a SMILES column (its other columns are "
+                        "copied to the output).")
+    parser.add_argument("--smiles", type=list[str] | None, default=None,
+                        help="predict: SMILES strings instead of a file, as a list: "
+                        "--smiles '[\"CCO\", \"NO\"]'.")
+    parser.add_argument("--smiles_column", type=str, default="smiles",
+                        help="predict: the SMILES column of --csv.")
+    parser.add_argument("--output", type=str, default="predictions.csv",
+                        help="predict: the output CSV, one row per input row.")
+    parser.add_argument("--chunk_rows", type=int, default=20_000,
+                        help="predict: input rows read, featurised, predicted and written at a "
+                        "time (memory bounded by the chunk; a killed run resumes at the first "
+                        "unwritten chunk).")
+
+
 class _FitConfigCallback(SaveConfigCallback):
     """Saves the resolved ``config.yaml`` into the run folder, for ``fit`` only."""
 
@@ -154,6 +173,8 @@ class GraphURPECLI(LightningCLI):
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         if self._parsing != "predict":  # predict: the checkpoint's facts win
             _add_links(parser)
+        else:
+            _add_predict_arguments(parser)
         parser.add_argument(
             "--name", type=str, default="run",
             help="Run name: fit writes into <trainer.default_root_dir>/<name>/version_<N>.",
@@ -439,12 +460,17 @@ class GraphURPECLI(LightningCLI):
         return ""
 
     def predict(self, model: LightningModule, **kwargs: Any) -> Any:
-        """``trainer.predict`` (:meth:`parse_arguments` has made sure of a checkpoint); SMILES
-        inputs through :func:`~graph_urpe.cli.predict.predict_smiles`, with the
-        checkpoint's training vocabulary."""
+        """``trainer.predict`` (:meth:`parse_arguments` has made sure of a checkpoint): for a
+        graph data module, the ``--csv`` / ``--smiles`` inputs through
+        :func:`~graph_urpe.cli.predict.predict_smiles` with the checkpoint's training vocabulary;
+        otherwise the data module's own predict loader."""
         dm = kwargs.get("datamodule")
-        if callable(getattr(dm, "prepare_predict", None)):
-            return predict_smiles(self.trainer, model, dm, self.training_vocabulary,
+        if isinstance(dm, BatchedGraphDataModule):
+            options = self.config[self.subcommand]
+            inputs = PredictInputs(options.get("csv"), options.get("smiles"),
+                                   options.get("smiles_column"), options.get("output"),
+                                   options.get("chunk_rows"))
+            return predict_smiles(self.trainer, model, dm, inputs, self.training_vocabulary,
                                   ckpt_path=kwargs.get("ckpt_path"))
         return self.trainer.predict(model, **kwargs)
 

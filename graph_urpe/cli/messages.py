@@ -54,9 +54,14 @@ def report_errors(argv: list[str]) -> Iterator[None]:
         if debug:
             raise
         hint = ""
-        if "predict_smiles" in str(err):
+        if "--smiles" in str(err) or "'smiles'" in str(err):
             hint = ("\nSMILES on the command line are a YAML list: quote each one, e.g. "
-                    "--data.init_args.predict_smiles '[\"CCO\", \"NO\"]'")
+                    "--smiles '[\"CCO\", \"NO\"]'")
+        moved = [name for name in RETIRED_PREDICT_OPTIONS if name in str(err)]
+        if moved:
+            hint += ("\npredict's inputs and output are its own options now: "
+                     + ", ".join(f"--data.init_args.{n} -> {RETIRED_PREDICT_OPTIONS[n]}"
+                                 for n in moved))
         print(f"graph-urpe: error: {short(str(err))}{hint}\n(`graph-urpe {argv[0] if argv else ''} "
               "--help` lists the options; GRAPH_URPE_DEBUG=1 shows the whole message)",
               file=sys.stderr)
@@ -67,6 +72,11 @@ def report_errors(argv: list[str]) -> Iterator[None]:
         print(f"graph-urpe: error: {short(str(err))}\n(set GRAPH_URPE_DEBUG=1 for the traceback)",
               file=sys.stderr)
         raise SystemExit(2) from None
+
+
+RETIRED_PREDICT_OPTIONS = {"predict_csv": "--csv", "predict_smiles": "--smiles",
+                           "predict_output": "--output", "predict_chunk_rows": "--chunk_rows"}
+"""Data-module options of earlier versions that became ``predict``'s own (named in the error)."""
 
 
 def short(message: str, max_lines: int = 2) -> str:

@@ -4,6 +4,8 @@ flag inputs outside the training vocabulary, predict, write the chunk's rows (on
 the chunks into the output at the end (:mod:`graph_urpe.cli.prediction_parts`: a killed run
 resumes at the first chunk not written).
 
+* :class:`PredictInputs`: the command's own options (input, SMILES column, output, chunk size);
+  the data module only lends its batch budgets;
 * :class:`SmilesPredictionWriter`: the Lightning callback that builds a chunk's table
   (:func:`graph_urpe.data.predictions.prediction_table`), handed plain values only;
 * :func:`predict_smiles`: the whole path (what ``graph-urpe predict`` runs).
@@ -11,23 +13,31 @@ resumes at the first chunk not written).
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import torch
 from lightning.pytorch.callbacks import BasePredictionWriter
+from torch_geometric.loader import DataLoader
 from tqdm.auto import tqdm
 
+from graph_urpe.choices import check_at_least
 from graph_urpe.cli.prediction_parts import PredictionParts, file_identity
 from graph_urpe.data.csv.reading import csv_header
-from graph_urpe.data.predict_inputs import vocabulary_warnings
+from graph_urpe.data.modules.graph import BatchedGraphDataModule
+from graph_urpe.data.predict_inputs import featurize_inputs, iter_predict_inputs, vocabulary_warnings
 from graph_urpe.data.predictions import check_output_columns, prediction_table
-from graph_urpe.files import refuse_output_over_inputs
+from graph_urpe.data.sampler import SizeBucketBatchSampler
+from graph_urpe.files import check_writable, refuse_output_over_inputs
 from graph_urpe.models.metrics import EpochPredictions
+from graph_urpe.transforms import pair_pre_transform
 
-__all__ = ["SmilesPredictionWriter", "predict_smiles"]
+__all__ = ["PredictInputs", "SmilesPredictionWriter", "node_limit", "predict_smiles"]
 
 
 UNCERTAINTY_KEYS = ("std", "lower", "upper")
@@ -100,22 +110,88 @@ class SmilesPredictionWriter(BasePredictionWriter):
         return table
 
 
-def _predict_chunk(trainer: Any, model: Any, datamodule: Any, frame: pd.DataFrame,
-                   featurization: str | None, vocabulary: dict | None, targets: list[str],
+@dataclasses.dataclass(frozen=True)
+class PredictInputs:
+    r"""What ``graph-urpe predict`` reads and writes (its options ``--csv``, ``--smiles``,
+    ``--smiles_column``, ``--output``, ``--chunk_rows``; Chemprop's ``--test-path``,
+    ``--preds-path``, ``--smiles-columns``).
+
+    Args:
+        csv (str, optional): a CSV file with a SMILES column; its other columns are copied to
+            the output. (default: :obj:`None`)
+        smiles (list[str], optional): SMILES strings instead of a file. (default: :obj:`None`)
+        smiles_column (str, optional): the SMILES column of :attr:`csv` (and of the output).
+            (default: ``"smiles"``)
+        output (str, optional): the output CSV, one row per input row.
+            (default: ``"predictions.csv"``)
+        chunk_rows (int, optional): input rows read, featurised, predicted and written at a
+            time (memory bounded by the chunk, not the input; a killed run resumes at the first
+            unwritten chunk: :mod:`graph_urpe.cli.prediction_parts`). (default: :obj:`20000`)
+
+    Raises:
+        ValueError: both :attr:`csv` and :attr:`smiles`, or ``chunk_rows < 1``.
+    """
+
+    csv: str | None = None
+    smiles: list[str] | None = None
+    smiles_column: str = "smiles"
+    output: str = "predictions.csv"
+    chunk_rows: int = 20_000
+
+    def __post_init__(self) -> None:
+        if self.csv is not None and self.smiles is not None:
+            raise ValueError("give either --csv or --smiles, not both.")
+        check_at_least(1, chunk_rows=self.chunk_rows)
+
+    def chunks(self) -> Iterator[pd.DataFrame]:
+        """The input rows in chunks of at most :attr:`chunk_rows`, read as they are needed (a
+        CSV is never held whole; :func:`~graph_urpe.data.predict_inputs.iter_predict_inputs`)."""
+        return iter_predict_inputs(self.csv, self.smiles, self.smiles_column, self.chunk_rows)
+
+
+def node_limit(trained_limit: int | None, datamodule: BatchedGraphDataModule) -> int | None:
+    """The largest molecule predicted: the smallest of the model's training limit and the data
+    module's node limit and batch budgets (one graph must fit a batch)."""
+    limits = [trained_limit, getattr(datamodule, "max_graph_nodes", None),
+              datamodule.max_nodes_per_batch]
+    if datamodule.max_cells_per_batch is not None:
+        limits.append(math.isqrt(datamodule.max_cells_per_batch))
+    limits = [v for v in limits if v is not None]
+    return min(limits) if limits else None
+
+
+def _loader(graphs: list, datamodule: BatchedGraphDataModule, trainer: Any) -> DataLoader:
+    """Size-bucketed batches of ``graphs`` under the data module's budgets, split across the
+    trainer's ranks."""
+    sampler = SizeBucketBatchSampler(
+        [g.num_nodes for g in graphs], max_nodes=datamodule.max_nodes_per_batch,
+        max_cells=datamodule.max_cells_per_batch, max_batch_size=datamodule.batch_size,
+        shuffle=False, num_replicas=trainer.world_size, rank=trainer.global_rank)
+    return DataLoader(graphs, batch_sampler=sampler, num_workers=datamodule.num_workers)
+
+
+def _predict_chunk(trainer: Any, model: Any, datamodule: BatchedGraphDataModule,
+                   frame: pd.DataFrame, inputs: PredictInputs, vocabulary: dict | None,
                    predict_kwargs: dict) -> pd.DataFrame:
     """The prediction table of one chunk of input rows (see :func:`predict_smiles`)."""
     facts = model.hparams
+    featurization = facts.get("featurization")
     local = frame.reset_index(drop=True)
-    datamodule.prepare_predict(featurization, facts.get("max_graph_nodes"),
-                               facts.get("dataset_source"), frame=local)
+    graphs, errors = featurize_inputs(
+        local[inputs.smiles_column].tolist(), featurization,
+        node_limit(facts.get("max_graph_nodes"), datamodule),
+        # Both relations, whichever the checkpoint's network reads: about 1 ms more per molecule.
+        pair_pre_transform(resistance=True),
+        getattr(datamodule, "processing_workers", None), facts.get("dataset_source"))
+    targets = list(model.target_names)
     writer = SmilesPredictionWriter(
-        frame, datamodule.predict_errors,
-        vocabulary_warnings(datamodule.predict_graphs, vocabulary, featurization), targets)
-    if not datamodule.predict_graphs:  # Lightning skips the loop on an empty loader
+        frame, errors, vocabulary_warnings(graphs, vocabulary, featurization), targets)
+    if not graphs:  # Lightning skips the loop on an empty loader
         return writer.tabulate(np.zeros(0, dtype=np.int64), np.zeros((0, len(targets))))
     trainer.callbacks.append(writer)
     try:
-        trainer.predict(model, datamodule=datamodule, return_predictions=False, **predict_kwargs)
+        trainer.predict(model, dataloaders=_loader(graphs, datamodule, trainer),
+                        return_predictions=False, **predict_kwargs)
     finally:
         trainer.callbacks.remove(writer)
     return writer.table
@@ -153,26 +229,30 @@ def _count_rows(path: str | None, smiles: list[str] | None) -> int | None:
     return max(0, lines + (last != b"\n") - 1)
 
 
-def predict_smiles(trainer: Any, model: Any, datamodule: Any,
-                   vocabulary: dict | None = None, **predict_kwargs: Any) -> dict[str, int]:
-    """Predict a data module's SMILES inputs and write one row per input (the whole path).
+def predict_smiles(trainer: Any, model: Any, datamodule: BatchedGraphDataModule,
+                   inputs: PredictInputs, vocabulary: dict | None = None,
+                   **predict_kwargs: Any) -> dict[str, int]:
+    """Predict SMILES and write one row per input (what ``graph-urpe predict`` runs).
 
     Checks the output path before any work, then goes through the input in chunks of
-    ``datamodule.predict_chunk_rows`` rows: featurises a chunk with the model's facts
-    (:meth:`~graph_urpe.data.modules.graph.GraphDataModule.prepare_predict`), flags inputs outside
-    the training vocabulary, runs ``trainer.predict`` with one :class:`SmilesPredictionWriter`
-    and writes the chunk's rows at once (:class:`~graph_urpe.cli.prediction_parts.
-    PredictionParts`); at the end the chunks are joined into the output atomically. Memory is
-    bounded by a chunk, a progress bar on stderr shows rows done, rate and ETA, and a killed run
-    started again with the same input, checkpoint and chunk size skips the chunks already written.
-    A chunk where no input becomes a graph still writes its error rows.
+    ``inputs.chunk_rows`` rows: featurises a chunk as the model was trained (its
+    ``featurization``, node limit and relations; :func:`~graph_urpe.data.predict_inputs.
+    featurize_inputs`), flags inputs outside the training vocabulary, runs ``trainer.predict``
+    over size-bucketed batches with one :class:`SmilesPredictionWriter` and writes the chunk's
+    rows at once (:class:`~graph_urpe.cli.prediction_parts.PredictionParts`); at the end the
+    chunks are joined into the output atomically. Memory is bounded by a chunk, a progress bar on
+    stderr shows rows done, rate and ETA, and a killed run started again with the same input,
+    checkpoint and chunk size skips the chunks already written. A chunk where no input becomes a
+    graph still writes its error rows.
 
     Args:
         trainer (lightning.pytorch.Trainer): the trainer.
         model (GraphPropertyModule): the trained module (its ``featurization``,
             ``max_graph_nodes``, ``dataset_source``, ``target_names``).
-        datamodule (GraphDataModule): ``predict_smiles`` / ``predict_csv``, ``predict_output``
-            and ``predict_chunk_rows``.
+        datamodule (BatchedGraphDataModule): the batch budgets (``batch_size``,
+            ``max_nodes_per_batch``, ``max_cells_per_batch``), ``max_graph_nodes`` and
+            ``processing_workers`` where it has them.
+        inputs (PredictInputs): what to read and where to write.
         vocabulary (dict, optional): the training vocabulary (default: :obj:`None`, the model's
             :attr:`training_vocabulary`, restored by ``load_from_checkpoint``).
         **predict_kwargs: more arguments of ``trainer.predict`` (e.g. ``ckpt_path``: loaded for
@@ -183,29 +263,25 @@ def predict_smiles(trainer: Any, model: Any, datamodule: Any,
 
     Raises:
         ValueError: no input could be predicted (after writing their error rows; a prediction
-            that is not finite is an error in its row), the input CSV cannot be read or has
-            columns named like the output's, or see
-            :meth:`~graph_urpe.data.modules.graph.GraphDataModule.prepare_predict`.
+            that is not finite is an error in its row), the input CSV cannot be read, lacks the
+            SMILES column or has columns named like the output's, or the model was not trained
+            on molecules.
         graph_urpe.files.OutputError: the output path cannot be written, or is one of the inputs
             (the checkpoint, the input CSV).
     """
-    refuse_output_over_inputs(datamodule.predict_output, {
-        "--data.init_args.predict_csv": datamodule.predict_csv,
-        "--ckpt_path": predict_kwargs.get("ckpt_path")})
-    datamodule.check_predict_output()
-    if datamodule.predict_csv is not None:  # before any work: the user's columns are kept
-        check_output_columns(csv_header(datamodule.predict_csv), list(model.target_names),
-                             datamodule.predict_csv)
-    facts = model.hparams
-    featurization = facts.get("featurization")
+    refuse_output_over_inputs(inputs.output, {"--csv": inputs.csv,
+                                              "--ckpt_path": predict_kwargs.get("ckpt_path")})
+    check_writable(inputs.output)
+    if inputs.csv is not None:  # before any work: the user's columns are kept
+        check_output_columns(csv_header(inputs.csv), list(model.target_names), inputs.csv)
     if vocabulary is None:
         vocabulary = getattr(model, "training_vocabulary", None)
     targets = list(model.target_names)
-    parts = PredictionParts(datamodule.predict_output, {
-        "input": file_identity(datamodule.predict_csv),
-        "smiles": None if datamodule.predict_smiles is None else list(datamodule.predict_smiles),
+    parts = PredictionParts(inputs.output, {
+        "input": file_identity(inputs.csv),
+        "smiles": None if inputs.smiles is None else list(inputs.smiles),
         "checkpoint": file_identity(predict_kwargs.get("ckpt_path")),
-        "chunk_rows": datamodule.predict_chunk_rows, "smiles_column": datamodule.smiles_column,
+        "chunk_rows": inputs.chunk_rows, "smiles_column": inputs.smiles_column,
         "targets": targets})
     counts = {"rows": 0, "predicted": 0, "failed": 0, "flagged": 0,
               "resumed_chunks": parts.resumed}
@@ -213,18 +289,18 @@ def predict_smiles(trainer: Any, model: Any, datamodule: Any,
     lightning_bar = trainer.progress_bar_callback
     if lightning_bar is not None:
         lightning_bar.disable()  # one bar over all chunks instead of one per chunk
-    total = _count_rows(datamodule.predict_csv, datamodule.predict_smiles)
+    total = _count_rows(inputs.csv, inputs.smiles)
     bar = tqdm(total=total, desc="Predicting", unit="mol", file=sys.stderr, smoothing=0.05,
                disable=not trainer.is_global_zero)
     chunks = 0
     try:
-        for index, frame in enumerate(datamodule.predict_chunks()):
+        for index, frame in enumerate(inputs.chunks()):
             chunks = index + 1
             if parts.done(index):
                 table = parts.read(index)
             else:
-                table = _predict_chunk(trainer, model, datamodule, frame, featurization,
-                                       vocabulary, targets, predict_kwargs)
+                table = _predict_chunk(trainer, model, datamodule, frame, inputs, vocabulary,
+                                       predict_kwargs)
                 predict_kwargs.pop("ckpt_path", None)  # loaded once: later chunks reuse it
                 if trainer.is_global_zero:
                     parts.write(index, table)
@@ -246,12 +322,12 @@ def predict_smiles(trainer: Any, model: Any, datamodule: Any,
             parts.finish(chunks)
         else:  # no input rows: nothing to write
             parts.discard()
-    _report(counts, first_errors, datamodule.predict_output, trainer.is_global_zero)
+    _report(counts, first_errors, inputs.output, trainer.is_global_zero)
     if counts["predicted"] == 0:
         rows = counts["rows"]
         raise ValueError(
             f"no molecule could be predicted: {rows} input rows"
             + (", all failed (see the 'error' column above)." if rows else
-               ": give at least one SMILES (--data.init_args.predict_csv or predict_smiles).")
+               ": give at least one SMILES (--csv FILE or --smiles).")
         )
     return counts

@@ -54,14 +54,14 @@ def read_predict_inputs(predict_csv: str | None, predict_smiles: list[str] | Non
         if smiles_column not in frame.columns:
             raise ValueError(
                 f"column {smiles_column!r} not found in {predict_csv}; available: "
-                f"{list(frame.columns)} (name yours with --data.init_args.smiles_column for predict, --smiles_column for fingerprint and explain)."
+                f"{list(frame.columns)} (name yours with --smiles_column)."
             )
         return frame
     if predict_smiles is not None:
         return pd.DataFrame({smiles_column: list(predict_smiles)})
     raise ValueError(
-        "nothing to predict: pass --data.init_args.predict_csv FILE (with a "
-        f"{smiles_column!r} column) or --data.init_args.predict_smiles '[SMILES, ...]'."
+        f"nothing to predict: pass --csv FILE (with a {smiles_column!r} column) or --smiles "
+        "(SMILES strings)."
     )
 
 
@@ -84,7 +84,7 @@ def iter_predict_inputs(predict_csv: str | None, predict_smiles: list[str] | Non
         if smiles_column not in frame.columns:
             raise ValueError(
                 f"column {smiles_column!r} not found in {predict_csv}; available: "
-                f"{list(frame.columns)} (name yours with --data.init_args.smiles_column for predict, --smiles_column for fingerprint and explain)."
+                f"{list(frame.columns)} (name yours with --smiles_column)."
             )
         yield frame
 

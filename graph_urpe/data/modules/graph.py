@@ -13,11 +13,8 @@ under a budget) and split batches across DDP ranks themselves, so run the Traine
 ``use_distributed_sampler=False`` (the shipped configs do). Every graph carries ``sample_id``
 (its index in the split), used to de-duplicate and order epoch metrics and predictions.
 
-Prediction from SMILES works with any of these modules: pass ``predict_smiles`` or
-``predict_csv``; :meth:`GraphDataModule.prepare_predict` featurises them as the checkpoint was
-trained (the model's facts, handed over by ``graph-urpe predict``) and
-:class:`~graph_urpe.cli.predict.SmilesPredictionWriter` writes one output row per input
-row (:mod:`graph_urpe.cli.predict`).
+``graph-urpe predict`` (:mod:`graph_urpe.cli.predict`) takes its inputs and output itself and
+borrows only a data module's batch budgets.
 """
 
 from __future__ import annotations
@@ -29,13 +26,11 @@ import numpy as np
 import pandas as pd
 import torch
 from lightning.pytorch import Callback, LightningDataModule
-from torch_geometric.data import Data, InMemoryDataset
+from torch_geometric.data import InMemoryDataset
 from torch_geometric.loader import DataLoader
 
-from graph_urpe.choices import check_at_least
 from graph_urpe.data.facts import DatasetFacts, TrainingStatistics
 from graph_urpe.data.indexed import IndexedDataset
-from graph_urpe.data.modules.smiles_prediction import SmilesPredictionMixin
 from graph_urpe.data.predict_inputs import (
     training_vocabulary,
 )
@@ -248,10 +243,10 @@ class BatchedGraphDataModule(LightningDataModule):
         return self._loader(self.splits["test"], shuffle=False)
 
 
-class GraphDataModule(SmilesPredictionMixin, BatchedGraphDataModule):
+class GraphDataModule(BatchedGraphDataModule):
     r"""Base of the molecular data modules: the splits of one dataset family
-    (:class:`~graph_urpe.data.registry.DatasetFamily`), the loaders of
-    :class:`BatchedGraphDataModule`, SMILES prediction.
+    (:class:`~graph_urpe.data.registry.DatasetFamily`) and the loaders of
+    :class:`BatchedGraphDataModule`.
 
     Subclasses set :attr:`family`, whose facts (task, label columns and their names,
     featurisation, metric, evaluator) are the module's, and may override :attr:`test_split` and
@@ -263,32 +258,21 @@ class GraphDataModule(SmilesPredictionMixin, BatchedGraphDataModule):
         batch_size, max_nodes_per_batch, max_cells_per_batch, num_workers, seed, bucketing: see
             :class:`BatchedGraphDataModule`.
         max_graph_nodes (int, optional): refuse larger graphs: in the training data they are
-            reported by the dataset (never silently dropped; with ``strict`` an error), in
-            prediction they get an ``error``. (default: :obj:`None`)
+            reported by the dataset (never silently dropped; with ``strict`` an error);
+            ``predict`` gives larger inputs an ``error``. (default: :obj:`None`)
         strict (bool, optional): refuse the dataset if any input is unusable.
             (default: :obj:`False`)
         download (bool, optional): let PyG/OGB download missing data. (default: :obj:`False`)
         processing_workers (int, optional): worker processes for the one-time processing.
             (default: :obj:`None`, automatic)
-        predict_smiles (list[str], optional): SMILES to predict. (default: :obj:`None`)
-        predict_csv (str, optional): CSV file with a SMILES column to predict.
-            (default: :obj:`None`)
-        smiles_column (str, optional): SMILES column of ``predict_csv`` (and of a training CSV).
-            (default: ``"smiles"``)
-        predict_output (str, optional): where ``predict`` writes its CSV.
-            (default: ``"predictions.csv"``)
         resistance (bool, optional): also store the resistance distance
             (:class:`~graph_urpe.transforms.AddResistanceDistance`), which models with
             ``relations`` including ``"resistance"`` read (Graphormer-GD). (default: :obj:`False`)
         bucketing (bool, optional): size-bucketed batches (see the base class).
             (default: :obj:`True`)
-        predict_chunk_rows (int, optional): ``predict`` reads, featurises, predicts and writes
-            this many input rows at a time (memory bounded by the chunk, not the input; a killed
-            run resumes at the first unwritten chunk: :mod:`graph_urpe.cli.prediction_parts`).
-            (default: :obj:`20000`)
 
     Raises:
-        ValueError: for non-positive budgets or both ``predict_smiles`` and ``predict_csv``.
+        ValueError: for non-positive budgets.
     """
 
     test_split: str = "test"
@@ -307,13 +291,8 @@ class GraphDataModule(SmilesPredictionMixin, BatchedGraphDataModule):
         strict: bool = False,
         download: bool = False,
         processing_workers: int | None = None,
-        predict_smiles: list[str] | None = None,
-        predict_csv: str | None = None,
-        smiles_column: str = "smiles",
-        predict_output: str = "predictions.csv",
         bucketing: bool = True,
         resistance: bool = False,
-        predict_chunk_rows: int = 20_000,
     ) -> None:
         super().__init__(batch_size, max_nodes_per_batch, max_cells_per_batch, num_workers, seed,
                          bucketing)
@@ -322,23 +301,12 @@ class GraphDataModule(SmilesPredictionMixin, BatchedGraphDataModule):
             raise ValueError(
                 f"max_graph_nodes must be a positive integer or None, got {max_graph_nodes}."
             )
-        if predict_smiles is not None and predict_csv is not None:
-            raise ValueError("give either predict_smiles or predict_csv, not both.")
-        check_at_least(1, predict_chunk_rows=predict_chunk_rows)
-        self.predict_chunk_rows = int(predict_chunk_rows)
         self.root = root
         self.max_graph_nodes = max_graph_nodes
         self.strict = strict
         self.download = download
         self.processing_workers = processing_workers
-        self.predict_smiles = predict_smiles
-        self.predict_csv = predict_csv
-        self.smiles_column = smiles_column
-        self.predict_output = predict_output
         self.loaded: DatasetSplits | None = None
-        self.predict_frame: pd.DataFrame | None = None
-        self.predict_graphs: list[Data] = []
-        self.predict_errors: dict[int, str] = {}
 
     # ------------------------------------------------------------------- the dataset
     @property
@@ -393,10 +361,8 @@ class GraphDataModule(SmilesPredictionMixin, BatchedGraphDataModule):
             self.load()
 
     def setup(self, stage: str) -> None:
-        """Load the cached splits (every rank), or featurise the SMILES to predict."""
-        if stage == "predict":
-            self._setup_predict()
-        elif not self.splits:
+        """Load the cached splits (every rank); nothing when predicting."""
+        if stage != "predict" and not self.splits:
             parts = self.load().splits
             self.splits = {"train": parts["train"], "val": parts["valid"],
                            "test": parts[self.test_split]}

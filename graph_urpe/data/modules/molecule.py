@@ -150,8 +150,9 @@ class CSVDataModule(GraphDataModule):
         split (str, optional): ``"random"``, ``"scaffold"`` or the name of a column with
             ``train``/``valid``/``test``. (default: ``"random"``)
         split_seed (int, optional): seed of the random split. (default: :obj:`0`)
+        smiles_column (str, optional): the SMILES column. (default: ``"smiles"``)
         featurization (str, optional): ``"ogb"`` or ``"zinc"``. (default: ``"ogb"``)
-        **kwargs: see :class:`GraphDataModule` (``smiles_column`` names the SMILES column).
+        **kwargs: see :class:`GraphDataModule`.
 
     Raises:
         ValueError: for an unknown task or featurisation.
@@ -164,9 +165,10 @@ class CSVDataModule(GraphDataModule):
         task: CSVTask = "regression",
         split: str = "random",
         split_seed: int = 0,
+        smiles_column: str = "smiles",
         featurization: Featurization = "ogb",
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.family = CSVFamily(path, self.smiles_column, target_columns, task, split,
-                                featurization, split_seed)
+        self.family = CSVFamily(path, smiles_column, target_columns, task, split, featurization,
+                                split_seed)
