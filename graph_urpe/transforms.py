@@ -37,7 +37,7 @@ from torch_geometric.transforms import BaseTransform, Compose
 
 from graph_urpe.constants import PAIR_INDEX, UNREACHABLE
 
-__all__ = ["FLOYD_WARSHALL_MAX_NODES", "MAX_NODES", "PAIR_INDEX", "UNREACHABLE",
+__all__ = ["FLOYD_WARSHALL_MAX_NODES", "MAX_NODES", "PAIR_INDEX", "PYG_KEYS", "UNREACHABLE",
            "AddResistanceDistance", "AddShortestPathDistance", "StandardLayout", "pair_index", "pair_pre_transform",
            "resistance_distance_matrix", "shortest_path_arrays"]
 
@@ -73,13 +73,48 @@ def _num_nodes(data: Data, what: str) -> int:
     return int(n)
 
 
+#: Keys with a meaning in PyG beyond those :class:`~torch_geometric.data.Data` has as attributes
+#: (``x``, ``edge_index``, ``edge_attr``, ``y``, ``pos``, ``batch``, ``num_nodes``, ...): a
+#: relation stored under one of them would overwrite it or be misread by PyG.
+PYG_KEYS: frozenset[str] = frozenset({
+    "ptr", "adj", "adj_t", "edge_label", "node_type", "edge_type", "n_id", "e_id",
+    "train_mask", "val_mask", "test_mask", "num_sampled_nodes", "num_sampled_edges",
+})
+
+
 def _check_attr_name(attr_name: str) -> str:
-    if not isinstance(attr_name, str) or not attr_name.isidentifier() or "index" in attr_name:
-        raise ValueError(
-            f"attr_name must be an identifier without 'index' (PyG would increment it as a node "
-            f"index), got {attr_name!r}"
-        )
+    if not isinstance(attr_name, str) or not attr_name.isidentifier() or attr_name[0] == "_":
+        raise ValueError(f"attr_name must be an identifier not starting with '_' (an attribute "
+                         f"of the Data object), got {attr_name!r}")
+    why = None
+    if "index" in attr_name:
+        why = "PyG's collate would increment it as a node index"
+    elif "batch" in attr_name:
+        why = "PyG's collate would increment it as a batch vector"
+    elif hasattr(Data, attr_name) or attr_name in PYG_KEYS:
+        why = "it is a standard PyG attribute or a member of Data, which it would overwrite or " \
+              "be shadowed by"
+    if why:
+        raise ValueError(f"attr_name {attr_name!r} cannot name a pair relation: {why}; choose "
+                         "another name, e.g. 'spd' or 'resistance'")
     return attr_name
+
+
+def _check_free(data: Data, key: str, dtype: torch.dtype) -> None:
+    """Refuse to overwrite an attribute of ``data`` other than this transform's own earlier output
+    (a ``dtype`` vector with one value per column of the stored ``pair_index``, which is
+    recomputed, e.g. after a subgraph)."""
+    if key not in data:
+        return
+    value, pairs = data[key], data.get(PAIR_INDEX)
+    ours = (isinstance(value, torch.Tensor) and isinstance(pairs, torch.Tensor)
+            and value.dtype == dtype and value.dim() == 1 and value.numel() == pairs.shape[-1])
+    if not ours:
+        what = (f"{value.dtype} {list(value.shape)}" if isinstance(value, torch.Tensor)
+                else type(value).__name__)
+        raise ValueError(f"the graph already has an attribute {key!r} ({what}) that this "
+                         f"transform did not store: choose another attr_name, or delete "
+                         f"data.{key} first")
 
 
 @functional_transform("add_shortest_path_distance")
@@ -126,7 +161,11 @@ class AddShortestPathDistance(BaseTransform):
         paths (bool, optional): also store the predecessors, needed for the multi-hop edge
             encoding. (default: :obj:`True`)
         attr_name (str, optional): name of the distance attribute (and prefix of the predecessor
-            attribute); an identifier without ``"index"``. (default: :obj:`"spd"`)
+            attribute); an identifier without ``"index"`` or ``"batch"`` (which PyG's collate
+            increments) that is neither a standard PyG key (``x``, ``edge_attr``, ``y``,
+            ``pos``, ..., :data:`PYG_KEYS`) nor a member of :class:`~torch_geometric.data.Data`.
+            An attribute of that name already on the graph is refused unless it is this
+            transform's own earlier output (recomputed). (default: :obj:`"spd"`)
 
     Shapes:
         - **input:** :obj:`Data` with ``edge_index`` ``[2, E]`` (local node indices in ``[0, n)``)
@@ -138,7 +177,8 @@ class AddShortestPathDistance(BaseTransform):
     Raises:
         ValueError: if the graph has more than :data:`MAX_NODES` (32,767) nodes, if its number of
             nodes is unknown, if ``edge_index`` is malformed or points outside ``[0, n)``, or for
-            a bad :obj:`attr_name` / :obj:`max_distance`.
+            a bad :obj:`attr_name` / :obj:`max_distance`, or an attribute :obj:`attr_name` (or
+            ``{attr_name}_pred_index``) already on the graph that is not this transform's.
 
     Example:
         >>> from torch_geometric.datasets import ZINC
@@ -162,6 +202,9 @@ class AddShortestPathDistance(BaseTransform):
         spd, pred = shortest_path_arrays(
             data.edge_index, n, max_distance=self.max_distance, paths=self.paths
         )
+        _check_free(data, self.attr_name, torch.int16)
+        if self.paths:
+            _check_free(data, f"{self.attr_name}_pred_index", torch.int32)
         data[PAIR_INDEX] = pair_index(n)
         data[self.attr_name] = torch.from_numpy(spd.reshape(-1))
         if self.paths:
@@ -210,8 +253,8 @@ class AddResistanceDistance(BaseTransform):
       connected components (resistances are never negative).
 
     Args:
-        attr_name (str, optional): name of the attribute; an identifier without ``"index"``.
-            (default: :obj:`"resistance"`)
+        attr_name (str, optional): name of the attribute, as for
+            :class:`AddShortestPathDistance`. (default: :obj:`"resistance"`)
 
     Shapes:
         - **input:** :obj:`Data` with ``edge_index`` ``[2, E]`` and ``num_nodes`` ``n``.
@@ -220,7 +263,7 @@ class AddResistanceDistance(BaseTransform):
 
     Raises:
         ValueError: as :class:`AddShortestPathDistance` (too many or unknown nodes, a malformed
-            ``edge_index``, a bad :obj:`attr_name`).
+            ``edge_index``, a bad :obj:`attr_name` or one already taken).
 
     Example:
         >>> from torch_geometric.transforms import Compose
@@ -237,6 +280,7 @@ class AddResistanceDistance(BaseTransform):
     def forward(self, data: Data) -> Data:
         n = _num_nodes(data, type(self).__name__)
         rd = resistance_distance_matrix(data.edge_index, n)
+        _check_free(data, self.attr_name, torch.float32)
         data[PAIR_INDEX] = pair_index(n)
         data[self.attr_name] = torch.from_numpy(rd.reshape(-1))
         return data

@@ -223,10 +223,57 @@ def test_attr_name_and_functional_names():
     assert "hops" in data and "hops_pred_index" in data and "spd" not in data
     data = AddResistanceDistance(attr_name="rd")(data)
     assert data.rd.shape == (9,) and "resistance" not in data
-    with pytest.raises(ValueError, match="attr_name"):
-        AddResistanceDistance(attr_name="rd_index")  # PyG would increment it
     for name in ("add_shortest_path_distance", "add_resistance_distance"):
         assert name in IterDataPipe.functions
+
+
+@pytest.mark.parametrize("transform", [AddShortestPathDistance, AddResistanceDistance])
+@pytest.mark.parametrize(("name", "why"), [
+    ("rd_index", "increment it as a node index"),
+    ("edge_index", "increment it as a node index"),
+    ("batch", "increment it as a batch vector"),
+    ("sub_batch", "increment it as a batch vector"),
+    ("x", "standard PyG attribute or a member of Data"),
+    ("edge_attr", "standard PyG attribute or a member of Data"),
+    ("y", "standard PyG attribute or a member of Data"),
+    ("num_nodes", "standard PyG attribute or a member of Data"),
+    ("ptr", "standard PyG attribute or a member of Data"),
+    ("subgraph", "standard PyG attribute or a member of Data"),
+    ("_spd", "identifier not starting with '_'"),
+    ("spd distance", "identifier"),
+])
+def test_attr_name_colliding_with_pyg_is_refused(transform, name, why):
+    with pytest.raises(ValueError, match=f"attr_name.*{why}"):
+        transform(attr_name=name)
+
+
+@pytest.mark.parametrize("transform", [AddShortestPathDistance(), AddResistanceDistance()],
+                         ids=repr)
+def test_existing_attribute_is_not_overwritten_but_own_output_is_recomputed(transform):
+    data = _data(nx.path_graph(4))
+    taken = data.clone()
+    taken[transform.attr_name] = torch.ones(4)  # a node attribute of the user's
+    with pytest.raises(ValueError, match=f"already has an attribute '{transform.attr_name}' "
+                       r"\(torch.float32 \[4\]\) that this transform did not store"):
+        transform(taken)
+    if isinstance(transform, AddShortestPathDistance):  # the predecessors' name too
+        taken = data.clone()
+        taken.spd_pred_index = torch.zeros(3, dtype=torch.long)
+        with pytest.raises(ValueError, match="'spd_pred_index'"):
+            transform(taken)
+    # Its own output, also once stale: recomputed (after a subgraph, as the layer asks).
+    name, keep = transform.attr_name, torch.tensor([1, 2, 3])
+    once = transform(data.clone())
+    assert torch.equal(transform(once.clone())[name], once[name])
+    cut = transform(once.subgraph(keep))
+    assert torch.equal(cut[name], transform(data.subgraph(keep))[name])
+    # Another relation's values (SPD int16, resistance float32) under the same name: refused.
+    if isinstance(transform, AddShortestPathDistance):
+        other = AddResistanceDistance(attr_name="spd")
+    else:
+        other = AddShortestPathDistance(attr_name="resistance")
+    with pytest.raises(ValueError, match="that this transform did not store"):
+        other(once)
 
 
 # Data() with no attributes makes PyG warn that it cannot infer num_nodes: that is the point.
