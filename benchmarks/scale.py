@@ -7,7 +7,7 @@ process (its own peak RSS, ``ru_maxrss``; worker processes' peak separately):
 
 * ``featurise``: :class:`~graph_urpe.data.modules.molecule.CSVDataModule` processing the CSV as
   ``graph-urpe fit`` does (OGB features, shortest paths and predecessors, random split,
-  ``max_nodes`` 128), with ``--workers`` processes: CPU seconds (the process and its workers),
+  ``max_graph_nodes`` 128), with ``--workers`` processes: CPU seconds (the process and its workers),
   wall seconds, molecules per wall second, peak RSS, size of the cache on disk;
 * ``load``: the same dataset opened again from its cache (what every later ``fit`` pays);
 * ``first_step``: from process start (imports included) to the end of the first training step of

@@ -76,12 +76,12 @@ def test_strict_refuses_every_bad_row(tmp_path, csv):
 
 
 def test_max_nodes_refuses_with_row_and_size(tmp_path, csv):
-    ds = load(tmp_path, csv, max_nodes=6)
+    ds = load(tmp_path, csv, max_graph_nodes=6)
     sizes = {e.row: e.reason for e in ds.invalid_rows}
-    assert "graph has 12 nodes > max_nodes=6" in sizes[6]     # dodecane refused, reported
+    assert "graph has 12 nodes > max_graph_nodes=6" in sizes[6]     # dodecane refused, reported
     assert all(g.num_nodes <= 6 for g in ds) and 6 not in [int(g.row) for g in ds]
-    with pytest.raises(InvalidRowsError, match=re.escape("graph has 12 nodes > max_nodes=6")):
-        SmilesCSVDataset(str(tmp_path / "strict"), csv, "smiles", ["a", "b"], max_nodes=6,
+    with pytest.raises(InvalidRowsError, match=re.escape("graph has 12 nodes > max_graph_nodes=6")):
+        SmilesCSVDataset(str(tmp_path / "strict"), csv, "smiles", ["a", "b"], max_graph_nodes=6,
                          strict=True, log=False)
 
 

@@ -1,4 +1,4 @@
-"""Registry (load_dataset by name, max_nodes refusal) and the summary table, checked against
+"""Registry (load_dataset by name, max_graph_nodes refusal) and the summary table, checked against
 numbers computed directly from the graphs."""
 
 import warnings
@@ -80,13 +80,13 @@ def test_registry_ogb_max_nodes(tmp_path):
     loaded = load_dataset("ogbg-molhiv", root=str(tmp_path))
     assert loaded.facts.task == "classification" and loaded.facts.metric == "rocauc"
     assert loaded.facts.featurization == "ogb"
-    with pytest.warns(UserWarning, match="larger than max_nodes=8"):
-        small = load_dataset("ogbg-molhiv", root=str(tmp_path), max_nodes=8)
+    with pytest.warns(UserWarning, match="larger than max_graph_nodes=8"):
+        small = load_dataset("ogbg-molhiv", root=str(tmp_path), max_graph_nodes=8)
     # Only decane (10 atoms) exceeds 8; it is reported with its dataset index and SMILES.
     assert [(e.row, e.smiles) for e in small.invalid_rows] == [(7, "CCCCCCCCCC")]
     assert all(g.num_nodes <= 8 for d in small.splits.values() for g in d)
-    with pytest.raises(InvalidRowsError, match="nodes > max_nodes=8"):
-        load_dataset("ogbg-molhiv", root=str(tmp_path), max_nodes=8, strict=True)
+    with pytest.raises(InvalidRowsError, match="nodes > max_graph_nodes=8"):
+        load_dataset("ogbg-molhiv", root=str(tmp_path), max_graph_nodes=8, strict=True)
 
 
 def test_registry_pcqm_standin_has_labelled_test(tmp_path):

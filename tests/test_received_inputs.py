@@ -31,15 +31,15 @@ from tests.test_trust import checkpoint, state_dict
 def test_a_20001_atom_ring_fails_fast_before_featurisation():
     ring = "C1" + "C" * 20000 + "1"
     start = time.process_time()
-    graphs, errors = molecules_to_graphs([ring, "CCO"], featurization="ogb", max_nodes=128,
+    graphs, errors = molecules_to_graphs([ring, "CCO"], featurization="ogb", max_graph_nodes=128,
                                          num_workers=1, progress=False)
     assert time.process_time() - start < 5
-    assert [e.reason for e in errors] == ["graph has 20001 nodes > max_nodes=128"]
+    assert [e.reason for e in errors] == ["graph has 20001 nodes > max_graph_nodes=128"]
     assert [int(g.row) for g in graphs] == [1]
     # Explicit hydrogens are not nodes: [H]-decorated molecules are counted as parse_smiles keeps
     # them (the limit is the graph's node count).
     graphs, errors = molecules_to_graphs(["[H]C([H])([H])[H]", "[2H]C"], featurization="ogb",
-                                         max_nodes=1, num_workers=1, progress=False)
+                                         max_graph_nodes=1, num_workers=1, progress=False)
     assert [g.num_nodes for g in graphs] == [1] and [e.row for e in errors] == [1]
 
 

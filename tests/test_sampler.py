@@ -17,14 +17,14 @@ def _sizes(num=500, seed=0):
     return np.random.default_rng(seed).integers(1, 40, num)
 
 
-def _naive_greedy_batch_lengths(sizes, max_nodes=None, max_cells=None, max_batch_size=None):
+def _naive_greedy_batch_lengths(sizes, max_nodes_per_batch=None, max_cells_per_batch=None, max_batch_size=None):
     """Independent greedy cut of the sorted sizes, one graph at a time."""
     lengths, current = [], []
     for size in sorted(int(s) for s in sizes):
         candidate = [*current, size]
         fits = (
-            (max_nodes is None or len(candidate) * max(candidate) <= max_nodes)
-            and (max_cells is None or len(candidate) * max(candidate) ** 2 <= max_cells)
+            (max_nodes_per_batch is None or len(candidate) * max(candidate) <= max_nodes_per_batch)
+            and (max_cells_per_batch is None or len(candidate) * max(candidate) ** 2 <= max_cells_per_batch)
             and (max_batch_size is None or len(candidate) <= max_batch_size)
         )
         if fits:
@@ -40,10 +40,10 @@ def _naive_greedy_batch_lengths(sizes, max_nodes=None, max_cells=None, max_batch
 @pytest.mark.parametrize(
     "budget",
     [
-        {"max_nodes": 200},
-        {"max_cells": 4000},
+        {"max_nodes_per_batch": 200},
+        {"max_cells_per_batch": 4000},
         {"max_batch_size": 16},
-        {"max_nodes": 300, "max_batch_size": 10},
+        {"max_nodes_per_batch": 300, "max_batch_size": 10},
     ],
 )
 @pytest.mark.parametrize("size_jitter", [0.0, 0.05, 0.3])
@@ -59,13 +59,13 @@ def test_single_rank_covers_every_index_once_under_budget(budget, size_jitter):
         assert sorted(flat) == list(range(len(sizes)))
         for batch in batches:
             biggest = max(sizes[i] for i in batch)
-            assert len(batch) * biggest <= budget.get("max_nodes", np.inf)
-            assert len(batch) * biggest**2 <= budget.get("max_cells", np.inf)
+            assert len(batch) * biggest <= budget.get("max_nodes_per_batch", np.inf)
+            assert len(batch) * biggest**2 <= budget.get("max_cells_per_batch", np.inf)
             assert len(batch) <= budget.get("max_batch_size", np.inf)
         if size_jitter == 0:
             assert sorted(len(b) for b in batches) == sorted(expected)
         else:  # the exact count, plus the 5% slack where a padded budget is set
-            padded = "max_nodes" in budget or "max_cells" in budget
+            padded = "max_nodes_per_batch" in budget or "max_cells_per_batch" in budget
             assert len(batches) == len(expected) + (int(np.ceil(0.05 * len(expected))) if padded
                                                     else 0)
 
@@ -85,7 +85,7 @@ def test_ranks_get_distinct_batches_and_equal_counts(num_replicas, drop_last):
     sizes = _sizes(300, seed=2)
     samplers = [
         SizeBucketBatchSampler(
-            sizes, max_nodes=150, seed=5, num_replicas=num_replicas, rank=r, drop_last=drop_last
+            sizes, max_nodes_per_batch=150, seed=5, num_replicas=num_replicas, rank=r, drop_last=drop_last
         )
         for r in range(num_replicas)
     ]
@@ -115,8 +115,8 @@ def test_ranks_get_distinct_batches_and_equal_counts(num_replicas, drop_last):
 
 def test_deterministic_per_epoch_and_reshuffled_between_epochs():
     sizes = _sizes()
-    a = SizeBucketBatchSampler(sizes, max_nodes=200, seed=3)
-    b = SizeBucketBatchSampler(sizes, max_nodes=200, seed=3)
+    a = SizeBucketBatchSampler(sizes, max_nodes_per_batch=200, seed=3)
+    b = SizeBucketBatchSampler(sizes, max_nodes_per_batch=200, seed=3)
     a.set_epoch(4)
     b.set_epoch(4)
     assert list(a) == list(b)
@@ -138,7 +138,7 @@ def test_no_shuffle_is_sorted_by_size_and_index():
 
 def test_padding_fraction_matches_naive_count():
     sizes = _sizes(1000, seed=4)
-    for budget in ({"max_nodes": 256}, {"max_cells": 10000}, {"max_batch_size": 32}):
+    for budget in ({"max_nodes_per_batch": 256}, {"max_cells_per_batch": 10000}, {"max_batch_size": 32}):
         sampler = SizeBucketBatchSampler(sizes, **budget)
         padded = real = 0
         for batch in sampler:
@@ -156,34 +156,34 @@ def test_padding_fraction_matches_naive_count():
 
 
 def test_hand_worked_budget_and_padding():
-    # Sorted sizes 2, 2, 3, 5, max_nodes = 6: [2, 2] (cost 4; with 3: 3 * 3 = 9), [3] (with 5: 2 * 5), [5].
-    sampler = SizeBucketBatchSampler([5, 2, 3, 2], max_nodes=6, shuffle=False)
+    # Sorted sizes 2, 2, 3, 5, max_nodes_per_batch = 6: [2, 2] (cost 4; with 3: 3 * 3 = 9), [3] (with 5: 2 * 5), [5].
+    sampler = SizeBucketBatchSampler([5, 2, 3, 2], max_nodes_per_batch=6, shuffle=False)
     assert list(sampler) == [[1, 3], [2], [0]]
     assert sampler.padding_fraction == 0.0
-    sampler = SizeBucketBatchSampler([5, 2, 3, 2], max_nodes=9, shuffle=False)
+    sampler = SizeBucketBatchSampler([5, 2, 3, 2], max_nodes_per_batch=9, shuffle=False)
     assert list(sampler) == [[1, 3, 2], [0]]
     # Padded cells: 3 * 3^2 + 5^2 = 52; real: 4 + 4 + 9 + 25 = 42.
     assert sampler.padding_fraction == pytest.approx(1 - 42 / 52)
 
 
 def test_empty_dataset_has_no_batches():
-    sampler = SizeBucketBatchSampler([], max_nodes=10, num_replicas=2, rank=1)
+    sampler = SizeBucketBatchSampler([], max_nodes_per_batch=10, num_replicas=2, rank=1)
     assert len(sampler) == 0 and list(sampler) == [] and sampler.padding_fraction == 0.0
 
 
 def test_too_large_graph_is_refused_with_index_and_size():
     with pytest.raises(ValueError, match="graph 2 with 50 nodes"):
-        SizeBucketBatchSampler([3, 4, 50, 60], max_nodes=40)
+        SizeBucketBatchSampler([3, 4, 50, 60], max_nodes_per_batch=40)
     with pytest.raises(ValueError, match="graph 1 with 11 nodes"):
-        SizeBucketBatchSampler([3, 11], max_cells=100)
+        SizeBucketBatchSampler([3, 11], max_cells_per_batch=100)
     with pytest.raises(ValueError, match="at least one budget"):
         SizeBucketBatchSampler([3, 4])
     with pytest.raises(ValueError, match="rank"):
-        SizeBucketBatchSampler([3, 4], max_nodes=10, num_replicas=2, rank=2)
-    with pytest.raises(ValueError, match="max_nodes"):
-        SizeBucketBatchSampler([3, 4], max_nodes=0)
+        SizeBucketBatchSampler([3, 4], max_nodes_per_batch=10, num_replicas=2, rank=2)
+    with pytest.raises(ValueError, match="max_nodes_per_batch"):
+        SizeBucketBatchSampler([3, 4], max_nodes_per_batch=0)
     with pytest.raises(ValueError, match="sizes"):
-        SizeBucketBatchSampler([[3, 4]], max_nodes=10)
+        SizeBucketBatchSampler([[3, 4]], max_nodes_per_batch=10)
 
 
 def test_pyg_dataloader_and_graph_sizes():
@@ -195,7 +195,7 @@ def test_pyg_dataloader_and_graph_sizes():
     assert graph_sizes(subset).tolist() == [dataset[i].num_nodes for i in (5, 3, 9)]
     assert graph_sizes(list(subset)).tolist() == graph_sizes(subset).tolist()
 
-    sampler = SizeBucketBatchSampler(sizes, max_nodes=60, seed=0)
+    sampler = SizeBucketBatchSampler(sizes, max_nodes_per_batch=60, seed=0)
     assert sampler.num_replicas == 1 and sampler.rank == 0  # torch.distributed not initialised
     loader = DataLoader(dataset, batch_sampler=sampler)
     seen = 0
@@ -246,7 +246,7 @@ def test_buckets_are_redrawn_each_epoch_and_keep_the_padding_gain():
 @pytest.mark.parametrize("num_replicas", [2, 3])
 def test_redrawn_buckets_under_ddp_equal_counts_disjoint_coverage(num_replicas):
     sizes = _sizes(400, seed=7)
-    samplers = [SizeBucketBatchSampler(sizes, max_cells=6000, seed=2, num_replicas=num_replicas,
+    samplers = [SizeBucketBatchSampler(sizes, max_cells_per_batch=6000, seed=2, num_replicas=num_replicas,
                                        rank=r) for r in range(num_replicas)]
     seen_epochs = []
     for epoch in (0, 1):
@@ -265,17 +265,17 @@ def test_redrawn_buckets_under_ddp_equal_counts_disjoint_coverage(num_replicas):
 def test_default_cell_budget_and_too_large_graph_message():
     assert DEFAULT_MAX_CELLS == 2**21
     # A 300-atom molecule fits, 23 to a batch (23 * 300^2 <= 2^21 < 24 * 300^2).
-    sampler = SizeBucketBatchSampler([300] * 50, max_cells=DEFAULT_MAX_CELLS, shuffle=False)
+    sampler = SizeBucketBatchSampler([300] * 50, max_cells_per_batch=DEFAULT_MAX_CELLS, shuffle=False)
     assert [len(b) for b in sampler] == [23, 23, 4]
     with pytest.raises(ValueError, match=r"graph 1 with 1449 nodes \(2099601 attention cells"):
-        SizeBucketBatchSampler([30, 1449, 1448], max_cells=DEFAULT_MAX_CELLS)
+        SizeBucketBatchSampler([30, 1449, 1448], max_cells_per_batch=DEFAULT_MAX_CELLS)
 
 
 def test_random_batches_without_bucketing():
     # bucketing=False: a fresh permutation per epoch cut into batches of max_batch_size (the last
     # one shorter), every graph once, the same under the same seed and epoch.
     sizes = np.random.default_rng(3).integers(5, 40, size=250)
-    sampler = SizeBucketBatchSampler(sizes, max_batch_size=32, max_cells=2**21, bucketing=False)
+    sampler = SizeBucketBatchSampler(sizes, max_batch_size=32, max_cells_per_batch=2**21, bucketing=False)
     assert len(sampler) == 8 and "bucketing=False" in repr(sampler)
     epochs = []
     for epoch in range(2):
@@ -290,7 +290,7 @@ def test_random_batches_without_bucketing():
     ordered = SizeBucketBatchSampler(sizes, max_batch_size=100, shuffle=False, bucketing=False)
     assert list(ordered) == [list(range(100)), list(range(100, 200)), list(range(200, 250))]
     with pytest.raises(ValueError, match="give max_batch_size"):
-        SizeBucketBatchSampler(sizes, max_cells=2**21, bucketing=False)
+        SizeBucketBatchSampler(sizes, max_cells_per_batch=2**21, bucketing=False)
     with pytest.raises(ValueError, match="room for 32 graphs of the largest size"):
-        SizeBucketBatchSampler(sizes, max_batch_size=32, max_cells=32 * 39 * 39 - 1,
+        SizeBucketBatchSampler(sizes, max_batch_size=32, max_cells_per_batch=32 * 39 * 39 - 1,
                                bucketing=False)

@@ -164,8 +164,8 @@ def _loader(graphs: list, datamodule: BatchedGraphDataModule, trainer: Any) -> D
     """Size-bucketed batches of ``graphs`` under the data module's budgets, split across the
     trainer's ranks."""
     sampler = SizeBucketBatchSampler(
-        [g.num_nodes for g in graphs], max_nodes=datamodule.max_nodes_per_batch,
-        max_cells=datamodule.max_cells_per_batch, max_batch_size=datamodule.batch_size,
+        [g.num_nodes for g in graphs], max_nodes_per_batch=datamodule.max_nodes_per_batch,
+        max_cells_per_batch=datamodule.max_cells_per_batch, max_batch_size=datamodule.batch_size,
         shuffle=False, num_replicas=trainer.world_size, rank=trainer.global_rank)
     return DataLoader(graphs, batch_sampler=sampler, num_workers=datamodule.num_workers)
 

@@ -21,7 +21,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Print graphs, splits and label statistics.")
     parser.add_argument("name", help=f"dataset name: {', '.join(DATASET_NAMES)}")
     parser.add_argument("--root", default="data")
-    parser.add_argument("--max-nodes", type=int, default=None)
+    parser.add_argument("--max-graph-nodes", type=int, default=None,
+                        help="refuse graphs with more nodes (reported, never dropped silently)")
     parser.add_argument("--strict", action="store_true")
     parser.add_argument("--download", action="store_true", help="allow PyG/OGB downloads")
     parser.add_argument("--num-workers", type=int, default=None)
@@ -37,7 +38,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     pre_transform = None if args.no_spd else AddShortestPathDistance(max_distance=None, paths=True)
     loaded = load_dataset(
-        args.name, root=args.root, pre_transform=pre_transform, max_nodes=args.max_nodes,
+        args.name, root=args.root, pre_transform=pre_transform, max_graph_nodes=args.max_graph_nodes,
         strict=args.strict,
         download=args.download, num_workers=args.num_workers, csv_path=args.csv_path,
         smiles_column=args.smiles_column, target_columns=args.target_columns, task=args.task,

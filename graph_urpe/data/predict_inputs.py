@@ -89,7 +89,7 @@ def iter_predict_inputs(predict_csv: str | None, predict_smiles: list[str] | Non
         yield frame
 
 
-def featurize_inputs(smiles: list[str], featurization: str | None, max_nodes: int | None,
+def featurize_inputs(smiles: list[str], featurization: str | None, max_graph_nodes: int | None,
                      pre_transform: Any = None, processing_workers: int | None = None,
                      dataset_source: str | None = None) -> tuple[list, dict[int, str]]:
     """Graphs of the inputs, featurised as the model was trained, with ``sample_id`` = input row.
@@ -97,7 +97,7 @@ def featurize_inputs(smiles: list[str], featurization: str | None, max_nodes: in
     Args:
         smiles (list[str]): ``N`` SMILES.
         featurization (str): the model's ``"ogb"`` / ``"zinc"`` (:obj:`None`: not a molecular model).
-        max_nodes (int, optional): larger molecules get an error.
+        max_graph_nodes (int, optional): larger molecules get an error.
         pre_transform (callable, optional): applied to every graph (the training data's, e.g.
             :func:`~graph_urpe.transforms.pair_pre_transform`).
         processing_workers (int, optional): worker processes (default: automatic).
@@ -118,7 +118,7 @@ def featurize_inputs(smiles: list[str], featurization: str | None, max_nodes: in
             "molecular dataset (ZINC, OGB, PCQM4Mv2 or a SMILES CSV)."
         )
     graphs, errors = molecules_to_graphs(
-        smiles, featurization=featurization, max_nodes=max_nodes,
+        smiles, featurization=featurization, max_graph_nodes=max_graph_nodes,
         pre_transform=pre_transform, keep_smiles=False, num_workers=processing_workers,
     )
     for graph in graphs:

@@ -150,15 +150,15 @@ def canonical_key(mol: Chem.Mol) -> int:
 
 
 def _row_to_graph(item: tuple[int, Any, np.ndarray | None], featurization: str,
-                  max_nodes: int | None, pre_transform: Callable[[Data], Data] | None,
+                  max_graph_nodes: int | None, pre_transform: Callable[[Data], Data] | None,
                   keep_smiles: bool, canonical: bool = False) -> Data | RowError:
     row, smiles, label = item
     if not isinstance(smiles, str):  # an empty cell (NaN) or a blank line
         smiles = ""
-    if max_nodes is not None:  # before sanitising, featurising and shortest paths
+    if max_graph_nodes is not None:  # before sanitising, featurising and shortest paths
         atoms = heavy_atom_count(smiles)
-        if atoms is not None and atoms > max_nodes:
-            return RowError(row, smiles, f"graph has {atoms} nodes > max_nodes={max_nodes}")
+        if atoms is not None and atoms > max_graph_nodes:
+            return RowError(row, smiles, f"graph has {atoms} nodes > max_graph_nodes={max_graph_nodes}")
     try:
         mol = parse_smiles(smiles)  # the one parse: features and canonical key come from it
         data = mol_to_graph(mol, featurization)
@@ -166,9 +166,9 @@ def _row_to_graph(item: tuple[int, Any, np.ndarray | None], featurization: str,
         return RowError(row, smiles, str(exc))
     if canonical:
         data.canonical_key = canonical_key(mol)
-    if max_nodes is not None and data.num_nodes > max_nodes:
+    if max_graph_nodes is not None and data.num_nodes > max_graph_nodes:
         return RowError(row, smiles,
-                        f"graph has {data.num_nodes} nodes > max_nodes={max_nodes}")
+                        f"graph has {data.num_nodes} nodes > max_graph_nodes={max_graph_nodes}")
     if label is not None:
         data.y = torch.tensor(label, dtype=torch.float32).view(1, -1)
     if keep_smiles:
@@ -188,7 +188,7 @@ def molecules_to_graphs(
     smiles: Sequence[str],
     labels: np.ndarray | None = None,
     featurization: Featurization = "ogb",
-    max_nodes: int | None = None,
+    max_graph_nodes: int | None = None,
     pre_transform: Callable[[Data], Data] | None = None,
     keep_smiles: bool = True,
     rows: Iterable[int] | None = None,
@@ -204,14 +204,14 @@ def molecules_to_graphs(
     ``edge_index``, ``edge_attr``; ``y`` ``torch.float32`` ``[1, T]`` (NaN = missing label, kept);
     ``smiles`` (str, if :obj:`keep_smiles`); ``row`` (int, the input row it came from); then
     :obj:`pre_transform` is applied. Rows that fail (invalid SMILES, unknown ZINC atom type, more
-    than :obj:`max_nodes` nodes) are returned as
+    than :obj:`max_graph_nodes` nodes) are returned as
     :class:`~graph_urpe.data.csv.row_errors.RowError` and have no graph, so no label is ever paired with the wrong graph.
 
     Args:
         smiles (Sequence[str]): SMILES strings.
         labels (numpy.ndarray, optional): ``[N, T]`` float labels (NaN allowed). (default: :obj:`None`)
         featurization (str, optional): ``"ogb"`` or ``"zinc"``. (default: :obj:`"ogb"`)
-        max_nodes (int, optional): refuse graphs with more nodes. (default: :obj:`None`, no limit)
+        max_graph_nodes (int, optional): refuse graphs with more nodes. (default: :obj:`None`, no limit)
         pre_transform (Callable, optional): picklable transform applied to each graph, e.g.
             :class:`graph_urpe.transforms.AddShortestPathDistance`. (default: :obj:`None`)
         keep_smiles (bool, optional): store ``smiles`` on each graph. (default: :obj:`True`)
@@ -232,7 +232,7 @@ def molecules_to_graphs(
 
     Raises:
         ValueError: for an unknown :obj:`featurization`, :obj:`labels` without one row per SMILES,
-            or :obj:`max_nodes` < 1.
+            or :obj:`max_graph_nodes` < 1.
         RuntimeError: if :obj:`pre_transform` raises (naming the row).
     """
     n = len(smiles)
@@ -243,11 +243,11 @@ def molecules_to_graphs(
             labels = labels[:, None]
         if labels.ndim != 2 or labels.shape[0] != n:
             raise ValueError(f"labels must have shape [{n}, T], got {list(labels.shape)}")
-    if max_nodes is not None and max_nodes < 1:
-        raise ValueError(f"max_nodes must be a positive integer or None, got {max_nodes}")
+    if max_graph_nodes is not None and max_graph_nodes < 1:
+        raise ValueError(f"max_graph_nodes must be a positive integer or None, got {max_graph_nodes}")
     rows = list(range(n)) if rows is None else [int(r) for r in rows]
     items = [(rows[i], smiles[i], None if labels is None else labels[i]) for i in range(n)]
-    fn = functools.partial(_row_to_graph, featurization=featurization, max_nodes=max_nodes,
+    fn = functools.partial(_row_to_graph, featurization=featurization, max_graph_nodes=max_graph_nodes,
                            pre_transform=pre_transform, keep_smiles=keep_smiles,
                            canonical=canonical)
     results = parallel_map(fn, items, num_workers=num_workers, chunksize=chunksize, desc=desc,

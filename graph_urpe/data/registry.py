@@ -19,7 +19,7 @@ Names:
   hidden test-dev labels are restored in an extra ``test`` split.
 * ``csv``: your own CSV (:class:`~graph_urpe.data.csv.dataset.SmilesCSVDataset`).
 
-With :obj:`max_nodes`, graphs of the loaded datasets that are larger are refused: in strict mode an
+With :obj:`max_graph_nodes`, graphs of the loaded datasets that are larger are refused: in strict mode an
 error names each (split, index, size); otherwise they leave their split together with their labels
 and are reported (warning and :attr:`DatasetSplits.invalid_rows`), never dropped silently.
 """
@@ -99,7 +99,7 @@ class LoadOptions:
         transform (Callable, optional): applied on access.
         pre_transform (Callable, optional): applied once and cached, e.g.
             :class:`graph_urpe.transforms.AddShortestPathDistance`.
-        max_nodes (int, optional): refuse larger graphs (see the module docstring).
+        max_graph_nodes (int, optional): refuse larger graphs (see the module docstring).
         strict (bool): errors instead of skipped rows/graphs.
         download (bool): allow PyG/OGB to download ZINC, OGB and PCQM4Mv2 data (else offline:
             build folders with the builders).
@@ -109,7 +109,7 @@ class LoadOptions:
     root: str = "data"
     transform: Callable[[Data], Data] | None = None
     pre_transform: Callable[[Data], Data] | None = None
-    max_nodes: int | None = None
+    max_graph_nodes: int | None = None
     strict: bool = False
     download: bool = False
     num_workers: int | None = None
@@ -149,7 +149,7 @@ class ZincLikeFamily(DatasetFamily):
     def load(self, options: LoadOptions) -> DatasetSplits:
         o = options
         full = ZincLikeDataset(osp.join(o.root, "zinc_like"), split=None, transform=o.transform,
-                               pre_transform=o.pre_transform, max_nodes=o.max_nodes,
+                               pre_transform=o.pre_transform, max_graph_nodes=o.max_graph_nodes,
                                strict=o.strict, num_workers=o.num_workers,
                                featurization=self.facts.featurization)
         return _index_split(self, full, "embedded ZINC-like 12k (MOSES molecules)")
@@ -173,7 +173,7 @@ class PyGZincFamily(DatasetFamily):
         source = zinc_source(folder)
         result = DatasetSplits(self.facts, splits, source=source,
                                official=source == PYG_ZINC_SOURCE)
-        return _refuse_large(result, o.max_nodes, o.strict)
+        return _refuse_large(result, o.max_graph_nodes, o.strict)
 
 
 class OGBFamily(DatasetFamily):
@@ -194,7 +194,7 @@ class OGBFamily(DatasetFamily):
         result = _index_split(self, full, source)
         result.official = official
         mapping = osp.join(full.root, "mapping", "mol.csv.gz")
-        return _refuse_large(result, o.max_nodes, o.strict, _smiles_column(mapping, o.max_nodes))
+        return _refuse_large(result, o.max_graph_nodes, o.strict, _smiles_column(mapping, o.max_graph_nodes))
 
 
 class PCQM4Mv2Family(DatasetFamily):
@@ -224,7 +224,7 @@ class PCQM4Mv2Family(DatasetFamily):
         source, official = release_source(osp.join(folder, "pcqm4m-v2"), "ogb.lsc PCQM4Mv2")
         result = DatasetSplits(self.facts, splits, source=source, official=official)
         data_csv = osp.join(full.raw_dir, "data.csv.gz")
-        return _refuse_large(result, o.max_nodes, o.strict, _smiles_column(data_csv, o.max_nodes))
+        return _refuse_large(result, o.max_graph_nodes, o.strict, _smiles_column(data_csv, o.max_graph_nodes))
 
 
 class CSVFamily(DatasetFamily):
@@ -253,7 +253,7 @@ class CSVFamily(DatasetFamily):
         full = SmilesCSVDataset(osp.join(o.root, "csv", stem), self.csv_path, self.smiles_column,
                                 self.target_columns, task=f.task, split=self.split,
                                 seed=self.seed, featurization=f.featurization,
-                                max_nodes=o.max_nodes, strict=o.strict, num_workers=o.num_workers,
+                                max_graph_nodes=o.max_graph_nodes, strict=o.strict, num_workers=o.num_workers,
                                 transform=o.transform, pre_transform=o.pre_transform)
         result = _index_split(self, full, self.csv_path)
         result.split_membership = full.split_membership
@@ -297,7 +297,7 @@ def load_dataset(
     root: str = "data",
     transform: Callable[[Data], Data] | None = None,
     pre_transform: Callable[[Data], Data] | None = None,
-    max_nodes: int | None = None,
+    max_graph_nodes: int | None = None,
     strict: bool = False,
     download: bool = False,
     num_workers: int | None = None,
@@ -308,7 +308,7 @@ def load_dataset(
 
     Args:
         name (str): one of :data:`DATASET_NAMES`, see :func:`dataset_family`.
-        root, transform, pre_transform, max_nodes, strict, download, num_workers: see
+        root, transform, pre_transform, max_graph_nodes, strict, download, num_workers: see
             :class:`LoadOptions`. (default: ``"data"``, no transforms, no limit, not strict,
             offline, automatic workers)
         **family_options: ``featurization`` (``zinc-like``, ``csv``) and the options of ``csv``,
@@ -318,26 +318,26 @@ def load_dataset(
         ValueError: unknown name or options; too-large graphs in strict mode.
         FileNotFoundError: if the data are not available offline and :obj:`download` is false.
     """
-    options = LoadOptions(root, transform, pre_transform, max_nodes, strict, download, num_workers)
+    options = LoadOptions(root, transform, pre_transform, max_graph_nodes, strict, download, num_workers)
     return dataset_family(name, **family_options).load(options)
 
 
-def _smiles_column(path: str, max_nodes: int | None) -> list[str] | None:
+def _smiles_column(path: str, max_graph_nodes: int | None) -> list[str] | None:
     """The ``smiles`` column of an OGB mapping / data file, read only when sizes are checked."""
-    if max_nodes is None or not osp.exists(path):
+    if max_graph_nodes is None or not osp.exists(path):
         return None
     frame = pd.read_csv(path)
     return frame["smiles"].tolist() if "smiles" in frame.columns else None
 
 
-def _refuse_large(result: DatasetSplits, max_nodes: int | None, strict: bool,
+def _refuse_large(result: DatasetSplits, max_graph_nodes: int | None, strict: bool,
                   smiles: list[str] | None = None) -> DatasetSplits:
-    if max_nodes is None:
+    if max_graph_nodes is None:
         return result
     refused: list[RowError] = []
     for part, dataset in result.splits.items():
         nodes = torch.from_numpy(graph_sizes(dataset))
-        large = torch.nonzero(nodes > max_nodes).view(-1)
+        large = torch.nonzero(nodes > max_graph_nodes).view(-1)
         if len(large) == 0:
             continue
         index = list(dataset.indices()) if hasattr(dataset, "indices") else range(len(dataset))
@@ -347,13 +347,13 @@ def _refuse_large(result: DatasetSplits, max_nodes: int | None, strict: bool,
             refused.append(RowError(
                 int(index[position]), text,
                 f"{part} graph {position} (dataset index {index[position]}) has "
-                f"{int(nodes[position])} nodes > max_nodes={max_nodes}"))
-        result.splits[part] = dataset[torch.nonzero(nodes <= max_nodes).view(-1)]
+                f"{int(nodes[position])} nodes > max_graph_nodes={max_graph_nodes}"))
+        result.splits[part] = dataset[torch.nonzero(nodes <= max_graph_nodes).view(-1)]
     if refused:
         if strict:
             raise InvalidRowsError(refused, sum(len(d) for d in result.splits.values()),
                                    result.facts.name)
-        warnings.warn(f"{result.facts.name}: {len(refused)} graphs larger than max_nodes={max_nodes} "
+        warnings.warn(f"{result.facts.name}: {len(refused)} graphs larger than max_graph_nodes={max_graph_nodes} "
                       f"left their splits with their labels: "
                       + "; ".join(e.reason for e in refused[:5]), stacklevel=3)
         result.invalid_rows = result.invalid_rows + refused

@@ -47,7 +47,7 @@ class SizeBucketBatchSampler(Sampler[list[int]]):
     cut greedily into contiguous batches, each as large as the budgets allow (on the true sizes);
     and the batches are shuffled. The number of batches is the same every epoch (:obj:`len` is
     fixed): it is the count of the exact size-sorted cut plus :obj:`batch_slack` of it (only when
-    a padded budget, :obj:`max_nodes` or :obj:`max_cells`, is set; with a batch-size budget alone
+    a padded budget, :obj:`max_nodes_per_batch` or :obj:`max_cells_per_batch`, is set; with a batch-size budget alone
     the count does not depend on the order). An epoch whose cut needs more batches is drawn again
     with half the jitter (down to none, which always fits), and one that needs fewer gets its
     largest batches halved, so every graph appears exactly once per epoch. With
@@ -58,7 +58,7 @@ class SizeBucketBatchSampler(Sampler[list[int]]):
     with ``max_batch_size=128`` the padding fraction is 0.8% for the exact sort (86-89% of
     batches then hold a single node count), 2.8% / 6.2% / 13.6% with ``size_jitter`` 0.03 / 0.05
     / 0.1 (1% single-size batches), against 29% for random batches of 128; with
-    ``max_cells=2**16``, 0.7% exact and 6.2% with jitter 0.05 (78 batches instead of 74). Every
+    ``max_cells_per_batch=2**16``, 0.7% exact and 6.2% with jitter 0.05 (78 batches instead of 74). Every
     batch changes members between epochs either way (ties are reshuffled). The spread of the
     per-batch target mean falls only a little (std 0.142 exact, 0.138 at 0.05, 0.113 at 0.3,
     0.093 for random batches): size-homogeneous batches are what makes it larger, whatever
@@ -80,8 +80,8 @@ class SizeBucketBatchSampler(Sampler[list[int]]):
     Args:
         sizes (sequence of int): number of nodes of every graph of the dataset, ``[num_graphs]``
             (e.g. :func:`graph_sizes`).
-        max_nodes (int, optional): budget of padded nodes per batch: ``len(batch) * max size in
-            batch <= max_nodes``. (default: :obj:`None`)
+        max_nodes_per_batch (int, optional): budget of padded nodes per batch: ``len(batch) * max size in
+            batch <= max_nodes_per_batch``. (default: :obj:`None`)
         shuffle (bool, optional): shuffle ties and batch order each epoch. (default: :obj:`True`)
         seed (int, optional): base seed; epoch ``e`` uses ``seed + e``. (default: :obj:`0`)
         num_replicas (int, optional): number of DDP ranks. (default: the world size of
@@ -90,8 +90,8 @@ class SizeBucketBatchSampler(Sampler[list[int]]):
         drop_last (bool, optional): under DDP, drop the last ``num_batches % num_replicas``
             batches (shuffled, so different ones each epoch) instead of repeating some.
             No effect with one replica. (default: :obj:`False`)
-        max_cells (int, optional): budget of padded pair cells per batch: ``len(batch) *
-            (max size in batch)^2 <= max_cells``, proportional to attention memory.
+        max_cells_per_batch (int, optional): budget of padded pair cells per batch: ``len(batch) *
+            (max size in batch)^2 <= max_cells_per_batch``, proportional to attention memory.
             (default: :obj:`None`)
         max_batch_size (int, optional): at most this many graphs per batch. (default: :obj:`None`)
         size_jitter (float, optional): relative jitter of the sort key (see above); 0 keeps the
@@ -101,7 +101,7 @@ class SizeBucketBatchSampler(Sampler[list[int]]):
         bucketing (bool, optional): group graphs by size (above); :obj:`False` gives random
             batches of :obj:`max_batch_size` (see above). (default: :obj:`True`)
 
-    At least one of :obj:`max_nodes`, :obj:`max_cells`, :obj:`max_batch_size` must be given.
+    At least one of :obj:`max_nodes_per_batch`, :obj:`max_cells_per_batch`, :obj:`max_batch_size` must be given.
 
     Raises:
         ValueError: if no budget is given, a budget or size is invalid, ``rank`` is not in
@@ -111,21 +111,21 @@ class SizeBucketBatchSampler(Sampler[list[int]]):
             of the largest graphs exceeds a padded budget.
 
     Example:
-        >>> sampler = SizeBucketBatchSampler(graph_sizes(ds), max_nodes=4096)  # doctest: +SKIP
+        >>> sampler = SizeBucketBatchSampler(graph_sizes(ds), max_nodes_per_batch=4096)  # doctest: +SKIP
         >>> loader = torch_geometric.loader.DataLoader(ds, batch_sampler=sampler)  # doctest: +SKIP
     """
 
     def __init__(
         self,
         sizes: Sequence[int] | np.ndarray | torch.Tensor,
-        max_nodes: int | None = None,
+        max_nodes_per_batch: int | None = None,
         shuffle: bool = True,
         seed: int = 0,
         num_replicas: int | None = None,
         rank: int | None = None,
         drop_last: bool = False,
         *,
-        max_cells: int | None = None,
+        max_cells_per_batch: int | None = None,
         max_batch_size: int | None = None,
         size_jitter: float = 0.05,
         batch_slack: float = 0.05,
@@ -136,11 +136,11 @@ class SizeBucketBatchSampler(Sampler[list[int]]):
             sizes = sizes.reshape(-1).astype(np.int64)
         if sizes.ndim != 1 or not np.issubdtype(sizes.dtype, np.integer) or (sizes < 0).any():
             raise ValueError("sizes must be a 1-D sequence of non-negative integer node counts")
-        if max_nodes is None and max_cells is None and max_batch_size is None:
-            raise ValueError("give at least one budget: max_nodes, max_cells or max_batch_size")
+        if max_nodes_per_batch is None and max_cells_per_batch is None and max_batch_size is None:
+            raise ValueError("give at least one budget: max_nodes_per_batch, max_cells_per_batch or max_batch_size")
         for name, value in (
-            ("max_nodes", max_nodes),
-            ("max_cells", max_cells),
+            ("max_nodes_per_batch", max_nodes_per_batch),
+            ("max_cells_per_batch", max_cells_per_batch),
             ("max_batch_size", max_batch_size),
         ):
             if value is not None and not (isinstance(value, (int, np.integer)) and value >= 1):
@@ -159,7 +159,7 @@ class SizeBucketBatchSampler(Sampler[list[int]]):
             raise ValueError(f"need 0 <= rank < num_replicas, got rank={rank}, {num_replicas=}")
 
         self.sizes = sizes.astype(np.int64)
-        self.max_nodes, self.max_cells, self.max_batch_size = max_nodes, max_cells, max_batch_size
+        self.max_nodes_per_batch, self.max_cells_per_batch, self.max_batch_size = max_nodes_per_batch, max_cells_per_batch, max_batch_size
         self.shuffle, self.seed, self.drop_last = bool(shuffle), int(seed), bool(drop_last)
         self.num_replicas, self.rank = int(num_replicas), int(rank)
         self.size_jitter, self.batch_slack = float(size_jitter), float(batch_slack)
@@ -173,7 +173,7 @@ class SizeBucketBatchSampler(Sampler[list[int]]):
             self._num_batches = -(-len(self.sizes) // max_batch_size)
             return
         self._min_batches = len(self._cut(np.sort(self.sizes, kind="stable"))) - 1
-        padded_budget = max_nodes is not None or max_cells is not None
+        padded_budget = max_nodes_per_batch is not None or max_cells_per_batch is not None
         jittered = self.shuffle and self.size_jitter > 0 and padded_budget
         extra = int(np.ceil(self.batch_slack * self._min_batches)) if jittered else 0
         self._num_batches = min(self._min_batches + extra, len(self.sizes))
@@ -184,30 +184,30 @@ class SizeBucketBatchSampler(Sampler[list[int]]):
                              "max_batch_size (batch_size on the data module).")
         largest = int(self.sizes.max()) if len(self.sizes) else 0
         full = self.max_batch_size
-        if (self.max_nodes is not None and full * largest > self.max_nodes) or (
-            self.max_cells is not None and full * largest * largest > self.max_cells
+        if (self.max_nodes_per_batch is not None and full * largest > self.max_nodes_per_batch) or (
+            self.max_cells_per_batch is not None and full * largest * largest > self.max_cells_per_batch
         ):
             raise ValueError(
                 f"bucketing=False needs room for {full} graphs of the largest size ({largest} "
-                f"nodes) in one batch, beyond max_nodes={self.max_nodes} / "
-                f"max_cells={self.max_cells}: lower the batch size, raise the budget, or keep "
+                f"nodes) in one batch, beyond max_nodes_per_batch={self.max_nodes_per_batch} / "
+                f"max_cells_per_batch={self.max_cells_per_batch}: lower the batch size, raise the budget, or keep "
                 "bucketing on."
             )
 
     def _check_fits(self) -> None:
         too_big = np.zeros(len(self.sizes), dtype=bool)
-        if self.max_nodes is not None:
-            too_big |= self.sizes > self.max_nodes
-        if self.max_cells is not None:
-            too_big |= self.sizes * self.sizes > self.max_cells
+        if self.max_nodes_per_batch is not None:
+            too_big |= self.sizes > self.max_nodes_per_batch
+        if self.max_cells_per_batch is not None:
+            too_big |= self.sizes * self.sizes > self.max_cells_per_batch
         if too_big.any():
             first = int(np.flatnonzero(too_big)[0])
             size = int(self.sizes[first])
             raise ValueError(
                 f"{int(too_big.sum())} graph(s) do not fit one batch; the first is graph {first} "
-                f"with {size} nodes ({size * size} attention cells; max_nodes={self.max_nodes}, "
-                f"max_cells={self.max_cells}): raise the budget or filter the dataset (e.g. "
-                "max_nodes on the dataset)"
+                f"with {size} nodes ({size * size} attention cells; max_nodes_per_batch={self.max_nodes_per_batch}, "
+                f"max_cells_per_batch={self.max_cells_per_batch}): raise the budget or filter the dataset (e.g. "
+                "max_graph_nodes on the data module)"
             )
 
     def _cut(self, ordered_sizes: np.ndarray) -> np.ndarray:
@@ -221,19 +221,19 @@ class SizeBucketBatchSampler(Sampler[list[int]]):
             limit = total - start
             if self.max_batch_size is not None:
                 limit = min(limit, self.max_batch_size)
-            if self.max_nodes is not None:
-                limit = min(limit, self.max_nodes // first)
-            if self.max_cells is not None:
-                limit = min(limit, self.max_cells // (first * first))
+            if self.max_nodes_per_batch is not None:
+                limit = min(limit, self.max_nodes_per_batch // first)
+            if self.max_cells_per_batch is not None:
+                limit = min(limit, self.max_cells_per_batch // (first * first))
             # Padded cost of the first c graphs is c * (largest of them), which grows with c, so
             # the allowed counts are a prefix 1..c.
             window = np.maximum.accumulate(ordered_sizes[start : start + limit])
             count = np.arange(1, limit + 1)
             ok = np.ones(limit, dtype=bool)
-            if self.max_nodes is not None:
-                ok &= count * window <= self.max_nodes
-            if self.max_cells is not None:
-                ok &= count * window * window <= self.max_cells
+            if self.max_nodes_per_batch is not None:
+                ok &= count * window <= self.max_nodes_per_batch
+            if self.max_cells_per_batch is not None:
+                ok &= count * window * window <= self.max_cells_per_batch
             start += int(ok.sum())
             bounds.append(start)
         return np.asarray(bounds, dtype=np.int64)
@@ -340,8 +340,8 @@ class SizeBucketBatchSampler(Sampler[list[int]]):
 
     def __repr__(self) -> str:
         return (
-            f"{self.__class__.__name__}(num_graphs={len(self.sizes)}, max_nodes={self.max_nodes}, "
-            f"max_cells={self.max_cells}, max_batch_size={self.max_batch_size}, "
+            f"{self.__class__.__name__}(num_graphs={len(self.sizes)}, max_nodes_per_batch={self.max_nodes_per_batch}, "
+            f"max_cells_per_batch={self.max_cells_per_batch}, max_batch_size={self.max_batch_size}, "
             f"num_batches={self.num_batches}, shuffle={self.shuffle}, seed={self.seed}, "
             f"size_jitter={self.size_jitter}, batch_slack={self.batch_slack}, "
             f"bucketing={self.bucketing}, "

@@ -54,7 +54,7 @@ class ZincLikeDataset(SmilesCSVDataset):
         transform (Callable, optional): applied on every access. (default: :obj:`None`)
         pre_transform (Callable, optional): applied once, e.g.
             :class:`graph_urpe.transforms.AddShortestPathDistance`. (default: :obj:`None`)
-        max_nodes (int, optional): refuse larger graphs (largest here: 26 atoms).
+        max_graph_nodes (int, optional): refuse larger graphs (largest here: 26 atoms).
             (default: :obj:`None`)
         strict (bool, optional): fail instead of skipping unusable rows. (default: :obj:`False`)
         num_workers (int, optional): worker processes for processing. (default: :obj:`None`, auto)
@@ -76,7 +76,7 @@ class ZincLikeDataset(SmilesCSVDataset):
         split: str | None = "train",
         transform: Callable[[Data], Data] | None = None,
         pre_transform: Callable[[Data], Data] | None = None,
-        max_nodes: int | None = None,
+        max_graph_nodes: int | None = None,
         strict: bool = False,
         num_workers: int | None = None,
         csv_path: str = EMBEDDED_ZINC_LIKE,
@@ -88,7 +88,7 @@ class ZincLikeDataset(SmilesCSVDataset):
             raise ValueError(f"split must be 'train', 'valid' (or 'val'), 'test' or None, got {split!r}")
         super().__init__(
             root, csv_path, smiles_column="smiles", target_columns=["target"], task="regression",
-            split="split", featurization=featurization, max_nodes=max_nodes, strict=strict,
+            split="split", featurization=featurization, max_graph_nodes=max_graph_nodes, strict=strict,
             num_workers=num_workers, transform=transform, pre_transform=pre_transform,
             force_reload=force_reload, log=log,
         )

@@ -52,14 +52,14 @@ class SmilesCSVDataset(SafeCacheMixin, InMemoryDataset):
     skipped.
 
     Rows whose SMILES is invalid, whose molecule cannot be featurised, or whose graph has more than
-    :obj:`max_nodes` nodes are skipped together with their labels; a warning gives the count and the
+    :obj:`max_graph_nodes` nodes are skipped together with their labels; a warning gives the count and the
     list is written to ``<processed_dir>/invalid_rows.csv`` (also :attr:`invalid_rows`). With
     :obj:`strict`, such rows make processing fail with
     :class:`~graph_urpe.data.csv.row_errors.InvalidRowsError` listing every one of them.
 
     Processing runs once; the result is stored under ``root/processed/<key>/`` where ``<key>``
     hashes the CSV content and every option that changes the graphs (featurisation, columns, task,
-    split and its fractions and seed, :obj:`max_nodes`, ``repr(pre_transform)``, the
+    split and its fractions and seed, :obj:`max_graph_nodes`, ``repr(pre_transform)``, the
     :data:`CACHE_FORMAT`), so changing any of them processes again instead of returning stale
     graphs, and a second run with the same options does no graph work. :obj:`strict` is checked
     against the cache instead: a cache that skipped rows is refused in strict mode (listing them).
@@ -83,7 +83,7 @@ class SmilesCSVDataset(SafeCacheMixin, InMemoryDataset):
             and ``"scaffold"``. (default: ``(0.8, 0.1, 0.1)``)
         seed (int, optional): seed of the random split. (default: :obj:`0`)
         featurization (str, optional): ``"ogb"`` or ``"zinc"``. (default: :obj:`"ogb"`)
-        max_nodes (int, optional): refuse graphs with more nodes (reported like invalid rows).
+        max_graph_nodes (int, optional): refuse graphs with more nodes (reported like invalid rows).
             (default: :obj:`None`, no limit)
         strict (bool, optional): fail on any unusable row instead of skipping it.
             (default: :obj:`False`)
@@ -126,7 +126,7 @@ class SmilesCSVDataset(SafeCacheMixin, InMemoryDataset):
         split_fractions: Sequence[float] = (0.8, 0.1, 0.1),
         seed: int = 0,
         featurization: Featurization = "ogb",
-        max_nodes: int | None = None,
+        max_graph_nodes: int | None = None,
         strict: bool = False,
         num_workers: int | None = None,
         min_train_labels: int = MIN_TRAIN_LABELS,
@@ -141,8 +141,8 @@ class SmilesCSVDataset(SafeCacheMixin, InMemoryDataset):
             raise FileNotFoundError(f"CSV file not found: {csv_path}")
         check_choice("task", task, CSVTask)
         check_choice("featurization", featurization, Featurization)
-        if max_nodes is not None and int(max_nodes) < 1:
-            raise ValueError(f"max_nodes must be a positive integer or None, got {max_nodes}")
+        if max_graph_nodes is not None and int(max_graph_nodes) < 1:
+            raise ValueError(f"max_graph_nodes must be a positive integer or None, got {max_graph_nodes}")
         self.csv_path = osp.abspath(csv_path)
         self.smiles_column = smiles_column
         self.target_columns = [target_columns] if isinstance(target_columns, str) \
@@ -156,7 +156,7 @@ class SmilesCSVDataset(SafeCacheMixin, InMemoryDataset):
         self.split_fractions = tuple(float(f) for f in split_fractions)
         self.seed = int(seed)
         self.featurization = featurization
-        self.max_nodes = None if max_nodes is None else int(max_nodes)
+        self.max_graph_nodes = None if max_graph_nodes is None else int(max_graph_nodes)
         self.strict = bool(strict)
         self.num_workers = num_workers
         if int(min_train_labels) < 1:
@@ -172,7 +172,7 @@ class SmilesCSVDataset(SafeCacheMixin, InMemoryDataset):
             "split_fractions": self.split_fractions if split in ("random", "scaffold") else None,
             "seed": self.seed if split == "random" else None,
             "featurization": featurization,
-            "max_nodes": self.max_nodes,
+            "max_graph_nodes": self.max_graph_nodes,
             "pre_transform": repr(pre_transform),
         }
         key = json.dumps(self.config, sort_keys=True).encode()
@@ -298,7 +298,7 @@ class SmilesCSVDataset(SafeCacheMixin, InMemoryDataset):
         labels = label_matrix(frame, self.target_columns, self.task, source=self.csv_path)
         graphs, errors = molecules_to_graphs(
             frame[self.smiles_column].tolist(), labels, featurization=self.featurization,
-            max_nodes=self.max_nodes, pre_transform=self.pre_transform,
+            max_graph_nodes=self.max_graph_nodes, pre_transform=self.pre_transform,
             num_workers=self.num_workers, progress=None if self.log else False,
             desc=f"Processing {osp.basename(self.csv_path)}", canonical=True,
         )

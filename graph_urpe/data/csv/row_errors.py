@@ -32,7 +32,7 @@ class RowError:
         row (int): 0-based position of the row in the input table (header excluded).
         smiles (str): the SMILES text as given.
         reason (str): what is wrong, e.g. ``"invalid SMILES: ..."`` or
-            ``"graph has 45 nodes > max_nodes=40"``.
+            ``"graph has 45 nodes > max_graph_nodes=40"``.
     """
 
     row: int

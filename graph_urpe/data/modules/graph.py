@@ -214,8 +214,8 @@ class BatchedGraphDataModule(LightningDataModule):
         sizes = graph_sizes(dataset) if sizes is None else sizes
         sampler = SizeBucketBatchSampler(
             sizes,
-            max_nodes=self.max_nodes_per_batch,
-            max_cells=self.max_cells_per_batch,
+            max_nodes_per_batch=self.max_nodes_per_batch,
+            max_cells_per_batch=self.max_cells_per_batch,
             max_batch_size=self.batch_size,
             shuffle=shuffle,
             seed=self.seed,
@@ -330,7 +330,7 @@ class GraphDataModule(BatchedGraphDataModule):
         if self.loaded is None:
             facts = self.facts
             self.loaded = self.family.load(LoadOptions(
-                self.root, pre_transform=self.pre_transform, max_nodes=self.max_graph_nodes,
+                self.root, pre_transform=self.pre_transform, max_graph_nodes=self.max_graph_nodes,
                 strict=self.strict, download=self.download, num_workers=self.processing_workers))
             for part in ("train", "valid", self.test_split):
                 if part not in self.loaded.splits:
