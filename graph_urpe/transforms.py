@@ -21,6 +21,19 @@ pairs it describes and one value per pair. Every transform here writes (or rewri
 
 :func:`graph_urpe.dense.to_dense_pair` scatters a collated batch of them into padded
 ``[B, N, N]`` tensors on the training device.
+
+**How PyG reads them.** PyG tells node from edge attributes by length alone
+(:meth:`~torch_geometric.data.Data.is_node_attr` / ``is_edge_attr``), so the ``n * n`` pairs pass
+for node attributes when ``n = 1`` and for edge attributes when the graph has ``E = n * n`` edges
+(a complete graph with self-loops, say). No tensor layout avoids this on a plain ``Data`` (any
+pair count can equal ``E``), and a ``Data`` subclass would be imposed on every user, so what
+depends on it is made exact or loud instead: collation does not (``__cat_dim__`` / ``__inc__``
+go by the key's name), the layers scatter by ``pair_index`` in any column order and check it
+(:mod:`graph_urpe.batch_checks`), PyG's node-level handling (``subgraph``,
+``RemoveIsolatedNodes``, loaders) is exact for ``n = 1`` (``n^2 = n`` for every subset), and
+PyG's edge-level handling for ``E = n * n`` (``subgraph``'s edge mask, ``ToUndirected``,
+``ToSparseTensor``, ``Data.sort``) either fails inside PyG or leaves pairs that the layers refuse
+with the fix: apply these transforms after such edge-level transforms.
 """
 
 from __future__ import annotations

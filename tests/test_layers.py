@@ -268,3 +268,63 @@ def test_sparse_tensor_equals_edge_index():
     with torch.no_grad():
         torch.testing.assert_close(conv(batch.x, adj_t, batch.batch),
                                    conv(batch.x, batch.edge_index, batch.batch))
+
+
+def _all_pairs(n: int, width: int = 8, seed: int = 0) -> Data:
+    """A complete graph with a self-loop on every node: E = n^2 edges, one per node pair."""
+    nodes = torch.arange(n)
+    edge_index = torch.stack([nodes.repeat_interleave(n), nodes.repeat(n)])
+    x = torch.randn(n, width, generator=torch.Generator().manual_seed(seed))
+    return PRE(Data(x=x, edge_index=edge_index, num_nodes=n))
+
+
+# Graphs whose n^2 pairs PyG's length heuristic takes for node (n = 1) or edge (E = n^2)
+# attributes: data, networkx twin, the kind PyG gives the pair attributes.
+MISREAD = {
+    "one node": (lambda: _graph(nx.empty_graph(1), 8, 5), nx.empty_graph(1), "node"),
+    "one node, self-loop": (lambda: _all_pairs(1, seed=6), nx.empty_graph(1), "node"),
+    "K2 + loops (E=4)": (lambda: _all_pairs(2, seed=7), nx.complete_graph(2), "edge"),
+    "K4 + loops (E=16)": (lambda: _all_pairs(4, seed=8), nx.complete_graph(4), "edge"),
+}
+
+
+@pytest.mark.parametrize("case", list(MISREAD))
+def test_pairs_pyg_misreads_as_node_or_edge_attributes_batch_correctly(case):
+    make, graph, kind = MISREAD[case]
+    odd = make()
+    for key in ("pair_index", "spd", "resistance"):  # the premise
+        assert (odd.is_node_attr(key), odd.is_edge_attr(key)) == (kind == "node", kind == "edge")
+    conv = _randomised(URPEGraphConv(8, 2, relations=["spd", "resistance"], max_distance=3,
+                                     num_kernels=4))
+    data = [_graph(nx.path_graph(4), 8, 0), odd, _graph(nx.cycle_graph(5), 8, 1), make()]
+    batch = Batch.from_data_list(data)
+    for b, d in enumerate(data):  # collated by key name (PyG's increments) and back
+        again = batch.get_example(b)
+        assert all(torch.equal(again[k], d[k]) for k in ("pair_index", "spd", "resistance"))
+    with torch.no_grad():
+        out = conv(batch.x, batch.edge_index, batch.batch, pair_index=batch.pair_index,
+                   spd=batch.spd, resistance=batch.resistance, ptr=batch.ptr)
+        for b in (1, 3):
+            rows = slice(int(batch.ptr[b]), int(batch.ptr[b + 1]))
+            torch.testing.assert_close(out[rows], conv(data[b].x, data[b].edge_index))
+            torch.testing.assert_close(out[rows], _reference(conv, data[b], graph),
+                                       atol=1e-5, rtol=1e-5)
+
+
+def test_pyg_operations_on_misread_pairs_are_exact_or_refused():
+    conv = URPEGraphConv(8, 2, relations=["spd", "resistance"], num_kernels=4).eval()
+
+    def run(d):
+        return conv(d.x, d.edge_index, pair_index=d.pair_index, spd=d.spd,
+                    resistance=d.resistance)
+
+    # n = 1: PyG subsets the pairs as node attributes, exact since n^2 = n for every subset.
+    one = MISREAD["one node"][0]()
+    with torch.no_grad():
+        torch.testing.assert_close(run(one.subgraph(torch.tensor([0]))), run(one))
+    # E = n^2: PyG subsets them with the edge mask: refused, and fixed by recomputing.
+    cut = MISREAD["K4 + loops (E=16)"][0]().subgraph(torch.tensor([1, 2, 3]))
+    with pytest.raises(ValueError, match="computed on these very graphs"):
+        run(cut)
+    with torch.no_grad():
+        torch.testing.assert_close(run(PRE(cut)), conv(cut.x, cut.edge_index))
