@@ -7,6 +7,7 @@ import torch
 
 from graph_urpe.constants import UNREACHABLE
 from graph_urpe.nn import (
+    GaussianBasisEmbedding,
     RelationEmbedding,
     graph_relation_ids,
     num_graph_relations,
@@ -116,3 +117,20 @@ def test_graph_relation_ids_without_graph_token():
     with_token = graph_relation_ids(spd, pad, max_distance=1)
     assert torch.equal(with_token[:, 1:, 1:], expected)
     assert (with_token[0, 0] == 3).all() and (with_token[:, :, 0][:, :3] == 3).all()
+
+
+@pytest.mark.parametrize("value_dtype", [torch.int16, torch.float16, torch.float32, torch.float64])
+@pytest.mark.parametrize("module_dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_gaussian_basis_embedding_dtype_follows_its_parameters(module_dtype, value_dtype):
+    torch.manual_seed(0)
+    emb = GaussianBasisEmbedding(num_heads=3, num_kernels=5)
+    value = (torch.rand(2, 4, 4) * 4).to(value_dtype)
+    reference = emb.double()(value.double())  # the equation, in float64
+    emb = emb.to(module_dtype)
+    out = emb(value)
+    assert out.shape == (2, 3, 4, 4) and out.dtype == module_dtype
+    tol = {torch.float32: 1e-5, torch.float64: 1e-12, torch.bfloat16: 2e-2}[module_dtype]
+    torch.testing.assert_close(out.double(), reference, atol=tol, rtol=tol)
+    if module_dtype == torch.float32:  # autocast runs the two linear layers in its dtype
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            assert emb(value).dtype == torch.bfloat16

@@ -333,8 +333,11 @@ class GaussianBasisEmbedding(nn.Module):
         std (float, optional): standard deviation of the normal inits. (default: :obj:`0.02`)
 
     Shapes:
-        - **input**: ``[..., Nq, Nk]`` float
-        - **output**: ``[..., H, Nq, Nk]`` float32
+        - **input**: ``[..., Nq, Nk]``, any real or integer dtype, converted to the parameters'
+          dtype (``float32`` unless the module was converted, e.g. with ``.double()``)
+        - **output**: ``[..., H, Nq, Nk]`` in the parameters' dtype; inside
+          :func:`torch.autocast` the dtype autocast gives the two linear layers (e.g.
+          ``bfloat16``; the Gaussians themselves are computed in the parameters' dtype)
 
     Raises:
         ValueError: for non-positive sizes or an unknown ``init``.
@@ -375,7 +378,7 @@ class GaussianBasisEmbedding(nn.Module):
 
     def forward(self, value: Tensor) -> Tensor:
         """``[..., Nq, Nk]`` -> ``[..., H, Nq, Nk]``."""
-        r = (self.scale * value.float() + self.shift).unsqueeze(-1)
+        r = (self.scale * value.to(self.means.dtype) + self.shift).unsqueeze(-1)
         std = self.stds.abs() + 1e-2
         phi = torch.exp(-0.5 * ((r - self.means) / std) ** 2) / (math.sqrt(2 * math.pi) * std)
         out = self.out(F.gelu(self.hidden(phi)))
@@ -402,7 +405,7 @@ class ContinuousRelations(nn.Module):
     Shapes:
         - **input**: ``values``, a mapping from each relation's name to its padded values
           ``[B, N', N']`` (:data:`UNREACHABLE` where there is none)
-        - **output**: ``[B, H, N', N']`` float32
+        - **output**: ``[B, H, N', N']``, dtype as :class:`GaussianBasisEmbedding`'s output
 
     Raises:
         ValueError: for a relation that is not continuous, or (at call time) a missing one.
