@@ -355,6 +355,13 @@ def dense_relations_from_edges(
     Edges are unweighted and undirected, self-loops and duplicates ignored (as the transforms).
     Padded cells hold :data:`UNREACHABLE`.
 
+    This and :func:`graph_urpe.transforms.shortest_path_arrays` /
+    :func:`~graph_urpe.transforms.resistance_distance_matrix` are two routines on purpose, with the
+    same conventions and equal values (``tests/test_dense.py``): the transforms run once per graph
+    on the CPU with SciPy (Floyd-Warshall or Dijkstra, graphs up to 32,767 nodes, predecessors
+    for the edge encoding), this runs every step on the model's device, batched, without host
+    reads and under :func:`torch.compile`; neither could serve the other's caller.
+
     Args:
         edge_index (LongTensor): the batch's ``[2, E]`` (global node indices).
         counts (LongTensor): nodes per graph ``[B]``.

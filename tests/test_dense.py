@@ -10,8 +10,8 @@ from torch_geometric.data import Batch, Data
 from torch_geometric.utils import to_dense_batch
 
 from graph_urpe.constants import UNREACHABLE
-from graph_urpe.dense import to_dense_pair, to_dense_path_edges
-from graph_urpe.transforms import AddShortestPathDistance
+from graph_urpe.dense import dense_relations_from_edges, to_dense_pair, to_dense_path_edges
+from graph_urpe.transforms import AddResistanceDistance, AddShortestPathDistance
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
@@ -238,3 +238,31 @@ def test_validate_refuses_pairs_that_do_not_fit_and_accepts_any_order(case):
     permuted = to_dense_pair(batch.spd[perm], batch.pair_index[:, perm], ptr=batch.ptr,
                              validate=True)
     assert all(torch.equal(a, b) for a, b in zip(expected, permuted, strict=True))
+
+
+def _random_graphs() -> list[nx.Graph]:
+    """Random and disconnected graphs, with an isolated node and a one-node graph."""
+    graphs = [nx.gnp_random_graph(n, p, seed=s) for s, (n, p) in
+              enumerate([(9, 0.3), (12, 0.15), (7, 0.5), (10, 0.1)])]
+    graphs.append(nx.disjoint_union_all([nx.cycle_graph(4), nx.path_graph(3), nx.empty_graph(1)]))
+    return graphs + [nx.empty_graph(1), _mol("CC(C)(C)c1ccc2occ(CC(=O)Nc3ccccc3F)c2c1")]
+
+
+def test_relations_computed_on_the_fly_equal_the_transforms_and_networkx():
+    # The two routines (SciPy in the transforms, once per graph on the CPU; batched torch on the
+    # layer's device): same values, same conventions (UNREACHABLE, padding).
+    graphs = _random_graphs()
+    datas = [AddResistanceDistance()(_data(g)) for g in graphs]
+    batch = Batch.from_data_list(datas)
+    counts = batch.ptr[1:] - batch.ptr[:-1]
+    n = int(counts.max())
+    computed = dense_relations_from_edges(batch.edge_index, counts, n, ["spd", "resistance"],
+                                          validate=True)
+    spd, _ = to_dense_pair(batch.spd, batch.pair_index, ptr=batch.ptr, validate=True)
+    rd, _ = to_dense_pair(batch.resistance, batch.pair_index, ptr=batch.ptr, validate=True)
+    assert torch.equal(computed["spd"], spd.long())
+    torch.testing.assert_close(computed["resistance"], rd, atol=1e-5, rtol=1e-5)
+    for b, graph in enumerate(graphs):  # and networkx, for the SPD
+        for (i, j), d in _networkx_spd(graph).items():
+            assert computed["spd"][b, i, j] == d
+    assert int((computed["spd"] >= 0).sum()) == sum(len(_networkx_spd(g)) for g in graphs)
