@@ -17,6 +17,9 @@ behaviour that depends on it going silently wrong. This file is the one list of 
   its ``metrics.csv`` (:class:`graph_urpe.cli.run.RunCSVLogger`);
 * ``LightningCLI._prepare_subcommand_parser`` (to know which subcommand's parser it builds) and
   ``LightningCLI._parse_ckpt_path``: :class:`graph_urpe.cli.lightning_cli.GraphURPECLI`;
+* jsonargparse's ``ArgumentParser._default_config_files_group`` (and argparse's
+  ``_action_groups``): its section of absolute paths is left out of the help
+  (:class:`graph_urpe.cli.parser.GraphURPEArgumentParser`);
 * PyG's ``Dataset._process`` and ``InMemoryDataset._data``: safe cache reads
   (:mod:`graph_urpe.data.cache`) and label statistics read from the collated storage;
 * ``torch._softmax_backward_data``: the fused attention core's backward
@@ -111,6 +114,18 @@ def test_lightning_cli_hooks_the_cli_overrides():
     user = "graph_urpe/cli/lightning_cli.py (GraphURPECLI)"
     _fence(LightningCLI, "_prepare_subcommand_parser", user)
     _fence(LightningCLI, "_parse_ckpt_path", user)
+
+
+def test_jsonargparse_default_config_group_the_parser_hides(tmp_path):
+    from lightning.pytorch.cli import LightningArgumentParser
+
+    config = tmp_path / "base.yaml"
+    config.write_text("{}\n")
+    parser = LightningArgumentParser(default_config_files=[str(config)])
+    user = "graph_urpe/cli/parser.py (GraphURPEArgumentParser)"
+    _fence(parser, "_default_config_files_group", user)
+    assert parser._default_config_files_group in parser._action_groups, (
+        f"jsonargparse no longer lists its default-config section in _action_groups: update {user}")
 
 
 def test_pyg_dataset_internals_the_caches_replace():

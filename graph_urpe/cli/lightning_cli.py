@@ -58,6 +58,7 @@ from graph_urpe.cli.checkpoint_args import checkpoint_arguments, ckpt_argument
 from graph_urpe.cli.configs import DEFAULT_CONFIG
 from graph_urpe.cli.leaderboard import trainer_record, write_record
 from graph_urpe.cli.messages import CLIError
+from graph_urpe.cli.parser import GraphURPEArgumentParser
 from graph_urpe.cli.predict import PredictInputs, predict_smiles
 from graph_urpe.cli.run import (
     AtomicCheckpointIO,
@@ -530,6 +531,7 @@ def _run_cli(parser_kwargs: dict[str, Any], argv: list[str], user_args: list[str
         subclass_mode_model=True,
         subclass_mode_data=True,
         parser_kwargs=parser_kwargs,
+        parser_class=GraphURPEArgumentParser,
         save_config_callback=_FitConfigCallback,
         save_config_kwargs={"overwrite": True},
         args=argv,
