@@ -40,8 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
     inputs = parser.add_mutually_exclusive_group(required=True)
     inputs.add_argument("--smiles", nargs="+", help="the molecules (quote each SMILES)")
     inputs.add_argument("--csv", help="a CSV of molecules (one SMILES per row)")
-    parser.add_argument("--smiles_column", default="smiles",
-                        help="the CSV's SMILES column (default: smiles)")
+    parser.add_argument("--smiles_column", default=None,
+                        help="the CSV's SMILES column (default: the training file's, kept in the "
+                        "checkpoint; else smiles)")
     parser.add_argument("--target", action="append", default=None,
                         help="a target to explain, by name; may be repeated (default: every "
                         "target of the model)")
@@ -108,16 +109,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = args.out
     table_path = osp.join(out, "attributions.csv")
     check_writable(table_path)
+    column = args.smiles_column or module.hparams.get("smiles_column") or "smiles"
     if args.csv is not None:
         if not osp.isfile(args.csv):
             raise FileNotFoundError(f"--csv {args.csv}: no such file.")
         columns = csv_header(args.csv)
-        if args.smiles_column not in columns:
-            raise CLIError(f"--csv {args.csv} has no column {args.smiles_column!r} (its columns: "
+        if column not in columns:
+            raise CLIError(f"--csv {args.csv} has no column {column!r} (its columns: "
                            f"{', '.join(map(str, columns))}): name the SMILES column with "
                            "--smiles_column.")
-    frame = read_predict_inputs(args.csv, args.smiles, args.smiles_column)
-    smiles = frame[args.smiles_column].tolist()
+    frame = read_predict_inputs(args.csv, args.smiles, column)
+    smiles = frame[column].tolist()
     relations = getattr(getattr(module.model, "encoder", None), "relations", ())
     graphs, errors = featurize_inputs(
         smiles, module.hparams.get("featurization"), module.hparams.get("max_graph_nodes"),

@@ -34,8 +34,9 @@ def build_parser() -> argparse.ArgumentParser:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--csv", help="a CSV file with a SMILES column")
     source.add_argument("--smiles", nargs="+", help="SMILES strings (quote each one)")
-    parser.add_argument("--smiles_column", default="smiles",
-                        help="the SMILES column of --csv (default: smiles)")
+    parser.add_argument("--smiles_column", default=None,
+                        help="the SMILES column of --csv (default: the training file's, kept in "
+                        "the checkpoint; else smiles)")
     parser.add_argument("--output", default="fingerprints.csv",
                         help="the output file, .csv or .npz (default: fingerprints.csv)")
     parser.add_argument("--layer", choices=["encoder", "hidden"], default="encoder",
@@ -65,12 +66,13 @@ def main(argv: list[str] | None = None) -> int:
     from graph_urpe.models.predictor import Predictor
 
     check_writable(args.output)
-    frame = read_predict_inputs(args.csv, args.smiles, args.smiles_column)
     if not Path(args.ckpt_path).is_file():
         raise FileNotFoundError(f"checkpoint {args.ckpt_path!r} not found: pass --ckpt_path with "
                                 "an existing .ckpt file.")
     predictor = Predictor.from_checkpoint(args.ckpt_path, batch_size=args.batch_size)
-    table = predictor.fingerprint(frame[args.smiles_column].tolist(), args.layer, args.member)
+    column = args.smiles_column or predictor.module.hparams.get("smiles_column") or "smiles"
+    frame = read_predict_inputs(args.csv, args.smiles, column)
+    table = predictor.fingerprint(frame[column].tolist(), args.layer, args.member)
     columns = [c for c in table.columns if c.startswith("fp_")]
     if suffix == ".csv":
         inputs = frame.drop(columns=[c for c in ("row", "error") if c in frame.columns])

@@ -96,6 +96,7 @@ GRAPH_LINKS = (
     ("target_names", "model.init_args.target_names"),
     ("featurization", "model.init_args.featurization"),
     ("max_graph_nodes", "model.init_args.max_graph_nodes"),
+    ("smiles_column", "model.init_args.smiles_column"),
 )
 """``(field of the data module's facts, model argument)``: the graph data module's one facts
 object (:class:`~graph_urpe.data.facts.DatasetFacts`, ``data.facts``) is linked field by field into
@@ -133,8 +134,9 @@ def _add_predict_arguments(parser: LightningArgumentParser) -> None:
     parser.add_argument("--smiles", type=list[str] | None, default=None,
                         help="predict: SMILES strings instead of a file, as a list: "
                         "--smiles '[\"CCO\", \"NO\"]'.")
-    parser.add_argument("--smiles_column", type=str, default="smiles",
-                        help="predict: the SMILES column of --csv.")
+    parser.add_argument("--smiles_column", type=str | None, default=None,
+                        help="predict: the SMILES column of --csv (default: the training "
+                        "file's, kept in the checkpoint; else smiles).")
     parser.add_argument("--output", type=str, default="predictions.csv",
                         help="predict: the output CSV, one row per input row.")
     parser.add_argument("--chunk_rows", type=int, default=20_000,
@@ -469,7 +471,8 @@ class GraphURPECLI(LightningCLI):
         if isinstance(dm, BatchedGraphDataModule):
             options = self.config[self.subcommand]
             inputs = PredictInputs(options.get("csv"), options.get("smiles"),
-                                   options.get("smiles_column"), options.get("output"),
+                                   options.get("smiles_column") or model.hparams.get(
+                                       "smiles_column") or "smiles", options.get("output"),
                                    options.get("chunk_rows"))
             return predict_smiles(self.trainer, model, dm, inputs, self.training_vocabulary,
                                   ckpt_path=kwargs.get("ckpt_path"))

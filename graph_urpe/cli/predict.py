@@ -251,7 +251,8 @@ def predict_smiles(trainer: Any, model: Any, datamodule: BatchedGraphDataModule,
             ``max_graph_nodes``, ``dataset_source``, ``target_names``).
         datamodule (BatchedGraphDataModule): the batch budgets (``batch_size``,
             ``max_nodes_per_batch``, ``max_cells_per_batch``), ``max_graph_nodes`` and
-            ``processing_workers`` where it has them.
+            ``processing_workers`` where it has them. A ``max_graph_nodes`` above the model's
+            cannot raise the model's limit: a warning on stderr says so.
         inputs (PredictInputs): what to read and where to write.
         vocabulary (dict, optional): the training vocabulary (default: :obj:`None`, the model's
             :attr:`training_vocabulary`, restored by ``load_from_checkpoint``).
@@ -274,6 +275,13 @@ def predict_smiles(trainer: Any, model: Any, datamodule: BatchedGraphDataModule,
     check_writable(inputs.output)
     if inputs.csv is not None:  # before any work: the user's columns are kept
         check_output_columns(csv_header(inputs.csv), list(model.target_names), inputs.csv)
+    trained, asked = model.hparams.get("max_graph_nodes"), getattr(datamodule, "max_graph_nodes",
+                                                                   None)
+    if trained is not None and asked is not None and asked > trained and trainer.is_global_zero:
+        print(f"Warning: --data.init_args.max_graph_nodes {asked} is above the model's limit, "
+              f"{trained} nodes (its training's, kept in the checkpoint): larger molecules still "
+              "get an error row (train with a larger max_graph_nodes to predict them).",
+              file=sys.stderr, flush=True)
     if vocabulary is None:
         vocabulary = getattr(model, "training_vocabulary", None)
     targets = list(model.target_names)

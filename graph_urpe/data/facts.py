@@ -51,6 +51,9 @@ class DatasetFacts:
             column. (default: :obj:`None`: those of :attr:`featurization`)
         bond_categories (tuple[int, ...], optional): the same for bond features.
             (default: :obj:`None`: those of :attr:`featurization`)
+        smiles_column (str, optional): the SMILES column of the training file (your CSV):
+            ``predict``, ``fingerprint`` and ``explain`` read that column by default.
+            (default: :obj:`None`: ``smiles``)
 
     Raises:
         ValueError: for an unknown featurisation, or neither a featurisation nor categories.
@@ -67,6 +70,7 @@ class DatasetFacts:
     max_graph_nodes: int | None = None
     atom_categories: tuple[int, ...] | None = None
     bond_categories: tuple[int, ...] | None = None
+    smiles_column: str | None = None
 
     def __post_init__(self) -> None:
         if not self.target_names:

@@ -245,7 +245,8 @@ class CSVFamily(DatasetFamily):
         self.seed = seed
         self.facts = DatasetFacts("csv", task, len(self.target_columns), featurization,
                                   "mae" if task == "regression" else "rocauc",
-                                  target_names=tuple(self.target_columns))
+                                  target_names=tuple(self.target_columns),
+                                  smiles_column=smiles_column)
 
     def load(self, options: LoadOptions) -> DatasetSplits:
         o, f = options, self.facts

@@ -120,6 +120,9 @@ class GraphPropertyModule(EnsembleMixin, TrustedLoadMixin, LightningModule):
         dataset_source (str, optional): where the training data came from, recorded in the
             checkpoint; set at ``fit`` from the data (:meth:`use_training_statistics`).
             (default: :obj:`None`)
+        smiles_column (str, optional): the SMILES column of the training file, the column
+            ``predict``, ``fingerprint`` and ``explain`` read by default (linked from the data).
+            (default: :obj:`None`: ``smiles``)
         loss (str, optional): ``"l1"``, ``"mse"``, ``"mve"`` (regression with a mean-variance
             head: Gaussian negative log-likelihood; the network has ``outputs_per_task=2``, which
             ``graph-urpe fit`` sets), ``"bce"`` or ``"cross_entropy"``; :obj:`None` picks
@@ -184,6 +187,7 @@ class GraphPropertyModule(EnsembleMixin, TrustedLoadMixin, LightningModule):
         featurization: str | None = None,
         max_graph_nodes: int | None = None,
         dataset_source: str | None = None,
+        smiles_column: str | None = None,
         loss: LossName | None = None,
         num_classes: int | None = None,
         standardize: bool = True,
