@@ -39,6 +39,7 @@ with the fix: apply these transforms after such edge-level transforms.
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
 import torch
@@ -114,14 +115,18 @@ def _check_attr_name(attr_name: str) -> str:
 
 
 def _check_free(data: Data, key: str, dtype: torch.dtype) -> None:
-    """Refuse to overwrite an attribute of ``data`` other than this transform's own earlier output
-    (a ``dtype`` vector with one value per column of the stored ``pair_index``, which is
-    recomputed, e.g. after a subgraph)."""
+    """Refuse to overwrite an attribute of ``data`` other than this transform's own earlier output:
+    a ``dtype`` vector of pair values, aligned with the stored ``pair_index`` or (when another
+    transform of a ``Compose`` has just recomputed it, e.g. after a subgraph) of a square length
+    that is neither the graph's node nor its edge count."""
     if key not in data:
         return
     value, pairs = data[key], data.get(PAIR_INDEX)
     ours = (isinstance(value, torch.Tensor) and isinstance(pairs, torch.Tensor)
-            and value.dtype == dtype and value.dim() == 1 and value.numel() == pairs.shape[-1])
+            and value.dtype == dtype and value.dim() == 1)
+    if ours and value.numel() != pairs.shape[-1]:
+        k = value.numel()
+        ours = math.isqrt(k) ** 2 == k and k not in (data.num_nodes, data.num_edges)
     if not ours:
         what = (f"{value.dtype} {list(value.shape)}" if isinstance(value, torch.Tensor)
                 else type(value).__name__)

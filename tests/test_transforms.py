@@ -267,6 +267,9 @@ def test_existing_attribute_is_not_overwritten_but_own_output_is_recomputed(tran
     assert torch.equal(transform(once.clone())[name], once[name])
     cut = transform(once.subgraph(keep))
     assert torch.equal(cut[name], transform(data.subgraph(keep))[name])
+    both = Compose([AddShortestPathDistance(), AddResistanceDistance()])  # after one another
+    cut = both(both(data.clone()).subgraph(keep))
+    assert torch.equal(cut[name], both(data.subgraph(keep))[name])
     # Another relation's values (SPD int16, resistance float32) under the same name: refused.
     if isinstance(transform, AddShortestPathDistance):
         other = AddResistanceDistance(attr_name="spd")
