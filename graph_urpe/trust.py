@@ -29,7 +29,6 @@ what was refused and what to do.
 from __future__ import annotations
 
 import inspect
-import io
 import os.path as osp
 import pickle
 import zipfile
@@ -55,7 +54,6 @@ __all__ = [
     "TrustedLoadMixin",
     "UntrustedFileError",
     "read_checkpoint",
-    "read_checkpoint_bytes",
     "read_run_config",
     "read_run_data",
 ]
@@ -272,26 +270,6 @@ def _check_tensor_bytes(ckpt: dict) -> None:
     if outside > 4 * inside + _EXTRA_BYTES:
         raise SizeRefusal(f"its tensors outside the state dict take {outside / 2**20:.1f} MiB, "
                           "more than an optimizer's state for its state dict")
-
-
-def read_checkpoint_bytes(path: Any) -> io.BytesIO:
-    r"""The checkpoint's bytes after :func:`read_checkpoint` checked them (for a loader that reads
-    it again: the bytes checked are the bytes loaded).
-
-    Raises:
-        UntrustedFileError, ReceivedFileError, FileNotFoundError: as :func:`read_checkpoint`.
-    """
-    if hasattr(path, "read"):
-        data = path.read()
-    else:
-        read_checkpoint(path)  # folder / missing / compressed: refused before reading it all
-        with open(path, "rb") as handle:
-            data = handle.read()
-    buffer = io.BytesIO(data)
-    buffer.name = _name(path)
-    read_checkpoint(buffer)
-    buffer.seek(0)
-    return buffer
 
 
 def read_run_config(path: str) -> dict:

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from torch.utils.data import DistributedSampler
 
-from graph_urpe.cli.lightning_cli import GRAPH_LINKS
+from graph_urpe.cli.links import GRAPH_LINKS
 from graph_urpe.data.facts import DatasetFacts
 from graph_urpe.data.modules import (
     CSVDataModule,

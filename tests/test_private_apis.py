@@ -25,7 +25,16 @@ behaviour that depends on it going silently wrong. This file is the one list of 
 * ``torch._softmax_backward_data``: the fused attention core's backward
   (:mod:`graph_urpe.nn._fused`);
 * Optuna's ``FrozenTrial._trial_id``: an hpopt trial's fit process reports to its trial
-  (:mod:`graph_urpe.models.pruning`).
+  (:mod:`graph_urpe.models.pruning`);
+* torch's ``Optimizer._step_supports_amp_scaling`` (a fused optimizer, for clipping under mixed
+  precision: :mod:`graph_urpe.models.optim`), ``torch._softmax`` (in place, the fused core),
+  ``torch.utils._device._device_constructors`` (the tensor factories whose sizes
+  :mod:`graph_urpe.received` counts);
+* RDKit's ``Descriptors._descList`` (the pretraining labels, :mod:`graph_urpe.data.descriptors`),
+  NumPy's ``_reconstruct`` (arrays the safe cache loader rebuilds, :mod:`graph_urpe.data.cache`);
+* PyG's ``Dataset._download`` and ``Dataset._indices`` (:mod:`graph_urpe.data.zinc`);
+* the ``_class_path`` / ``_instantiator`` keys LightningCLI saves into a module's
+  hyperparameters (read by :mod:`graph_urpe.received` and :mod:`graph_urpe.trust`).
 """
 
 from __future__ import annotations
@@ -165,3 +174,96 @@ def test_optuna_frozen_trial_id_the_pruning_callback_reports_to():
     study.tell(study.ask(), 1.0)
     assert isinstance(getattr(study.trials[0], "_trial_id", None), int), (
         "optuna.trial.FrozenTrial._trial_id is gone: update graph_urpe/models/pruning.py")
+
+
+def test_fused_optimizer_flag_the_clipping_reads():
+    import torch
+
+    param = torch.nn.Parameter(torch.zeros(2))
+    fused = torch.optim.AdamW([param], fused=True)
+    assert getattr(fused, "_step_supports_amp_scaling", None) is True, (
+        "torch.optim's _step_supports_amp_scaling flag of a fused optimizer is gone: update "
+        "graph_urpe/models/optim.py (configure_gradient_clipping)")
+    assert getattr(torch.optim.AdamW([param]), "_step_supports_amp_scaling", False) is False
+
+
+def test_torch_softmax_out_the_fused_core_writes_in_place():
+    import torch
+
+    _fence(torch, "_softmax", "graph_urpe/nn/_fused.py")
+    scores = torch.randn(3, 5)
+    expected = torch.softmax(scores, -1)
+    found = torch._softmax(scores, -1, False, out=scores)
+    assert torch.allclose(found, expected) and found.data_ptr() == scores.data_ptr()
+
+
+def test_torch_device_constructors_the_size_check_counts():
+    import torch
+    from torch.utils import _device
+
+    _fence(_device, "_device_constructors", "graph_urpe/received.py (_FACTORIES)")
+    factories = _device._device_constructors()
+    assert {torch.zeros, torch.empty, torch.ones, torch.full} <= set(factories), (
+        "torch.utils._device._device_constructors() no longer lists the tensor factories: "
+        "update graph_urpe/received.py")
+
+
+def test_rdkit_descriptor_list_the_pretraining_labels_read():
+    from rdkit.Chem import Descriptors
+
+    _fence(Descriptors, "_descList", "graph_urpe/data/descriptors.py")
+    names = dict(Descriptors._descList)
+    assert callable(names["MolWt"]) and callable(names["BalabanJ"]), (
+        "rdkit.Chem.Descriptors._descList is no longer (name, function) pairs: update "
+        "graph_urpe/data/descriptors.py")
+
+
+def test_numpy_reconstruct_the_safe_loader_allows():
+    import numpy as np
+
+    from graph_urpe.data.cache import SAFE_GLOBALS
+
+    allowed = SAFE_GLOBALS
+    assert any(getattr(g, "__name__", "") == "_reconstruct" for g in allowed), (
+        "numpy's _reconstruct (numpy._core.multiarray / numpy.core.multiarray) is gone: update "
+        "graph_urpe/data/cache.py")
+    assert np.ndarray in allowed
+
+
+def test_pyg_dataset_download_and_indices_the_zinc_datasets_use():
+    import torch
+    from torch_geometric.data import Data, Dataset, InMemoryDataset
+
+    _fence(Dataset, "_download", "graph_urpe/data/zinc.py (pyg_zinc's cleanup on failure)")
+
+    class _Tiny(InMemoryDataset):
+        def __init__(self):
+            super().__init__(None)
+            graphs = [Data(x=torch.full((1, 1), float(i))) for i in range(4)]
+            self.data, self.slices = self.collate(graphs)
+
+    tiny = _Tiny()
+    tiny._indices = [2, 0]  # ZincLikeDataset restricts itself to one split this way
+    assert list(tiny.indices()) == [2, 0] and tiny[0].x.item() == 2.0, (
+        "PyG's Dataset._indices no longer selects the graphs: update graph_urpe/data/zinc.py")
+
+
+class _Saving(LightningModule):
+    """Saves its hyperparameters, as the package's modules do."""
+
+    def __init__(self, width: int = 1) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+
+
+def test_lightning_cli_hparams_keys_the_checkpoint_reader_checks():
+    cli = LightningCLI(_Saving, run=False, subclass_mode_model=True,
+                       args=["--model", f"{__name__}._Saving", "--model.width", "2"],
+                       save_config_callback=None,
+                       trainer_defaults={"logger": False, "enable_checkpointing": False,
+                                         "enable_progress_bar": False, "accelerator": "cpu"})
+    keys = set(cli.model.hparams)
+    assert {"_class_path", "_instantiator"} <= keys and cli.model.hparams["width"] == 2, (
+        f"LightningCLI's saved hyperparameters no longer hold _class_path / _instantiator "
+        f"({sorted(keys)}): update graph_urpe/received.py (check_module_hparams) and "
+        "graph_urpe/trust.py")

@@ -1,7 +1,7 @@
 """The LightningCLI subcommands of ``graph-urpe``: ``fit``, ``validate``, ``test``, ``predict``.
 
 Imported by :func:`graph_urpe.cli.main` only for these four subcommands (it loads torch,
-Lightning and the task modules).
+Lightning and the Lightning modules).
 
 Configuration: the package's base file (``configs/default.yaml``, read as ``graph_urpe/configs/default.yaml``: Trainer settings and
 the default job) is always read first; ``--config`` files state only what differs, and command-line
@@ -10,9 +10,9 @@ options override both. Every option of the Lightning module (``--model.init_args
 (``--trainer.*``) can be set; ``graph-urpe fit --model.help CLASS`` lists a class's options and
 ``--print_config`` shows the resolved configuration.
 
-Dataset facts (number of tasks, task type, feature vocabularies, metric, evaluator, target names,
-featurisation, node limit) are static properties of the data module and are linked into the
-model (:data:`GRAPH_LINKS`), for ``fit``, ``validate`` and ``test``; for ``predict`` the
+The data module's facts (``data.facts``: number of tasks, task type, feature vocabularies,
+metric, evaluator, target names, featurisation, level, node limit) are linked into the model
+(:data:`graph_urpe.cli.links.GRAPH_LINKS`) for ``fit``, ``validate`` and ``test``; for ``predict`` the
 checkpoint's values are used, so ``predict --ckpt_path X`` alone rebuilds the trained model.
 With ``--ckpt_path``: package defaults < the checkpoint's model < ``--config`` files < options.
 A ``--config`` is trusted like a script; a checkpoint and a run folder's ``config.yaml`` are data:
@@ -57,9 +57,10 @@ from lightning.pytorch.utilities.model_helpers import is_overridden
 from graph_urpe.cli.checkpoint_args import checkpoint_arguments, ckpt_argument
 from graph_urpe.cli.configs import DEFAULT_CONFIG
 from graph_urpe.cli.leaderboard import trainer_record, write_record
+from graph_urpe.cli.links import add_links
 from graph_urpe.cli.messages import CLIError
 from graph_urpe.cli.parser import GraphURPEArgumentParser
-from graph_urpe.cli.predict import PredictInputs, predict_smiles
+from graph_urpe.cli.predict import PredictInputs, add_predict_arguments, predict_smiles
 from graph_urpe.cli.run import (
     AtomicCheckpointIO,
     LogsAtCheckpoint,
@@ -81,69 +82,9 @@ from graph_urpe.files import (
 from graph_urpe.received import shape_mismatch
 from graph_urpe.trust import read_checkpoint
 
-__all__ = ["GRAPH_LINKS", "GraphURPECLI", "run"]
+__all__ = ["GraphURPECLI", "run"]
 
 SUBCOMMANDS = ("fit", "validate", "test", "predict")
-
-GRAPH_LINKS = (
-    ("num_tasks", "model.init_args.model.init_args.num_tasks"),
-    ("atom_categories", "model.init_args.model.init_args.atom_categories"),
-    ("bond_categories", "model.init_args.model.init_args.bond_categories"),
-    ("level", "model.init_args.model.init_args.level"),
-    ("task", "model.init_args.task"),
-    ("metric", "model.init_args.metric"),
-    ("evaluator", "model.init_args.evaluator"),
-    ("target_names", "model.init_args.target_names"),
-    ("featurization", "model.init_args.featurization"),
-    ("max_graph_nodes", "model.init_args.max_graph_nodes"),
-    ("smiles_column", "model.init_args.smiles_column"),
-)
-"""``(field of the data module's facts, model argument)``: the graph data module's one facts
-object (:class:`~graph_urpe.data.facts.DatasetFacts`, ``data.facts``) is linked field by field into
-the model at instantiation. jsonargparse skips the links of a data module without ``facts`` (the
-sequence families, with their own links); a field that does not exist fails loudly."""
-
-
-def _fact(field: str):
-    """``facts -> facts.<field>`` (tuples as lists, the model's argument types), named for the
-    link's help line."""
-    def fact(facts):
-        value = getattr(facts, field)
-        return list(value) if isinstance(value, tuple) else value
-    fact.__name__ = f"facts.{field}"
-    return fact
-
-
-def _add_links(parser: LightningArgumentParser) -> None:
-    for field, target in GRAPH_LINKS:
-        parser.link_arguments("data.facts", target, compute_fn=_fact(field),
-                              apply_on="instantiate")
-    try:
-        from graph_urpe.data.modules.sequence import sequence_links
-    except ImportError:  # the sequence family is optional for the graph command
-        return
-    for source, target in sequence_links():
-        parser.link_arguments(source, target, apply_on="instantiate")
-
-
-def _add_predict_arguments(parser: LightningArgumentParser) -> None:
-    """``predict``'s own options (:class:`~graph_urpe.cli.predict.PredictInputs`)."""
-    parser.add_argument("--csv", type=str | None, default=None,
-                        help="predict: a CSV file with a SMILES column (its other columns are "
-                        "copied to the output).")
-    parser.add_argument("--smiles", type=list[str] | None, default=None,
-                        help="predict: SMILES strings instead of a file, as a list: "
-                        "--smiles '[\"CCO\", \"NO\"]'.")
-    parser.add_argument("--smiles_column", type=str | None, default=None,
-                        help="predict: the SMILES column of --csv (default: the training "
-                        "file's, kept in the checkpoint; else smiles).")
-    parser.add_argument("--output", type=str, default="predictions.csv",
-                        help="predict: the output CSV, one row per input row.")
-    parser.add_argument("--chunk_rows", type=int, default=20_000,
-                        help="predict: input rows read, featurised, predicted and written at a "
-                        "time (memory bounded by the chunk; a killed run resumes at the first "
-                        "unwritten chunk).")
-
 
 class _FitConfigCallback(SaveConfigCallback):
     """Saves the resolved ``config.yaml`` into the run folder, for ``fit`` only."""
@@ -175,9 +116,9 @@ class GraphURPECLI(LightningCLI):
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         if self._parsing != "predict":  # predict: the checkpoint's facts win
-            _add_links(parser)
+            add_links(parser)
         else:
-            _add_predict_arguments(parser)
+            add_predict_arguments(parser)
         parser.add_argument(
             "--name", type=str, default="run",
             help="Run name: fit writes into <trainer.default_root_dir>/<name>/version_<N>.",
@@ -469,11 +410,8 @@ class GraphURPECLI(LightningCLI):
         otherwise the data module's own predict loader."""
         dm = kwargs.get("datamodule")
         if isinstance(dm, BatchedGraphDataModule):
-            options = self.config[self.subcommand]
-            inputs = PredictInputs(options.get("csv"), options.get("smiles"),
-                                   options.get("smiles_column") or model.hparams.get(
-                                       "smiles_column") or "smiles", options.get("output"),
-                                   options.get("chunk_rows"))
+            inputs = PredictInputs.from_config(self.config[self.subcommand],
+                                               model.hparams.get("smiles_column"))
             return predict_smiles(self.trainer, model, dm, inputs, self.training_vocabulary,
                                   ckpt_path=kwargs.get("ckpt_path"))
         return self.trainer.predict(model, **kwargs)

@@ -37,7 +37,13 @@ from graph_urpe.files import check_writable, refuse_output_over_inputs
 from graph_urpe.models.metrics import EpochPredictions
 from graph_urpe.transforms import pair_pre_transform
 
-__all__ = ["PredictInputs", "SmilesPredictionWriter", "node_limit", "predict_smiles"]
+__all__ = [
+    "PredictInputs",
+    "SmilesPredictionWriter",
+    "add_predict_arguments",
+    "node_limit",
+    "predict_smiles",
+]
 
 
 UNCERTAINTY_KEYS = ("std", "lower", "upper")
@@ -143,10 +149,38 @@ class PredictInputs:
             raise ValueError("give either --csv or --smiles, not both.")
         check_at_least(1, chunk_rows=self.chunk_rows)
 
+    @classmethod
+    def from_config(cls, config: Any, trained_smiles_column: str | None = None) -> PredictInputs:
+        """The options as parsed by :func:`add_predict_arguments` (``config["csv"]`` ...); without
+        ``--smiles_column``, the training file's column (``trained_smiles_column``, kept in the
+        checkpoint), else ``"smiles"``."""
+        column = config.get("smiles_column") or trained_smiles_column or "smiles"
+        return cls(config.get("csv"), config.get("smiles"), column, config.get("output"),
+                   config.get("chunk_rows"))
+
     def chunks(self) -> Iterator[pd.DataFrame]:
         """The input rows in chunks of at most :attr:`chunk_rows`, read as they are needed (a
         CSV is never held whole; :func:`~graph_urpe.data.predict_inputs.iter_predict_inputs`)."""
         return iter_predict_inputs(self.csv, self.smiles, self.smiles_column, self.chunk_rows)
+
+
+def add_predict_arguments(parser: Any) -> None:
+    """Add ``predict``'s own options (:class:`PredictInputs`) to its LightningCLI parser."""
+    parser.add_argument("--csv", type=str | None, default=None,
+                        help="predict: a CSV file with a SMILES column (its other columns are "
+                        "copied to the output).")
+    parser.add_argument("--smiles", type=list[str] | None, default=None,
+                        help="predict: SMILES strings instead of a file, as a list: "
+                        "--smiles '[\"CCO\", \"NO\"]'.")
+    parser.add_argument("--smiles_column", type=str | None, default=None,
+                        help="predict: the SMILES column of --csv (default: the training "
+                        "file's, kept in the checkpoint; else smiles).")
+    parser.add_argument("--output", type=str, default="predictions.csv",
+                        help="predict: the output CSV, one row per input row.")
+    parser.add_argument("--chunk_rows", type=int, default=20_000,
+                        help="predict: input rows read, featurised, predicted and written at a "
+                        "time (memory bounded by the chunk; a killed run resumes at the first "
+                        "unwritten chunk).")
 
 
 def node_limit(trained_limit: int | None, datamodule: BatchedGraphDataModule) -> int | None:

@@ -2,15 +2,15 @@
 
 * :class:`DatasetFacts`: the static facts (task, label columns, featurisation, metric, level, node
   limit, ...), known before any graph is read. A dataset family states them once
-  (:mod:`graph_urpe.data.registry`); a graph data module's :attr:`GraphData.facts` is that object
-  with the module's own options; ``graph-urpe`` links its fields into the model at instantiation
-  (:data:`graph_urpe.cli.lightning_cli.GRAPH_LINKS`).
+  (:mod:`graph_urpe.data.registry`); a graph data module's ``facts`` is that object with the
+  module's own options; ``graph-urpe`` links its fields into the model at instantiation
+  (:data:`graph_urpe.cli.links.GRAPH_LINKS`).
 * :class:`TrainingStatistics`: what is known only once the training split is loaded (label mean
   and std, the feature values seen, where the data came from): the data module computes it and
   hands it to the model when fitting starts
   (:meth:`~graph_urpe.models.graph.GraphPropertyModule.use_training_statistics`).
-* :class:`GraphData`: the small protocol through which a model and the commands read a data
-  module, instead of probing its attributes.
+* :class:`GraphData`: the small protocol through which a model reads a data module, instead of
+  probing its attributes.
 """
 
 from __future__ import annotations
@@ -113,12 +113,10 @@ class TrainingStatistics:
 
 @runtime_checkable
 class GraphData(Protocol):
-    """What a model and the ``graph-urpe`` commands read of a graph data module
-    (:class:`~graph_urpe.data.modules.graph.BatchedGraphDataModule` and its subclasses)."""
-
-    @property
-    def facts(self) -> DatasetFacts:
-        """The static facts (linked into the model)."""
+    """What a model reads of a graph data module while training and testing
+    (:class:`~graph_urpe.data.modules.graph.BatchedGraphDataModule` and its subclasses): methods
+    only, so ``isinstance(datamodule, GraphData)`` computes nothing. The static facts are not read
+    here: the CLI links them into the model at instantiation."""
 
     def training_statistics(self) -> TrainingStatistics:
         """Statistics of the training split (loading it if needed)."""

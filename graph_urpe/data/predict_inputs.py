@@ -18,6 +18,7 @@ from typing import Any
 import pandas as pd
 import torch
 
+from graph_urpe.data.collated import collated_rows
 from graph_urpe.data.csv.reading import iter_csv_file, read_csv_file
 from graph_urpe.data.processing import molecules_to_graphs
 
@@ -145,22 +146,8 @@ def training_vocabulary(split: Any) -> dict[str, list[list[int]]] | None:
         dict: ``{"atom": F lists, "bond": F' lists}`` of sorted ints (plain data, stored in the
         checkpoint), or :obj:`None` if the graphs have no integer atom features.
     """
-    data, slices = getattr(split, "_data", None), getattr(split, "slices", None)
-    if data is not None and slices is not None and "x" in slices:
-        indices = getattr(split, "_indices", None)
-        idx = (torch.arange(len(slices["x"]) - 1) if indices is None
-               else torch.as_tensor(list(indices) if not torch.is_tensor(indices) else indices))
-        parts = {}
-        for key in ("x", "edge_attr"):
-            if key not in slices or getattr(data, key, None) is None:
-                continue
-            bounds = slices[key]
-            lengths = bounds[idx + 1] - bounds[idx]
-            starts = torch.repeat_interleave(bounds[idx] - torch.cumsum(lengths, 0) + lengths,
-                                             lengths)
-            rows = torch.arange(int(lengths.sum())) + starts
-            parts[key] = getattr(data, key)[rows]
-    else:
+    parts = {key: collated_rows(split, key) for key in ("x", "edge_attr")}
+    if parts["x"] is None:
         graphs = [split[i] for i in range(len(split))]
         parts = {key: torch.cat([getattr(g, key) for g in graphs])
                  for key in ("x", "edge_attr") if graphs and getattr(graphs[0], key, None) is not None}

@@ -472,11 +472,11 @@ class GraphPropertyModule(EnsembleMixin, TrustedLoadMixin, LightningModule):
         """When fitting with ``freeze_encoder``, :class:`~graph_urpe.models.finetune.EncoderFreezing`;
         when testing, the data module's ``test_callbacks()`` (OGB's submission writer for
         PCQM4Mv2's hidden test splits)."""
-        trainer = self._trainer
-        if trainer is not None and trainer.state.fn == "fit":
+        trainer = self.trainer
+        if trainer.state.fn == "fit":
             fraction = self.hparams.get("freeze_encoder") or 0.0
             return [finetune.EncoderFreezing(fraction)] if fraction > 0 else []
-        if trainer is None or trainer.state.fn != "test":
+        if trainer.state.fn != "test":
             return []
         data = trainer.datamodule
         return data.test_callbacks() if isinstance(data, GraphData) else []

@@ -22,13 +22,13 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-import numpy as np
 import pandas as pd
 import torch
 from lightning.pytorch import Callback, LightningDataModule
 from torch_geometric.data import InMemoryDataset
 from torch_geometric.loader import DataLoader
 
+from graph_urpe.data.collated import collated_rows
 from graph_urpe.data.facts import DatasetFacts, TrainingStatistics
 from graph_urpe.data.indexed import IndexedDataset
 from graph_urpe.data.predict_inputs import (
@@ -63,32 +63,21 @@ def collated_labels(dataset) -> torch.Tensor | None:
         Tensor or None: ``float32`` ``[sum of label rows, ...]`` in dataset order (reshape to
         ``[-1, T]``); :obj:`None` where the graphs must be built to read ``y``.
     """
-    slices = getattr(dataset, "slices", None)
-    layout_only = dataset.transform is None or isinstance(dataset.transform, StandardLayout) \
-        if isinstance(dataset, InMemoryDataset) else False
-    if not layout_only or slices is None or "y" not in slices:
-        return None
-    y = dataset._data.y  # PyG's collated storage (InMemoryDataset keeps it in `_data`)
-    bounds = slices["y"]
-    index = dataset.indices()
-    index = index.long() if isinstance(index, torch.Tensor) else \
-        torch.as_tensor(np.asarray(index, dtype=np.int64))
-    start, length = bounds[index], bounds[index + 1] - bounds[index]
-    # Row r of graph g is storage row start[g] + r: one gather for all graphs.
-    rows = torch.repeat_interleave(start - torch.cumsum(length, 0) + length, length)
-    rows = rows + torch.arange(int(length.sum()))
-    return y[rows].float()
+    layout_only = isinstance(dataset, InMemoryDataset) and (
+        dataset.transform is None or isinstance(dataset.transform, StandardLayout))
+    y = collated_rows(dataset, "y") if layout_only else None
+    return None if y is None else y.float()
 
 
 class BatchedGraphDataModule(LightningDataModule):
     r"""Base of every graph data module: loaders that batch graphs of similar size under a budget
     (:class:`~graph_urpe.data.sampler.SizeBucketBatchSampler`), split batches across DDP ranks
     and give every graph its ``sample_id``; the static dataset facts that ``graph-urpe`` links into
-    the model (:data:`graph_urpe.cli.lightning_cli.GRAPH_LINKS`).
+    the model (:data:`graph_urpe.cli.links.GRAPH_LINKS`).
 
     Subclasses fill :attr:`splits` (``"train"``, ``"val"``, ``"test"``: PyG datasets) in
     :meth:`setup` and state :attr:`facts`; the module then meets the
-    :class:`~graph_urpe.data.facts.GraphData` protocol that the model and the commands read.
+    :class:`~graph_urpe.data.facts.GraphData` protocol that the model reads.
 
     Args:
         batch_size (int, optional): at most this many graphs per batch. (default: :obj:`128`)
@@ -142,7 +131,7 @@ class BatchedGraphDataModule(LightningDataModule):
     def facts(self) -> DatasetFacts:
         """The static facts of the data (:class:`~graph_urpe.data.facts.DatasetFacts`), known
         without reading any graph; ``graph-urpe`` links them into the model
-        (:data:`graph_urpe.cli.lightning_cli.GRAPH_LINKS`). Every subclass states them.
+        (:data:`graph_urpe.cli.links.GRAPH_LINKS`). Every subclass states them.
 
         Raises:
             NotImplementedError: in a subclass that does not state them.

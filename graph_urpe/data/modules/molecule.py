@@ -68,7 +68,6 @@ class ZINCDataModule(GraphDataModule):
 
     def __init__(self, subset: bool = True, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.subset = subset
         self.family = PyGZincFamily(subset)
 
 
@@ -95,7 +94,6 @@ class OGBDataModule(GraphDataModule):
             raise ValueError(
                 f"OGBDataModule supports the molecular ogbg-mol* datasets, got {name!r}."
             )
-        self.name = name
         self.family = OGBFamily(name)
 
 

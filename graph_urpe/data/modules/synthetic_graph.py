@@ -130,7 +130,7 @@ class SyntheticGraphDataModule(BatchedGraphDataModule):
 
     @property
     def facts(self) -> DatasetFacts:
-        """Linked into the model (:data:`graph_urpe.cli.lightning_cli.GRAPH_LINKS`): multiclass,
+        """Linked into the model (:data:`graph_urpe.cli.links.GRAPH_LINKS`): multiclass,
         :attr:`num_classes` outputs (:func:`structural_num_classes`), accuracy, one node and one
         edge feature column with one category (every node looks the same), the task's level, the
         task's name as the one label column, ``max_nodes`` as the node limit."""

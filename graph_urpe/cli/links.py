@@ -1,0 +1,51 @@
+"""The argument links of ``graph-urpe``: what the data module states, handed to the model when
+LightningCLI instantiates them (``fit``, ``validate``, ``test``; ``predict`` takes the
+checkpoint's values instead)."""
+
+from __future__ import annotations
+
+from lightning.pytorch.cli import LightningArgumentParser
+
+__all__ = ["GRAPH_LINKS", "add_links"]
+
+GRAPH_LINKS = (
+    ("num_tasks", "model.init_args.model.init_args.num_tasks"),
+    ("atom_categories", "model.init_args.model.init_args.atom_categories"),
+    ("bond_categories", "model.init_args.model.init_args.bond_categories"),
+    ("level", "model.init_args.model.init_args.level"),
+    ("task", "model.init_args.task"),
+    ("metric", "model.init_args.metric"),
+    ("evaluator", "model.init_args.evaluator"),
+    ("target_names", "model.init_args.target_names"),
+    ("featurization", "model.init_args.featurization"),
+    ("max_graph_nodes", "model.init_args.max_graph_nodes"),
+    ("smiles_column", "model.init_args.smiles_column"),
+)
+"""``(field of the data module's facts, model argument)``: the graph data module's one facts
+object (:class:`~graph_urpe.data.facts.DatasetFacts`, ``data.facts``) is linked field by field into
+the model at instantiation. jsonargparse skips the links of a data module without ``facts`` (the
+sequence families, with their own links); a field that does not exist fails loudly."""
+
+
+def _fact(field: str):
+    """``facts -> facts.<field>`` (tuples as lists, the model's argument types), named for the
+    link's help line."""
+    def fact(facts):
+        value = getattr(facts, field)
+        return list(value) if isinstance(value, tuple) else value
+    fact.__name__ = f"facts.{field}"
+    return fact
+
+
+def add_links(parser: LightningArgumentParser) -> None:
+    """Link the data module's facts (:data:`GRAPH_LINKS`) and the sequence families' sizes
+    into the model, applied at instantiation (``fit``, ``validate``, ``test``)."""
+    for field, target in GRAPH_LINKS:
+        parser.link_arguments("data.facts", target, compute_fn=_fact(field),
+                              apply_on="instantiate")
+    try:
+        from graph_urpe.data.modules.sequence import sequence_links
+    except ImportError:  # the sequence family is optional for the graph command
+        return
+    for source, target in sequence_links():
+        parser.link_arguments(source, target, apply_on="instantiate")

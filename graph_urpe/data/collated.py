@@ -1,0 +1,49 @@
+"""Reading one attribute of every graph of an in-memory PyG dataset from its collated storage,
+without building any graph (label statistics, the training vocabulary).
+
+PyG's :class:`~torch_geometric.data.InMemoryDataset` keeps all graphs in one collated ``Data``
+(its storage ``_data``, PyG's private name, fenced by ``tests/test_private_apis.py``) and
+``slices`` (per attribute, the row bounds of each graph); a subset keeps its graphs'
+``indices()``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+from torch_geometric.data import InMemoryDataset
+
+__all__ = ["collated_rows"]
+
+
+def collated_rows(dataset: Any, key: str) -> Tensor | None:
+    r"""The rows of attribute ``key`` of every graph of ``dataset``, concatenated in dataset
+    order, gathered from the collated storage in one indexing operation.
+
+    Args:
+        dataset: a PyG :class:`~torch_geometric.data.InMemoryDataset`, or an indexed subset of
+            one (``dataset[idx]``).
+        key (str): an attribute stored per graph along dimension 0 (``"y"``, ``"x"``,
+            ``"edge_attr"``).
+
+    Returns:
+        Tensor or None: ``[sum of the graphs' rows, ...]`` as stored (no transform applied);
+        :obj:`None` for another kind of dataset or an attribute it does not store.
+    """
+    if not isinstance(dataset, InMemoryDataset):
+        return None
+    slices = dataset.slices
+    storage = dataset._data  # PyG's collated storage
+    if slices is None or key not in slices or getattr(storage, key, None) is None:
+        return None
+    bounds = slices[key]
+    index = dataset.indices()
+    index = index.long() if isinstance(index, Tensor) else \
+        torch.as_tensor(np.asarray(index, dtype=np.int64))
+    start, length = bounds[index], bounds[index + 1] - bounds[index]
+    # Row r of graph g is storage row start[g] + r: one gather for all graphs.
+    rows = torch.repeat_interleave(start - torch.cumsum(length, 0) + length, length)
+    return getattr(storage, key)[rows + torch.arange(int(length.sum()))]
