@@ -131,7 +131,7 @@ def test_reset_parameters_and_repr():
             p.add_(1.0)
     conv.reset_parameters()
     after = conv.state_dict()
-    assert torch.equal(after["multiplier.weight"][:-1], torch.ones(23, 2))
+    assert torch.equal(after["multiplier.weight"][:-1], torch.ones(39, 2))  # C rows: SPD 0..36 + 2
     assert not after["continuous_multiplier.embeddings.resistance.out.weight"].any()
     assert torch.equal(after["layer.attn_norm.weight"], before["layer.attn_norm.weight"])
 

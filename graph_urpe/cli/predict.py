@@ -30,7 +30,11 @@ from graph_urpe.choices import check_at_least
 from graph_urpe.cli.prediction_parts import PredictionParts, file_identity
 from graph_urpe.data.csv.reading import csv_header
 from graph_urpe.data.modules.graph import BatchedGraphDataModule
-from graph_urpe.data.predict_inputs import featurize_inputs, iter_predict_inputs, vocabulary_warnings
+from graph_urpe.data.predict_inputs import (
+    featurize_inputs,
+    iter_predict_inputs,
+    vocabulary_warnings,
+)
 from graph_urpe.data.predictions import check_output_columns, prediction_table
 from graph_urpe.data.sampler import SizeBucketBatchSampler
 from graph_urpe.files import check_writable, refuse_output_over_inputs

@@ -223,7 +223,8 @@ class URPEGraphConv(nn.Module):
             (:math:`\mathbf{B}` and :math:`\mathbf{C}`). (default: :obj:`"urpe"`)
         relations (list[str], optional): the pairwise relations, among ``"spd"`` and
             ``"resistance"``. (default: :obj:`("spd",)`)
-        max_distance (int, optional): largest distinguished SPD. (default: :obj:`20`)
+        max_distance (int, optional): largest distinguished SPD (larger distances share the last
+            table entry), as :class:`~graph_urpe.nn.Graphormer`'s. (default: :obj:`36`)
         num_kernels (int, optional): Gaussian basis functions per continuous relation.
             (default: :obj:`128`)
         ffn_channels (int, optional): FFN hidden width. (default: :obj:`None`, ``2 * channels``)
@@ -275,7 +276,7 @@ class URPEGraphConv(nn.Module):
         heads: int,
         attention: Attention = "urpe",
         relations: Sequence[GraphRelation] = ("spd",),
-        max_distance: int = 20,
+        max_distance: int = 36,
         num_kernels: int = 128,
         ffn_channels: int | None = None,
         dropout: float = 0.0,
