@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from graph_urpe.choices import check_at_least
-from graph_urpe.models.calibration import LEVEL, calibration_metrics, fit_calibration
+from graph_urpe.models.calibration import LEVEL, calibration_metrics, fit_calibration, fit_platt
 from graph_urpe.models.optim import configure_gradient_clipping
 
 __all__ = ["MIN_VARIANCE", "EnsembleMixin", "combine_members", "member_copies", "member_spread",
@@ -131,9 +131,26 @@ class EnsembleMixin:
     def _init_calibration(self) -> None:
         """The buffers ``uncertainty_scale`` (sigma -> calibrated std, z-scaling) and
         ``interval_factor`` (95 % half-width / sigma, conformal) of each target, fitted on the
-        validation split (regression); NaN until then."""
+        validation split (regression); NaN until then. With ``platt_scaling`` (classification
+        only) also ``platt_scale`` and ``platt_bias`` (:func:`~graph_urpe.models.calibration.
+        fit_platt`; a buffer only when asked for, so other checkpoints keep their tensors)."""
         for name in ("uncertainty_scale", "interval_factor"):
             self.register_buffer(name, torch.full((self.num_labels,), float("nan")))
+        if self.hparams.get("platt_scaling"):
+            if self.hparams.task != "classification":
+                raise ValueError("platt_scaling calibrates the probabilities of binary "
+                                 f"classification; this task is {self.hparams.task!r}: leave "
+                                 "it false.")
+            for name in ("platt_scale", "platt_bias"):
+                self.register_buffer(name, torch.full((self.num_labels,), float("nan")))
+
+    def platt_logits(self, logits: Tensor) -> Tensor:
+        """Classification logits ``[R, T]`` after Platt scaling (``a z + b`` per task; as they
+        are without ``platt_scaling`` and for a task not yet calibrated)."""
+        if not hasattr(self, "platt_scale"):
+            return logits
+        scale = torch.nan_to_num(self.platt_scale, nan=1.0)
+        return logits * scale + torch.nan_to_num(self.platt_bias, nan=0.0)
 
     def _default_calibration(self, checkpoint: dict) -> None:
         """A checkpoint written before calibration existed loads as uncalibrated."""
@@ -207,6 +224,10 @@ class EnsembleMixin:
         ``test/spearman``, ``test/nll``). An ensemble classifier's test: ``test_uncertainty`` =
         (the members' std of the probability,)."""
         if self.hparams.task != "regression":
+            if stage == "val" and hasattr(self, "platt_scale"):
+                scale, bias = fit_platt(mean, target)
+                self.platt_scale.copy_(scale)
+                self.platt_bias.copy_(bias)
             if stage == "test" and len(self.members) > 1:
                 self.test_uncertainty = (variance.clamp(min=0).sqrt(),)
             return {}

@@ -161,6 +161,9 @@ class GraphPropertyModule(EnsembleMixin, TrustedLoadMixin, LightningModule):
             drawn from torch's generator, trained side by side (each on its own loss; gradients
             clipped per member), evaluated and predicted as one model (members' mean; regression
             also their spread). ``graph-urpe fit --ensemble_size N`` sets it. (default: :obj:`1`)
+        platt_scaling (bool, optional): calibrate classification probabilities on the validation
+            split by Platt scaling (:func:`~graph_urpe.models.calibration.fit_platt`; buffers
+            ``platt_scale``, ``platt_bias``), used by the test and ``predict``. (default: :obj:`False`)
 
     Regression predictions come with a standard deviation and a 95 % interval, calibrated on the
     validation split at every validation (:mod:`~graph_urpe.models.calibration`; the factors are
@@ -199,6 +202,7 @@ class GraphPropertyModule(EnsembleMixin, TrustedLoadMixin, LightningModule):
         freeze_encoder: float = 0.0,
         pos_weight: list[float] | Literal["balanced"] | None = None,
         ensemble_size: int = 1,
+        platt_scaling: bool = False,
     ) -> None:
         super().__init__()
         # The network / optimizer / scheduler as configurations, never as objects.
@@ -327,7 +331,7 @@ class GraphPropertyModule(EnsembleMixin, TrustedLoadMixin, LightningModule):
         (classification) or class probabilities (multiclass, softmax)."""
         out = self(batch).float()
         if self.hparams.task == "classification":
-            return torch.sigmoid(out)
+            return torch.sigmoid(self.platt_logits(out))
         if self.hparams.task == "multiclass":
             return torch.softmax(out, dim=-1)
         return out[:, :self.num_labels] * self.target_std + self.target_mean
@@ -416,6 +420,8 @@ class GraphPropertyModule(EnsembleMixin, TrustedLoadMixin, LightningModule):
         else:  # (values, variances) with the labels twice: see _eval_rows
             pred, variance, target = pred[:, :self.num_labels], pred[:, self.num_labels:], \
                 target[:, :self.num_labels]
+        if stage == "test" and task == "classification":  # calibrated (platt_scaling)
+            pred = self.platt_logits(pred)
         raw = pred
         if task == "regression":
             raw = (pred - self.target_mean) / self.target_std
