@@ -13,7 +13,7 @@ from sklearn.metrics import log_loss, roc_auc_score
 from torch_geometric.data import Batch
 
 from graph_urpe.data.featurize import smiles_to_graph
-from graph_urpe.models.calibration import fit_platt
+from graph_urpe.models.calibration import fit_platt, platt_targets
 from graph_urpe.transforms import AddShortestPathDistance
 from tests.test_tasks_graph import SMILES, datamodule, module, trainer
 
@@ -29,8 +29,15 @@ def synthetic(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
 def test_platt_recovers_the_true_calibration_as_logistic_regression_does():
     z, y = synthetic(20_000, 0)
     scale, bias = fit_platt(z, y)
-    reference = LogisticRegression(penalty=None, tol=1e-10, max_iter=1000).fit(z.numpy(),
-                                                                               y.numpy().ravel())
+    # Platt's targets t, by hand; soft labels as scikit-learn's sample weights: each molecule
+    # once as a positive (weight t) and once as a negative (weight 1 - t).
+    positives = float(y.sum())
+    t = np.where(y.numpy().ravel() == 1, (positives + 1) / (positives + 2),
+                 1 / (len(y) - positives + 2))
+    assert np.allclose(platt_targets(y).numpy().ravel(), t)
+    reference = LogisticRegression(penalty=None, tol=1e-10, max_iter=1000).fit(
+        np.concatenate([z.numpy(), z.numpy()]), np.r_[np.ones(len(t)), np.zeros(len(t))],
+        sample_weight=np.r_[t, 1 - t])
     assert float(scale[0]) == pytest.approx(reference.coef_[0, 0], abs=1e-4)
     assert float(bias[0]) == pytest.approx(reference.intercept_[0], abs=1e-4)
     assert float(scale[0]) == pytest.approx(0.5, abs=0.03)  # the truth, within sampling error
@@ -94,6 +101,11 @@ def test_module_calibrates_on_validation_and_uses_it_for_test_and_predict(tmp_pa
         logits = model(vbatch).float()
     bce = torch.nn.functional.binary_cross_entropy_with_logits
     assert float(bce(model.platt_logits(logits), labels)) <= float(bce(logits, labels)) + 1e-6
+
+    # A validation split the logits separate: Platt's targets keep the fit finite.
+    scale, bias = fit_platt(torch.tensor([[-3.0], [-1.0], [2.0], [4.0]]),
+                            torch.tensor([[0.0], [0.0], [1.0], [1.0]]))
+    assert 0 < float(scale[0]) < 10 and abs(float(bias[0])) < 10
 
     with pytest.raises(ValueError, match="platt_scaling calibrates the probabilities of binary"):
         module("regression", platt_scaling=True)

@@ -21,9 +21,9 @@ larger error?) and the Gaussian negative log-likelihood.
 
 Classification probabilities, optionally (``platt_scaling``): **Platt scaling** (Platt 1999;
 Chemprop's ``PlattCalibrator``), :math:`p = \\sigma(a z + b)` of the logit :math:`z`, with
-:math:`a > 0` and :math:`b` of each task fitted by maximum likelihood on the validation split
-(:func:`fit_platt`): the validation log loss is never above the uncalibrated one, and the order
-of the probabilities (ROC-AUC, AP) is unchanged.
+:math:`a > 0` and :math:`b` of each task fitted by maximum likelihood on the validation split,
+against Platt's smoothed targets (:func:`fit_platt`): the validation log loss is never above the
+uncalibrated one, and the order of the probabilities (ROC-AUC, AP) is unchanged.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from scipy.stats import spearmanr
 from torch import Tensor
 
 __all__ = ["LEVEL", "SUMMARY_LABELS", "calibration_metrics", "fit_calibration", "fit_platt",
-           "masked_gaussian_nll"]
+           "masked_gaussian_nll", "platt_targets"]
 
 LEVEL = 0.95
 """The level of the prediction intervals (``<target>_lower`` / ``<target>_upper``)."""
@@ -101,12 +101,23 @@ def fit_calibration(mean: Tensor, sigma: Tensor, target: Tensor, level: float = 
     return scale, quantile
 
 
+def platt_targets(y: Tensor) -> Tensor:
+    """Platt's targets for labels ``y`` (0 / 1): :math:`(N_+ + 1) / (N_+ + 2)` for a positive,
+    :math:`1 / (N_- + 2)` for a negative (a prior that keeps the fit finite on a validation split
+    the logits separate)."""
+    positives = float(y.sum())
+    negatives = y.numel() - positives
+    return torch.where(y > 0.5, (positives + 1) / (positives + 2), 1 / (negatives + 2))
+
+
 def _platt_task(z: Tensor, y: Tensor) -> tuple[float, float]:
     """:func:`fit_platt` of one task's labelled logits ``z`` and labels ``y`` (float64)."""
     params = torch.zeros(2, dtype=torch.float64, requires_grad=True)  # log a, b
+    soft = platt_targets(y)
 
-    def loss(p: Tensor) -> Tensor:
-        return torch.nn.functional.binary_cross_entropy_with_logits(p[0].exp() * z + p[1], y)
+    def loss(p: Tensor, labels: Tensor = soft) -> Tensor:
+        return torch.nn.functional.binary_cross_entropy_with_logits(p[0].exp() * z + p[1],
+                                                                    labels)
 
     optimizer = torch.optim.LBFGS([params], lr=1.0, max_iter=200, tolerance_grad=1e-10,
                                   tolerance_change=1e-14, line_search_fn="strong_wolfe")
@@ -120,15 +131,16 @@ def _platt_task(z: Tensor, y: Tensor) -> tuple[float, float]:
     optimizer.step(closure)
     with torch.no_grad():
         identity = torch.zeros(2, dtype=torch.float64)
-        fitted = params if loss(params) <= loss(identity) else identity
+        fitted = params if loss(params, y) <= loss(identity, y) else identity
     return float(fitted[0].detach().exp()), float(fitted[1].detach())
 
 
 def fit_platt(logits: Tensor, target: Tensor) -> tuple[Tensor, Tensor]:
     r"""Platt scaling of each task (module docstring): :math:`a > 0` (fitted as :math:`\log a`)
-    and :math:`b` minimising the mean binary cross-entropy of :math:`\sigma(a z + b)` on the
-    labelled entries, by L-BFGS in float64 from :math:`a = 1, b = 0`; kept at ``(1, 0)`` if the
-    fit does not lower the loss.
+    and :math:`b` minimising the mean binary cross-entropy of :math:`\sigma(a z + b)` against
+    Platt's targets (:func:`platt_targets`) on the labelled entries, by L-BFGS in float64 from
+    :math:`a = 1, b = 0`; kept at ``(1, 0)`` if the fit does not lower the log loss of the
+    labels themselves.
 
     Args:
         logits (Tensor): ``[R, T]`` validation logits.
