@@ -19,7 +19,13 @@ The sets, split, Chemprop venv, one-thread setting and CPU accounting are those 
   interval's coverage, Spearman(|error|, std), Gaussian NLL in the labels' units.
 
 * **classification** (BACE, BBBP), one plain model each (seed S), the probabilities themselves:
-  ROC-AUC, NLL (log loss) and Brier score (scikit-learn).
+  ROC-AUC, NLL (log loss) and Brier score (scikit-learn). With ``--methods platt`` also
+  ``platt``: the probabilities calibrated on the validation rows by Platt scaling, graph-urpe's
+  ``--model.init_args.platt_scaling true`` (a fit of its own); for Chemprop the plain model's
+  run, its validation probabilities from ``chemprop predict`` and graph-urpe's
+  :func:`~graph_urpe.models.calibration.fit_platt` on their logits (Chemprop 2.3.1's
+  ``predict --calibration-method platt`` computes calibrated probabilities but does not write
+  them for ``--uncertainty-method classification``: its ``save_predictions`` keeps the raw ones).
 
 Usage (one run at a time, ``nice -n 10`` on a shared machine)::
 
@@ -87,6 +93,8 @@ def classification_scores(y: np.ndarray, prob: np.ndarray) -> dict:
 
 def run_chemprop(folder: Path, task: str, method: str, seed: int, size: int, venv: Path,
                  runs: Path) -> dict:
+    if method == "platt":
+        return _chemprop_platt(folder, seed, size, venv, runs)
     data, rows = read_split(folder)
     for part in ("valid", "test"):
         data.iloc[rows[part]][["smiles", "target"]].to_csv(runs / f"{part}.csv", index=False)
@@ -126,11 +134,42 @@ def run_chemprop(folder: Path, task: str, method: str, seed: int, size: int, ven
             "cpu_s": cpu + cpu2, "command": train + ["&&"] + predict}
 
 
+def _chemprop_platt(folder: Path, seed: int, size: int, venv: Path, runs: Path) -> dict:
+    """Chemprop's plain model (the ``single`` run, trained here if missing), Platt-scaled on its
+    validation probabilities with graph-urpe's ``fit_platt`` (module docstring)."""
+    from graph_urpe.models.calibration import fit_platt
+
+    single = run_chemprop(folder, "classification", "single", seed, size, venv, runs)
+    data, rows = read_split(folder)
+    out_dir = runs / f"chemprop-single-seed{seed}"
+    preds = runs / f"chemprop-single-seed{seed}-valid-preds.csv"
+    predict = [str(venv / "bin" / "chemprop"), "predict", "--test-path", str(runs / "valid.csv"),
+               "--smiles-columns", "smiles", "--model-paths", str(out_dir), "-o", str(preds)]
+    cpu, _ = run_measured(predict, runs / f"chemprop-platt-seed{seed}-predict.log", folder,
+                          dict(os.environ, **ONE_THREAD))
+    y = data["target"].to_numpy(dtype=float)
+
+    def logit(p):
+        p = np.clip(np.asarray(p, dtype=float), 1e-7, 1 - 1e-7)
+        return torch.tensor(np.log(p / (1 - p)))[:, None]
+
+    valid = pd.read_csv(preds)
+    if valid["smiles"].tolist() != data["smiles"].iloc[rows["valid"]].tolist():
+        raise SystemExit(f"{preds}: Chemprop's rows are not the validation rows")
+    scale, bias = fit_platt(logit(valid["target"]), torch.tensor(y[rows["valid"]])[:, None])
+    test = pd.read_csv(out_dir / "model_0" / "test_predictions.csv")["target"]
+    prob = torch.sigmoid(logit(test) * scale + bias).numpy().ravel()
+    return {**classification_scores(y[rows["test"]], prob), "cpu_s": single["cpu_s"] + cpu,
+            "platt": [float(scale[0]), float(bias[0])], "command": single["command"] + ["&&"]
+            + predict}
+
+
 def run_ours(folder: Path, task: str, method: str, seed: int, size: int, runs: Path) -> dict:
     data, rows = read_split(folder)
     root = runs / f"ours-{method}-seed{seed}"
     extra = {"ensemble": ["--ensemble_size", str(size)],
-             "mve": ["--model.init_args.loss", "mve"], "single": []}[method]
+             "mve": ["--model.init_args.loss", "mve"], "single": [],
+             "platt": ["--model.init_args.platt_scaling", "true"]}[method]
     cmd = [sys.executable, "-m", "graph_urpe.cli", "fit", "--config", str(TEMPLATE),
            "--data.init_args.path", str(folder / "data.csv"),
            "--data.init_args.target_columns", "[target]", "--data.init_args.task", task,
@@ -187,8 +226,9 @@ def main() -> None:
                         default=["freesolv", "bace", "bbbp", "lipophilicity"])
     parser.add_argument("--tools", nargs="+", choices=["ours", "chemprop"],
                         default=["ours", "chemprop"])
-    parser.add_argument("--methods", nargs="+", choices=["ensemble", "mve"],
-                        default=["ensemble", "mve"], help="regression sets only")
+    parser.add_argument("--methods", nargs="+", choices=["ensemble", "mve", "platt"],
+                        default=["ensemble", "mve"], help="ensemble, mve: regression sets; "
+                        "platt: classification sets (besides the plain model)")
     parser.add_argument("--ensemble-size", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--venv", type=Path, default=Path(os.environ.get(
@@ -202,7 +242,8 @@ def main() -> None:
         for name in args.sets:
             _, task, _ = SETS[name]
             folder = prepare_set(name, args.wheel_dir, out / "sets")
-            methods = args.methods if task == "regression" else ["single"]
+            methods = [m for m in args.methods if m != "platt"] if task == "regression" \
+                else ["single"] + [m for m in args.methods if m == "platt"]
             for method in methods:
                 for tool in args.tools:
                     path = out / "results" / name / f"{tool}-{method}-seed{args.seed}.json"
