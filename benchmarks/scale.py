@@ -18,7 +18,11 @@ process (its own peak RSS, ``ru_maxrss``; worker processes' peak separately):
   chunked (``--chunk-rows``): molecules per second, peak RSS, output size.
 
 The ``predict`` sizes are given separately (``--predict-sizes``): it needs no cache, so it reaches
-further on a small machine. Prints one JSON line per measurement, then a markdown table.
+further on a small machine. ``--stages`` picks among featurise / load / first_step. With
+``--checkout NAME=PATH`` (repeatable) every measurement runs once per checkout of graph-urpe (its
+``graph_urpe`` first on ``sys.path``, its own caches), side by side: before / after a change.
+Prints one JSON line per measurement, then a markdown table; "molecules / CPU s" is what two idle
+cores would give at most, half of it per core (the honest figure on a shared machine).
 
 Usage::
 
@@ -39,6 +43,7 @@ import json
 import os
 import os.path as osp
 import resource
+import shutil
 import sys
 
 from _common import emit, markdown_table, run_worker
@@ -95,6 +100,8 @@ def _template_net():
 
 def worker(config: dict) -> dict:
     """One measurement in this process (see the module docstring)."""
+    if config.get("checkout"):  # this checkout's graph_urpe, not the installed one
+        sys.path.insert(0, config["checkout"])
     import torch
     from lightning.pytorch import Trainer
 
@@ -106,7 +113,8 @@ def worker(config: dict) -> dict:
     kind = config["kind"]
     before = _usage()  # after the imports: the stage's own cost is the difference
     wall = time.perf_counter()
-    out: dict = {"bench": kind, "n": config["n"], "imports_cpu_s": before["cpu_s"],
+    out: dict = {"bench": kind, "n": config["n"], "checkout": config.get("name", "this"),
+                 "imports_cpu_s": before["cpu_s"],
                  "rss_after_imports_mb": _rss_mb()}
     if kind in ("featurise", "load"):
         splits = _datamodule(config).load().splits
@@ -131,7 +139,11 @@ def worker(config: dict) -> dict:
         model = GraphPropertyModule(_template_net(), featurization="ogb", target_names=["y"],
                                     max_graph_nodes=128,
                                     optimizer=partial(torch.optim.AdamW, lr=1e-3))
-        output = osp.join(config["work"], f"predictions_{config['n']}.csv")
+        output = osp.join(osp.dirname(config["root"]), f"predictions_{config['n']}.csv")
+        os.makedirs(osp.dirname(output), exist_ok=True)
+        if osp.exists(output):  # measure the whole run, not a resumed or finished one
+            os.remove(output)
+        shutil.rmtree(f"{output}.parts", ignore_errors=True)
         dm = _datamodule({**config, "csv": config["train_csv"]})
         inputs = PredictInputs(csv=config["csv"], output=output, chunk_rows=config["chunk_rows"])
         trainer = Trainer(accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
@@ -161,6 +173,11 @@ def main(argv: list[str] | None = None) -> None:
                         help="featurisation worker processes (default: 2)")
     parser.add_argument("--chunk-rows", type=int, default=20_000,
                         help="predict's rows per chunk (default: 20,000)")
+    parser.add_argument("--stages", nargs="*", default=["featurise", "load", "first_step"],
+                        choices=["featurise", "load", "first_step"],
+                        help="what --sizes measures (default: all three)")
+    parser.add_argument("--checkout", action="append", default=[], metavar="NAME=PATH",
+                        help="a checkout's root (holding graph_urpe/); repeat to compare")
     args = parser.parse_args(argv)
     if args.worker:
         emit(worker(json.loads(args.worker)))
@@ -171,27 +188,31 @@ def main(argv: list[str] | None = None) -> None:
     script = osp.abspath(__file__)
     rows = []
     small = write_inputs(args.moses, 1000, args.work)
-    for n, kinds in [*((n, ("featurise", "load", "first_step")) for n in args.sizes),
+    checkouts = [c.split("=", 1) for c in args.checkout] or [("this", "")]
+    for n, kinds in [*((n, args.stages) for n in args.sizes),
                      *((n, ("predict",)) for n in args.predict_sizes)]:
         csv = write_inputs(args.moses, n, args.work)
         for kind in kinds:
-            root = osp.join(args.work, "small_cache" if kind == "predict" else f"cache_{n}")
-            config = {"kind": kind, "n": n, "csv": csv, "root": root, "work": args.work,
-                      "workers": args.workers, "chunk_rows": args.chunk_rows,
-                      "train_csv": small}
-            record = run_worker(script, config, memory_env=False, timeout=6 * 3600)
-            record["workers"] = args.workers
-            emit(record)
-            rows.append(record)
+            for name, path in checkouts:
+                root = osp.join(args.work, name,
+                                "small_cache" if kind == "predict" else f"cache_{n}")
+                config = {"kind": kind, "n": n, "csv": csv, "root": root, "work": args.work,
+                          "workers": args.workers, "chunk_rows": args.chunk_rows,
+                          "train_csv": small, "name": name,
+                          "checkout": osp.abspath(path) if path else ""}
+                record = run_worker(script, config, memory_env=False, timeout=6 * 3600)
+                record["workers"] = args.workers
+                emit(record)
+                rows.append(record)
     print("\n" + markdown_table(
-        ["stage", "molecules", "wall s", "CPU s (process + workers)", "CPU ms / molecule",
-         "molecules / wall s", "peak RSS MB (process / workers; after imports)",
-         "cache or output MB"],
-        [[r["bench"], f"{r['n']:,}",
+        ["stage", "molecules", "checkout", "wall s", "CPU s (process + workers)",
+         "CPU ms / molecule", "molecules / CPU s", "molecules / wall s",
+         "peak RSS MB (process / workers; after imports)", "cache or output MB"],
+        [[r["bench"], f"{r['n']:,}", r["checkout"],
           f"{r['wall_s']:.1f}" + (f" ({r['since_start_s']:.1f} from start)"
                                   if "since_start_s" in r else ""),
           f"{r['cpu_s']:.1f} + {r['workers_cpu_s']:.1f}", f"{r['cpu_ms_per_mol']:.2f}",
-          f"{r['mol_per_wall_s']:.0f}",
+          f"{1e3 / r['cpu_ms_per_mol']:.0f}", f"{r['mol_per_wall_s']:.0f}",
           (f"{r['peak_rss_mb']:.0f} / {r['workers_peak_rss_mb']:.0f}; "
            f"{r['rss_after_imports_mb']:.0f}"),
           f"{r.get('cache_mb', r.get('output_mb', 0)):.1f}"] for r in rows]))

@@ -120,11 +120,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                            "--smiles_column.")
     frame = read_predict_inputs(args.csv, args.smiles, column)
     smiles = frame[column].tolist()
-    relations = getattr(getattr(module.model, "encoder", None), "relations", ())
     graphs, errors = featurize_inputs(
         smiles, module.hparams.get("featurization"), module.hparams.get("max_graph_nodes"),
-        pair_pre_transform("resistance" in relations), dataset_source=module.hparams.get(
-            "dataset_source"))
+        pair_pre_transform("resistance" in module.pair_relations()),
+        dataset_source=module.hparams.get("dataset_source"))
     by_row = {int(g.sample_id): g for g in graphs}
     rows = []
     for row, text in enumerate(smiles):

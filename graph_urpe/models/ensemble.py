@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import copy
 import math
+from typing import get_args
 
 import torch
 import torch.nn.functional as F
@@ -29,6 +30,7 @@ from torch import Tensor, nn
 from graph_urpe.choices import check_at_least
 from graph_urpe.models.calibration import LEVEL, calibration_metrics, fit_calibration, fit_platt
 from graph_urpe.models.optim import configure_gradient_clipping
+from graph_urpe.nn.relations import GraphRelation
 
 __all__ = ["MIN_VARIANCE", "EnsembleMixin", "combine_members", "member_copies", "member_spread",
            "mve_outputs"]
@@ -163,6 +165,16 @@ class EnsembleMixin:
     def members(self) -> list[nn.Module]:
         """The networks of the ensemble: ``model`` first (one unless ``ensemble_size``)."""
         return [self.model, *self.ensemble]
+
+    def pair_relations(self) -> tuple[str, ...]:
+        """The pairwise relations the members read (``"spd"``, ``"resistance"``; each network's
+        ``relations``), what prediction computes for each molecule: the resistance distance only
+        for a network that reads it (0.4-0.8 ms of CPU per molecule). A network that does not
+        say (no ``relations``) is given every relation of :data:`~graph_urpe.nn.relations.
+        GraphRelation`."""
+        every = get_args(GraphRelation)
+        read = {r for m in self.members for r in (getattr(m, "relations", None) or every)}
+        return tuple(r for r in every if r in read)
 
     def configure_gradient_clipping(self, optimizer, gradient_clip_val=None,
                                     gradient_clip_algorithm=None) -> None:

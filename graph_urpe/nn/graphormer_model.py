@@ -113,6 +113,12 @@ class Graphormer(nn.Module):
         self.reset_parameters()
 
     @property
+    def relations(self) -> list[str]:
+        """The pairwise relations the network reads (``"spd"``, ``"resistance"``): what a
+        molecule's graph must hold (:func:`~graph_urpe.transforms.pair_pre_transform`)."""
+        return self.encoder.relations
+
+    @property
     def hop_weight(self) -> nn.Parameter | None:
         """The edge encoding's hop weights (:obj:`None` without it): with the linear weight
         matrices, the only parameters that get weight decay."""
