@@ -86,6 +86,30 @@ def _first(mask: Tensor) -> int:
     return int(mask.nonzero()[0, 0])
 
 
+def _check_within_graphs(index: Tensor, counts: Tensor, name: str, out_of_range: str,
+                         across: str) -> tuple[Tensor, Tensor]:
+    """Every node of ``index`` ``[2, K]`` in the batch (``counts`` nodes per graph) and both
+    nodes of a column in one graph; else a ValueError naming the first offending column, ending
+    in ``out_of_range`` / ``across`` (how to fix it). Returns the graphs' first nodes ``[B]`` and
+    the graph of every entry ``[2, K]``."""
+    counts = counts.to(index.device)
+    num_nodes = int(counts.sum())
+    lo, hi = int(index.min()), int(index.max())
+    if lo < 0 or hi >= num_nodes:
+        raise ValueError(f"{name} refers to node {lo if lo < 0 else hi}, outside the batch's "
+                         f"[0, {num_nodes}): {out_of_range}")
+    starts = torch.cumsum(counts, 0) - counts
+    graph = torch.bucketize(index.contiguous(), starts, right=True) - 1
+    cross = graph[0] != graph[1]
+    if bool(cross.any()):
+        k = _first(cross)
+        raise ValueError(
+            f"{name} column {k}, ({int(index[0, k])}, {int(index[1, k])}), joins "
+            f"{'nodes of ' if name == 'pair_index' else ''}graph {int(graph[0, k])} and graph "
+            f"{int(graph[1, k])}: {across}")
+    return starts, graph
+
+
 def check_edges(edge_index: Tensor, counts: Tensor) -> None:
     """Check that ``edge_index`` is an integer ``[2, E]`` edge list of the batch's nodes whose
     every edge joins two nodes of the same graph (PyG's collate offsets each graph's edges by the
@@ -108,25 +132,10 @@ def check_edges(edge_index: Tensor, counts: Tensor) -> None:
                          "sparse adjacency)")
     if edge_index.numel() == 0:
         return
-    counts = counts.to(edge_index.device)
-    num_nodes = int(counts.sum())
-    lo, hi = int(edge_index.min()), int(edge_index.max())
-    if lo < 0 or hi >= num_nodes:
-        raise ValueError(
-            f"edge_index refers to node {lo if lo < 0 else hi}, outside the batch's "
-            f"[0, {num_nodes}): pass this batch's edge_index, batch and ptr together"
-        )
-    starts = torch.cumsum(counts, 0) - counts
-    graph = torch.bucketize(edge_index.contiguous(), starts, right=True) - 1
-    cross = graph[0] != graph[1]
-    if bool(cross.any()):
-        k = _first(cross)
-        raise ValueError(
-            f"edge_index column {k}, ({int(edge_index[0, k])}, {int(edge_index[1, k])}), joins "
-            f"graph {int(graph[0, k])} and graph {int(graph[1, k])}: every edge must stay within "
-            "its graph; check edge_index against batch / ptr (PyG's collate offsets each graph's "
-            "edges by its first node)"
-        )
+    _check_within_graphs(edge_index, counts, "edge_index",
+                         "pass this batch's edge_index, batch and ptr together",
+                         "every edge must stay within its graph; check edge_index against batch "
+                         "/ ptr (PyG's collate offsets each graph's edges by its first node)")
 
 
 def check_pairs(pair_index: Tensor, counts: Tensor) -> None:
@@ -151,22 +160,8 @@ def check_pairs(pair_index: Tensor, counts: Tensor) -> None:
     if total == 0:
         return
     index = pair_index.long()
-    num_nodes = int(counts.sum())
-    lo, hi = int(index.min()), int(index.max())
-    if lo < 0 or hi >= num_nodes:
-        raise ValueError(
-            f"pair_index refers to node {lo if lo < 0 else hi}, outside the batch's "
-            f"[0, {num_nodes}): {RECOMPUTE_PAIRS}"
-        )
-    starts = torch.cumsum(counts, 0) - counts
-    graph = torch.bucketize(index.contiguous(), starts, right=True) - 1
-    cross = graph[0] != graph[1]
-    if bool(cross.any()):
-        k = _first(cross)
-        raise ValueError(
-            f"pair_index column {k}, ({int(index[0, k])}, {int(index[1, k])}), joins nodes of "
-            f"graph {int(graph[0, k])} and graph {int(graph[1, k])}: {RECOMPUTE_PAIRS}"
-        )
+    starts, graph = _check_within_graphs(index, counts, "pair_index", RECOMPUTE_PAIRS,
+                                         RECOMPUTE_PAIRS)
     n = int(counts.max())
     local = index - starts[graph]
     cell = graph[0] * (n * n) + local[0] * n + local[1]
