@@ -131,7 +131,7 @@ def test_fit_writes_one_run_folder_tests_best_then_resumes_and_predicts(
     before = sorted(os.listdir(tmp_path))
     proc = subprocess.run(
         [sys.executable, "-m", "graph_urpe.cli", "predict", "--ckpt_path", best,
-         "--smiles", '["CCO", "C1CC", "[Na+].[Cl-]", "c1ccccc1", "CCS"]',
+         "--smiles", "CCO", "C1CC", "[Na+].[Cl-]", "c1ccccc1", "CCS",
          "--output", str(pred), "--trainer.enable_progress_bar", "false"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -153,7 +153,7 @@ def test_fit_writes_one_run_folder_tests_best_then_resumes_and_predicts(
     pred.unlink()
     with pytest.raises(SystemExit) as exit_info:
         main(["predict", "--ckpt_path", best, "--smiles",
-              '["xyz", "C1CC"]', "--output", str(pred)])
+              "xyz", "C1CC", "--output", str(pred)])
     assert exit_info.value.code == 2
     assert "no molecule could be predicted: 2 input rows" in capsys.readouterr().err
     table = pd.read_csv(pred, keep_default_na=False)
@@ -237,7 +237,7 @@ def test_classification_monitors_rocauc_without_editing_the_config(tmp_path, cap
 def test_predict_requires_an_existing_checkpoint(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as exit_info:
-        main(["predict", "--smiles", '["CCO"]'])
+        main(["predict", "--smiles", "CCO"])
     assert exit_info.value.code == 2
     assert "ckpt_path" in capsys.readouterr().err
     with pytest.raises(SystemExit):
@@ -368,7 +368,7 @@ def test_predict_checks_the_output_path_before_any_work(tmp_path, capsys):
     blocked = tmp_path / "a_file"
     blocked.write_text("not a folder")
     with pytest.raises(SystemExit) as exit_info:
-        main(["predict", "--ckpt_path", str(ckpt), "--smiles", '["CCO"]',
+        main(["predict", "--ckpt_path", str(ckpt), "--smiles", "CCO",
               "--output", str(blocked / "out.csv")])
     assert exit_info.value.code == 2
     err = capsys.readouterr().err

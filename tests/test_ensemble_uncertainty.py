@@ -162,7 +162,7 @@ def test_fit_ensemble_mve_then_predict_with_intervals(tmp_path, capsys):
     assert torch.isfinite(ckpt["state_dict"]["interval_factor"]).all()  # calibrated
     output = tmp_path / "pred.csv"
     main(["predict", "--ckpt_path", str(run / "checkpoints" / "last.ckpt"),
-          "--smiles", '["CCO", "xx", "CCN"]',
+          "--smiles", "CCO", "xx", "CCN",
           "--output", str(output)])
     pred = pd.read_csv(output)
     assert pred.columns.tolist()[:6] == ["row", "smiles", "target_pred", "target_std",

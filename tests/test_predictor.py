@@ -48,9 +48,7 @@ def test_readme_example_equals_graph_urpe_predict(checkpoint, capsys):
     table = scope["table"]
     smiles = [m if isinstance(m, str) else Chem.MolToSmiles(m) for m in scope["molecules"]]
     out = tmp / "pred.csv"
-    main(["predict", "--ckpt_path", ckpt, "--smiles",
-          "[" + ", ".join(f'"{s}"' for s in smiles) + "]",
-          "--output", str(out)])
+    main(["predict", "--ckpt_path", ckpt, "--smiles", *smiles, "--output", str(out)])
     cli = pd.read_csv(out, keep_default_na=False)
     assert len(table) == len(smiles) == len(cli) and scope["fingerprints"]["error"].iloc[-1]
     for column in ("target_pred", "target_std", "target_lower", "target_upper"):

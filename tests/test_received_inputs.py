@@ -88,7 +88,7 @@ def test_predict_never_writes_over_its_inputs_nor_the_users_columns(model_ckpt, 
                                                                     capsys):
     before = model_ckpt.read_bytes()
     err = _predict(capsys, "--ckpt_path", str(model_ckpt), "--smiles",
-                   '["CCO"]', "--output", str(model_ckpt))
+                   "CCO", "--output", str(model_ckpt))
     assert "--ckpt_path" in err and model_ckpt.read_bytes() == before
     inputs = tmp_path / "in.csv"
     inputs.write_text("smiles,error\nCCO,mine\n")
@@ -113,7 +113,7 @@ def test_non_finite_predictions_are_row_errors_and_counted(tmp_path, monkeypatch
     ckpt = checkpoint(tmp_path / "nan.ckpt", state=broken)
     with pytest.raises(SystemExit):  # nothing could be predicted
         main(["predict", "--ckpt_path", str(ckpt), "--smiles",
-              '["CCO", "c1ccccc1"]', "--output", "out.csv"])
+              "CCO", "c1ccccc1", "--output", "out.csv"])
     out = capsys.readouterr().out
     assert "0 predicted, 2 failed" in out
     table = pd.read_csv(tmp_path / "out.csv")
@@ -202,3 +202,14 @@ def test_run_folders_of_earlier_versions_load_without_the_retired_predict_option
     with pytest.raises(Refusal, match="no argument 'predict_everything'"):
         check_class({"class_path": "ZincLikeDataModule",
                      "init_args": {"predict_everything": 1}}, "data", "data")
+
+
+def test_smiles_given_as_one_list_string_are_refused_with_the_form_to_use():
+    """predict, fingerprint and explain take --smiles CCO NO; a list written as one string (the
+    form of earlier versions) would be one invalid SMILES, so it is refused saying the form."""
+    from graph_urpe.data.predict_inputs import read_predict_inputs
+
+    with pytest.raises(ValueError, match=r"""--smiles '\["CCO", "NO"\]' is not a SMILES.*--smiles CCO"""):
+        read_predict_inputs(None, ['["CCO", "NO"]'], "smiles")
+    frame = read_predict_inputs(None, ["CCO", "NO", "[Na+].[Cl-]", ""], "smiles")
+    assert frame["smiles"].tolist() == ["CCO", "NO", "[Na+].[Cl-]", ""]

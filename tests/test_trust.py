@@ -122,7 +122,7 @@ def test_every_exploit_of_the_issue_is_refused_before_anything_is_imported(
     path = checkpoint(tmp_path / f"{name}.ckpt", exploits(marker)[name])
     warm = checkpoint(tmp_path / "warm.ckpt", hparams(loss="nope"))  # the refusal's own imports
     with pytest.raises(SystemExit):
-        main(["predict", "--ckpt_path", str(warm), "--smiles", '["C"]'])
+        main(["predict", "--ckpt_path", str(warm), "--smiles", "C"])
     capsys.readouterr()
     before = set(sys.modules)
     with pytest.raises(UntrustedFileError) as info:
@@ -132,7 +132,7 @@ def test_every_exploit_of_the_issue_is_refused_before_anything_is_imported(
     with pytest.raises(UntrustedFileError):
         GraphPropertyModule.load_from_checkpoint(io.BytesIO(path.read_bytes()))
     with pytest.raises(SystemExit) as exit_info:
-        main(["predict", "--ckpt_path", str(path), "--smiles", '["CCO"]'])
+        main(["predict", "--ckpt_path", str(path), "--smiles", "CCO"])
     err = capsys.readouterr().err
     assert exit_info.value.code == 2 and str(path) in err and len(err.strip().splitlines()) == 2
     assert not marker.exists()
@@ -343,7 +343,7 @@ def test_the_user_option_beats_the_checkpoint_and_sizes_must_still_fit(tmp_path,
         seen.clear()
         main([sub, "--ckpt_path", str(ckpt), "--config", config,
               "--model.init_args.model.init_args.dropout", "0.25",
-              *(["--smiles", '["CCO"]'] if sub == "predict" else [])])
+              *(["--smiles", "CCO"] if sub == "predict" else [])])
         hp = seen["model"].hparams
         assert hp["model"]["init_args"]["dropout"] == 0.25, sub  # the option
         assert hp["optimizer"]["init_args"]["lr"] == 3e-3, sub    # the --config

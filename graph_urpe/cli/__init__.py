@@ -63,7 +63,7 @@ subcommands:
   fit        train (one run folder per run), then test the best checkpoint and print a summary
   validate   evaluate a checkpoint on the validation split
   test       evaluate a checkpoint on the test split
-  predict    predict SMILES (--csv FILE or --smiles '[...]', --output) with a checkpoint
+  predict    predict SMILES (--csv FILE or --smiles CCO ..., --output) with a checkpoint
   summarize  a dataset's splits and label statistics (graph-urpe summarize --help)
   plot       figures of a run folder or a checkpoint (graph-urpe plot --help)
   collect    test metrics of several runs in one table with mean ± std (graph-urpe collect --help)

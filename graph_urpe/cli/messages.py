@@ -54,9 +54,6 @@ def report_errors(argv: list[str]) -> Iterator[None]:
         if debug:
             raise
         hint = ""
-        if "--smiles" in str(err) or "'smiles'" in str(err):
-            hint = ("\nSMILES on the command line are a YAML list: quote each one, e.g. "
-                    "--smiles '[\"CCO\", \"NO\"]'")
         moved = [name for name in RETIRED_PREDICT_OPTIONS if name in str(err)]
         if moved:
             hint += ("\npredict's inputs and output are its own options now: "

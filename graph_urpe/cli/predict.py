@@ -173,9 +173,9 @@ def add_predict_arguments(parser: Any) -> None:
     parser.add_argument("--csv", type=str | None, default=None,
                         help="predict: a CSV file with a SMILES column (its other columns are "
                         "copied to the output).")
-    parser.add_argument("--smiles", type=list[str] | None, default=None,
-                        help="predict: SMILES strings instead of a file, as a list: "
-                        "--smiles '[\"CCO\", \"NO\"]'.")
+    parser.add_argument("--smiles", type=str, nargs="+", default=None,
+                        help="predict: SMILES instead of a file, separated by spaces (quote each "
+                        "for the shell): --smiles CCO 'c1ccccc1O'.")
     parser.add_argument("--smiles_column", type=str | None, default=None,
                         help="predict: the SMILES column of --csv (default: the training "
                         "file's, kept in the checkpoint; else smiles).")

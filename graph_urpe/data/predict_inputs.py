@@ -38,35 +38,42 @@ _ATOM_FEATURES = {
 _BOND_FEATURES = {"ogb": ("bond type", "bond stereo", "conjugation"), "zinc": ("bond type",)}
 
 
-def read_predict_inputs(predict_csv: str | None, predict_smiles: list[str] | None,
+def read_predict_inputs(csv: str | None, smiles: list[str] | None,
                         smiles_column: str) -> pd.DataFrame:
-    """The input table: ``predict_csv`` as text (no NA parsing), or one column of
-    ``predict_smiles``.
+    """The input table: ``csv`` as text (no NA parsing), or one column of
+    ``smiles``.
 
     Raises:
-        ValueError: neither is given, the CSV lacks ``smiles_column``, or it cannot be read
+        ValueError: neither is given, ``smiles`` holds a list written as one string (quotes or
+            commas: ``--smiles '["CCO", "NO"]'``), the CSV lacks ``smiles_column``, or it cannot
+            be read
             (:func:`~graph_urpe.data.csv.reading.read_csv_file`: a folder, empty, not UTF-8,
             duplicate column names).
     """
-    if predict_csv is not None:
+    if csv is not None:
         # Blank lines stay rows (an empty SMILES, reported), so row r is CSV line r + 2.
-        frame = read_csv_file(predict_csv, dtype={smiles_column: str}, keep_default_na=False,
+        frame = read_csv_file(csv, dtype={smiles_column: str}, keep_default_na=False,
                               skip_blank_lines=False)
         if smiles_column not in frame.columns:
             raise ValueError(
-                f"column {smiles_column!r} not found in {predict_csv}; available: "
+                f"column {smiles_column!r} not found in {csv}; available: "
                 f"{list(frame.columns)} (name yours with --smiles_column)."
             )
         return frame
-    if predict_smiles is not None:
-        return pd.DataFrame({smiles_column: list(predict_smiles)})
+    if smiles is not None:
+        listed = [s for s in smiles if any(c in s for c in "\"',")]
+        if listed:  # no SMILES holds a quote or a comma
+            raise ValueError(
+                f"--smiles {listed[0]!r} is not a SMILES: give the SMILES separated by spaces, "
+                "each quoted for the shell, e.g. --smiles CCO 'c1ccccc1O' (not a list).")
+        return pd.DataFrame({smiles_column: list(smiles)})
     raise ValueError(
         f"nothing to predict: pass --csv FILE (with a {smiles_column!r} column) or --smiles "
         "(SMILES strings)."
     )
 
 
-def iter_predict_inputs(predict_csv: str | None, predict_smiles: list[str] | None,
+def iter_predict_inputs(csv: str | None, smiles: list[str] | None,
                         smiles_column: str, chunk_rows: int) -> Iterator[pd.DataFrame]:
     """The input table of :func:`read_predict_inputs` in consecutive chunks of at most
     ``chunk_rows`` rows, a CSV read chunk by chunk (never whole). Each chunk keeps its rows'
@@ -75,16 +82,16 @@ def iter_predict_inputs(predict_csv: str | None, predict_smiles: list[str] | Non
     Raises:
         ValueError: as :func:`read_predict_inputs`.
     """
-    if predict_csv is None:
-        frame = read_predict_inputs(None, predict_smiles, smiles_column)
+    if csv is None:
+        frame = read_predict_inputs(None, smiles, smiles_column)
         for start in range(0, len(frame), chunk_rows):
             yield frame.iloc[start:start + chunk_rows]
         return
-    for frame in iter_csv_file(predict_csv, chunk_rows, dtype={smiles_column: str},
+    for frame in iter_csv_file(csv, chunk_rows, dtype={smiles_column: str},
                                keep_default_na=False, skip_blank_lines=False):
         if smiles_column not in frame.columns:
             raise ValueError(
-                f"column {smiles_column!r} not found in {predict_csv}; available: "
+                f"column {smiles_column!r} not found in {csv}; available: "
                 f"{list(frame.columns)} (name yours with --smiles_column)."
             )
         yield frame
