@@ -1,7 +1,8 @@
 """Consistency checks of a PyG batch before it is densified (:mod:`graph_urpe.dense`,
 :class:`~graph_urpe.nn.URPEGraphConv`): the node layout (``batch`` / ``ptr`` against the node
-features, ``max_num_nodes``), the edges (within their graph) and the stored pair layout of
-:mod:`graph_urpe.transforms` (every node pair of every graph exactly once).
+features, ``max_num_nodes``), the edges (within their graph), the stored pair layout of
+:mod:`graph_urpe.transforms` (every node pair of every graph exactly once) and a stored SPD against
+the edges (its pairs at distance 1 are the edges).
 
 Each check raises a one-line :class:`ValueError` (:class:`TypeError` for a wrong dtype) that says
 what is wrong and how to fix it, instead of an ``IndexError`` deep in a scatter, or a silently wrong
@@ -14,7 +15,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-__all__ = ["RECOMPUTE_PAIRS", "check_edges", "check_nodes", "check_pairs"]
+from graph_urpe.constants import UNREACHABLE
+
+__all__ = ["RECOMPUTE_PAIRS", "check_edges", "check_nodes", "check_pairs", "check_spd"]
 
 #: The fix named by every error about a stored pair layout that does not fit the batch.
 RECOMPUTE_PAIRS: str = (
@@ -32,11 +35,13 @@ def check_nodes(
     batch: Tensor | None = None,
     num_graphs: int | None = None,
     max_num_nodes: int | None = None,
+    ptr: Tensor | None = None,
 ) -> None:
     """Check the node layout: ``counts`` (from ``ptr`` / ``batch``) covers the ``num_nodes`` rows
     of the node features, ``batch`` is sorted (nodes graph by graph, the contract of
     :func:`torch_geometric.utils.to_dense_batch` and what PyG's collate produces), ``num_graphs``
-    covers every graph ``batch`` refers to, and ``max_num_nodes`` holds the largest graph.
+    covers every graph ``batch`` refers to, ``batch`` and ``ptr`` agree when both are given, and
+    ``max_num_nodes`` holds the largest graph.
 
     Args:
         num_nodes (int): rows of the node features.
@@ -44,10 +49,14 @@ def check_nodes(
         batch (LongTensor, optional): graph of each node. (default: :obj:`None`)
         num_graphs (int, optional): ``B`` as given by the caller. (default: :obj:`None`)
         max_num_nodes (int, optional): ``N`` as given by the caller. (default: :obj:`None`)
+        ptr (LongTensor, optional): node offsets ``[B + 1]`` that ``counts`` was read from, to
+            check against ``batch``. (default: :obj:`None`)
 
     Raises:
         ValueError: naming the inconsistent input and the fix.
     """
+    if (batch is None or ptr is not None) and counts.numel() and bool((counts < 0).any()):
+        raise ValueError("ptr must be non-decreasing (node offsets of the graphs, data.ptr)")
     if batch is not None:
         if batch.dim() != 1 or batch.numel() != num_nodes:
             raise ValueError(
@@ -66,14 +75,22 @@ def check_nodes(
                 f"batch refers to graph {counts.numel() - 1} but num_graphs={num_graphs}: pass "
                 "this batch's number of graphs (data.num_graphs) or leave num_graphs=None"
             )
-    elif counts.numel() and bool((counts < 0).any()):
-        raise ValueError("ptr must be non-decreasing (node offsets of the graphs, data.ptr)")
     total = int(counts.sum())
     if total != num_nodes:
         raise ValueError(
             f"ptr / batch describe {total} nodes but the node features have {num_nodes} rows: "
             "pass this batch's ptr / batch (data.ptr, data.batch)"
         )
+    if batch is not None and ptr is not None:
+        graphs = torch.arange(counts.numel(), device=counts.device)
+        wanted = torch.repeat_interleave(graphs, counts).to(batch.device)
+        if not torch.equal(batch, wanted.to(batch.dtype)):
+            k = _first(batch != wanted)
+            raise ValueError(
+                f"batch and ptr disagree: batch puts node {k} in graph {int(batch[k])}, ptr in "
+                f"graph {int(wanted[k])}: pass the batch's own batch and ptr (data.batch, "
+                "data.ptr), or only one of them"
+            )
     largest = int(counts.max()) if counts.numel() else 0
     if max_num_nodes is not None and max_num_nodes < largest:
         raise ValueError(
@@ -168,4 +185,66 @@ def check_pairs(pair_index: Tensor, counts: Tensor) -> None:
     if torch.unique(cell).numel() != total:
         raise ValueError(
             f"pair_index lists some node pair twice (and so misses another): {RECOMPUTE_PAIRS}"
+        )
+
+
+def check_spd(spd: Tensor, pair_index: Tensor, counts: Tensor,
+              edge_index: Tensor | None = None) -> None:
+    """Check a stored SPD (of a ``pair_index`` that :func:`check_pairs` accepted): values at least
+    :data:`~graph_urpe.constants.UNREACHABLE` and, with ``edge_index``, its pairs at distance 1
+    exactly the batch's edges (both directions, self-loops and duplicates ignored, as
+    :class:`~graph_urpe.transforms.AddShortestPathDistance` reads them), in :math:`O(E + P)`.
+    This fails when the edges changed after the transforms (``Data.edge_subgraph``, DropEdge,
+    edges added) or the nodes were reordered (``Data.subgraph(perm)`` keeping every node). An SPD
+    clipped at 1 by the transform (no stored value above 1) holds every reachable pair at 1; then
+    only the edges are checked to be among them.
+
+    Args:
+        spd (Tensor): the collated integer ``spd`` ``[P]``.
+        pair_index (Tensor): the collated ``pair_index`` ``[2, P]``.
+        counts (LongTensor): nodes per graph ``[B]``.
+        edge_index (LongTensor, optional): ``[2, E]``, checked by :func:`check_edges` first.
+            (default: :obj:`None`, the values only)
+
+    Raises:
+        ValueError: for a value below ``-1``, or an SPD that does not match ``edge_index``.
+    """
+    if spd.numel() == 0:
+        return
+    low = int(spd.min())
+    if low < UNREACHABLE:
+        raise ValueError(f"spd holds {low}: shortest-path distances are >= 0, or {UNREACHABLE} "
+                         "for unreachable pairs; pass the spd stored by AddShortestPathDistance")
+    if edge_index is None:
+        return
+    counts = counts.to(pair_index.device)
+    sizes = counts * counts
+    starts, offsets = torch.cumsum(counts, 0) - counts, torch.cumsum(sizes, 0) - sizes
+
+    def slot(index: Tensor) -> Tensor:  # position of each pair (u, v) among the batch's P pairs
+        graph = torch.bucketize(index[0], starts, right=True) - 1
+        local = index - starts[graph]
+        return offsets[graph] + local[0] * counts[graph] + local[1]
+
+    near = torch.zeros(spd.numel(), dtype=torch.bool, device=pair_index.device)
+    near[slot(pair_index.long())] = spd.reshape(-1).to(near.device) == 1
+    edges = edge_index.long().to(near.device)
+    edges = edges[:, edges[0] != edges[1]]
+    linked = torch.zeros_like(near)
+    linked[torch.cat([slot(edges), slot(edges.flip(0))])] = True
+    clipped_at_1 = int(spd.max()) <= 1
+    wrong = linked & ~near if clipped_at_1 else linked != near
+    if bool(wrong.any()):
+        k = _first(wrong)
+        graph = int(torch.bucketize(torch.tensor(k), offsets.cpu(), right=True)) - 1
+        n, start, local = int(counts[graph]), int(starts[graph]), k - int(offsets[graph])
+        u, v = start + local // n, start + local % n
+        what = "an edge of edge_index but its stored spd is not 1" if linked[k] else \
+            "stored at spd 1 but is no edge of edge_index"
+        raise ValueError(
+            f"the stored relations do not match edge_index: node pair ({u}, {v}) is {what} "
+            "(edges changed or nodes reordered after the transforms, e.g. Data.edge_subgraph, "
+            "DropEdge, Data.subgraph(perm)): apply AddShortestPathDistance / "
+            "AddResistanceDistance again after them, or pass no pair_index (nor spd / "
+            "resistance) to URPEGraphConv to compute the relations from edge_index"
         )

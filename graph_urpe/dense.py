@@ -56,7 +56,14 @@ def node_counts(
             (default: :obj:`None`)
         num_graphs (int, optional): ``B``, needed with ``batch`` to count trailing empty graphs
             (and to avoid a host read). (default: :obj:`None`)
+
+    Raises:
+        TypeError: if ``ptr`` or ``batch`` is not an integer tensor.
     """
+    for name, t in (("ptr", ptr), ("batch", batch)):
+        if t is not None and (t.is_floating_point() or t.is_complex() or t.dtype == torch.bool):
+            raise TypeError(f"{name} must be an integer tensor (data.{name}), got {t.dtype}: "
+                            f"pass {name}.long()")
     if ptr is not None:
         return (ptr[1:] - ptr[:-1]).to(spd.device)
     if batch is not None:

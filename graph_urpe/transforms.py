@@ -174,7 +174,8 @@ class AddShortestPathDistance(BaseTransform):
 
     Args:
         max_distance (int, optional): if given, distances larger than this are stored as
-            :obj:`max_distance` (Graphormer's ``max_dist``). Must be in ``[1, 32767]``.
+            :obj:`max_distance` (Graphormer's ``max_dist``). Must be in ``[1, 32767]``. The
+            layers read the values as stored: clip at no less than their ``max_distance``.
             (default: :obj:`None`, no clipping)
         paths (bool, optional): also store the predecessors, needed for the multi-hop edge
             encoding. (default: :obj:`True`)
@@ -197,6 +198,7 @@ class AddShortestPathDistance(BaseTransform):
             nodes is unknown, if ``edge_index`` is malformed or points outside ``[0, n)``, or for
             a bad :obj:`attr_name` / :obj:`max_distance`, or an attribute :obj:`attr_name` (or
             ``{attr_name}_pred_index``) already on the graph that is not this transform's.
+        TypeError: if ``edge_index`` is not an integer tensor.
 
     Example:
         >>> from torch_geometric.datasets import ZINC
@@ -314,6 +316,9 @@ def _edge_arrays(edge_index: torch.Tensor | None, n: int) -> tuple[np.ndarray, n
         return empty, empty
     if edge_index.dim() != 2 or edge_index.size(0) != 2:
         raise ValueError(f"edge_index must have shape [2, E], got {list(edge_index.shape)}")
+    if edge_index.is_floating_point() or edge_index.is_complex() or edge_index.dtype == torch.bool:
+        raise TypeError(f"edge_index must be an integer tensor, got {edge_index.dtype}: set "
+                        "data.edge_index = data.edge_index.long() before the transform")
     ei = edge_index.detach().cpu().numpy()
     lo, hi = ei.min(), ei.max()
     if lo < 0 or hi >= n:

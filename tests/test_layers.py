@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch_geometric.data import Batch, Data
 from torch_geometric.transforms import Compose
-from torch_geometric.utils import subgraph, to_torch_coo_tensor
+from torch_geometric.utils import dropout_edge, subgraph, to_torch_coo_tensor
 
 import graph_urpe.nn.conv
 from graph_urpe.nn import URPEGraphConv
@@ -160,6 +160,84 @@ def test_bad_input_names_the_fix():
         URPEGraphConv(8, 2, relations=["spd", "spd"])
     with pytest.raises(ValueError, match="'spd' is missing"):
         conv(batch.x, batch.edge_index, batch.batch, pair_index=batch.pair_index)
+    with pytest.raises(TypeError, match=r"x must be a tensor of node features \[num_nodes, 8\]"):
+        conv(None, batch.edge_index)
+    with pytest.raises(ValueError, match="max_distance must be >= 1 with the 'spd' relation"):
+        URPEGraphConv(8, 2, max_distance=0)
+    assert URPEGraphConv(8, 2, relations=["resistance"], max_distance=0).max_distance == 0
+    stored = {"pair_index": batch.pair_index, "ptr": batch.ptr}
+    with pytest.raises(TypeError, match="spd must hold integer shortest-path distances"):
+        conv(batch.x, batch.edge_index, spd=batch.resistance, **stored)
+    with pytest.raises(ValueError, match="spd holds -5: shortest-path distances are >= 0"):
+        conv(batch.x, batch.edge_index, spd=torch.where(batch.spd == 2, -5, batch.spd), **stored)
+
+
+PATH5 = torch.tensor([[0, 1, 1, 2, 2, 3, 3, 4], [1, 0, 2, 1, 3, 2, 4, 3]])
+
+
+def _path5(**transform) -> Data:
+    x = torch.randn(5, 8, generator=torch.Generator().manual_seed(3))
+    return AddShortestPathDistance(**transform)(Data(x=x, edge_index=PATH5))
+
+
+def _dropped(edge_index: torch.Tensor) -> torch.Tensor:
+    """DropEdge (PyG's dropout_edge, both directions of an edge together), seeded."""
+    with torch.random.fork_rng():
+        torch.manual_seed(2)  # keeps 3 of the 4 edges (seed 0 drops all)
+        return dropout_edge(edge_index, p=0.5, force_undirected=True)[0]
+
+
+# Stored relations whose edges or node order changed after the transforms, as a user gets them.
+CHANGED = {
+    "Data.subgraph(perm), all nodes": lambda d: d.subgraph(torch.tensor([4, 2, 0, 1, 3])),
+    "Data.edge_subgraph": lambda d: d.edge_subgraph(torch.arange(2, 8)),
+    "dropout_edge": lambda d: d.update({"edge_index": _dropped(d.edge_index)}),
+    "edge added": lambda d: d.update({"edge_index": torch.cat([d.edge_index, torch.tensor(
+        [[0], [2]])], 1)}),
+}
+
+
+@pytest.mark.parametrize("case", list(CHANGED))
+def test_stored_spd_must_match_edge_index(case):
+    conv = _randomised(URPEGraphConv(8, 2))
+    changed = CHANGED[case](_path5())
+    assert changed.edge_index.shape[1] > 0  # an edge list that still differs from the path's
+    with pytest.raises(ValueError, match="stored relations do not match edge_index.*apply "
+                                         "AddShortestPathDistance.*again"):
+        conv(changed.x, changed.edge_index, pair_index=changed.pair_index, spd=changed.spd)
+    fixed = AddShortestPathDistance()(changed)  # the fix named
+    with torch.no_grad():
+        torch.testing.assert_close(
+            conv(fixed.x, fixed.edge_index, pair_index=fixed.pair_index, spd=fixed.spd),
+            conv(fixed.x, fixed.edge_index))
+
+
+def test_stored_spd_that_matches_edge_index_is_accepted():
+    with torch.no_grad():
+        # Reversing a path is an automorphism: the stored SPD still fits the relabelled edges.
+        flipped = _path5().subgraph(torch.arange(4, -1, -1))
+        # One direction of each edge, self-loops and duplicates: the same simple graph.
+        loose = _path5()
+        loose.edge_index = torch.cat([PATH5[:, ::2], torch.tensor([[0, 3], [0, 2]])], 1)
+        # Clipped at 1 by the transform: every reachable pair at 1, edges among them. With the
+        # layer's max_distance at most the transform's, the same as computed on the fly.
+        for d, m in [(flipped, 2), (loose, 2), (_path5(max_distance=2), 2),
+                     (_path5(max_distance=1), 1)]:
+            layer = _randomised(URPEGraphConv(8, 2, max_distance=m))
+            torch.testing.assert_close(
+                layer(d.x, d.edge_index, pair_index=d.pair_index, spd=d.spd),
+                layer(d.x, d.edge_index))
+        # Clipped at 2 read by a layer distinguishing more (36): read as stored, distances >= 2
+        # take the entry of 2 (worked by hand on the path: SPD(i, j) = |i - j|).
+        d = _path5(max_distance=2)
+        nodes = torch.arange(5)
+        ids = (nodes[:, None] - nodes[None, :]).abs().clamp(max=2)
+        wide = _randomised(URPEGraphConv(8, 2))
+        by_hand = wide.layer(d.x.unsqueeze(0), wide.spatial_bias.weight[ids].permute(2, 0, 1),
+                             wide.multiplier.weight[ids].permute(2, 0, 1))[0]
+        stored = wide(d.x, d.edge_index, pair_index=d.pair_index, spd=d.spd)
+        torch.testing.assert_close(stored, by_hand)
+        assert not torch.allclose(stored, wide(d.x, d.edge_index))  # on the fly: up to 4
 
 
 def _stale(kind: str) -> list[Data]:
@@ -224,6 +302,10 @@ BAD_BATCHES = {
                    "batch refers to graph 3 but num_graphs=2"),
     "ptr of another batch": (lambda b: {"ptr": b.ptr[:-1]},
                              "describe 12 nodes but the node features have 17 rows"),
+    # Node 5 (last of graph 0) put in graph 1: batch still sorted and 17 nodes long.
+    "batch and ptr disagree": (lambda b: {"batch": torch.where(torch.arange(17) == 5, 1, b.batch)},
+                               "batch and ptr disagree: batch puts node 5 in graph 1, ptr in graph 0"),
+    "float batch": (lambda b: {"batch": b.batch.float()}, r"batch must be an integer .*\.long"),
 }
 
 
@@ -237,9 +319,7 @@ def test_bad_batches_are_refused(case, stored):
         args.update(pair_index=batch.pair_index, spd=batch.spd, resistance=batch.resistance)
     change, message = BAD_BATCHES[case]
     args.update(change(batch))
-    if stored and "edge" in case:
-        return  # the relations are read from the batch; edge_index is not used
-    error = TypeError if case == "float edge_index" else ValueError
+    error = TypeError if case.startswith("float") else ValueError
     with pytest.raises(error, match=message):
         conv(batch.x, **args)
 

@@ -292,6 +292,9 @@ def test_bad_input_is_refused_loudly():
         AddShortestPathDistance()(Data(edge_index=torch.tensor([0, 1, 2]), num_nodes=3))
     with pytest.raises(ValueError, match="max_distance"):
         AddShortestPathDistance(max_distance=0)
+    for transform in (AddShortestPathDistance(), AddResistanceDistance()):
+        with pytest.raises(TypeError, match=r"edge_index must be an integer tensor.*\.long\(\)"):
+            transform(Data(edge_index=torch.tensor([[0.0, 1.0], [1.0, 0.0]]), num_nodes=2))
     with pytest.raises(ValueError, match="unknown number of nodes"):
         AddShortestPathDistance()(Data())
 

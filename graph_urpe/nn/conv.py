@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch_geometric.utils import is_sparse, to_dense_batch, to_edge_index
 
-from graph_urpe.batch_checks import check_nodes
+from graph_urpe.batch_checks import check_edges, check_nodes, check_spd
 from graph_urpe.choices import check_choice
 from graph_urpe.constants import UNREACHABLE
 from graph_urpe.dense import (
@@ -110,10 +110,13 @@ def densify_graphs(
         max_distance (int): largest distinguished SPD of the relation ids (0 without ``"spd"``).
         num_graphs (int, optional): ``B``. (default: :obj:`None`, from ``ptr`` / ``batch``)
         max_num_nodes (int, optional): ``N``. (default: :obj:`None`, the largest graph)
-        validate (bool, optional): check the node layout (``batch`` sorted, sizes consistent,
-            :obj:`max_num_nodes` large enough), the edges (computed relations) or the stored pair
-            layout (:mod:`graph_urpe.batch_checks`; host reads). (default: :obj:`False`)
-        edge_index (LongTensor, optional): ``[2, E]``, to compute the relations.
+        validate (bool, optional): check the node layout (``batch`` sorted, consistent with
+            ``ptr``, sizes consistent, :obj:`max_num_nodes` large enough), the edges (within
+            their graph), the stored pair layout and a stored SPD (values, and against
+            ``edge_index`` when given) (:mod:`graph_urpe.batch_checks`; host reads).
+            (default: :obj:`False`)
+        edge_index (LongTensor, optional): ``[2, E]``, to compute the relations, or to check
+            stored ones against.
 
     Raises:
         ValueError: if a relation is missing (neither stored nor computable), or (see
@@ -130,7 +133,7 @@ def densify_graphs(
         ptr = torch.tensor([0, x.shape[0]], device=x.device)
     counts = node_counts(x, batch, ptr, num_graphs)
     if validate:
-        check_nodes(x.shape[0], counts, batch, num_graphs, max_num_nodes)
+        check_nodes(x.shape[0], counts, batch, num_graphs, max_num_nodes, ptr=ptr)
     if max_num_nodes is None:
         max_num_nodes = int(counts.max()) if counts.numel() else 0  # the one host read
     _, padding_mask = dense_layout(counts, max_num_nodes)
@@ -144,9 +147,18 @@ def densify_graphs(
             if value is None:
                 raise ValueError(f"relation {name!r} is missing from the batch: build the dataset "
                                  "with the graph_urpe.transforms that store it.")
+            if name == "spd" and (value.is_floating_point() or value.is_complex()
+                                  or value.dtype == torch.bool):
+                raise TypeError(f"spd must hold integer shortest-path distances (int16 from "
+                                f"AddShortestPathDistance), got {value.dtype}: pass data.spd (a "
+                                "resistance distance goes to resistance=)")
             dense[name] = to_dense_pair(value, pair_index, batch, ptr, num_graphs=num_graphs,
                                         max_num_nodes=max_num_nodes, validate=validate,
                                         name=name)[0]
+        if validate and edge_index is not None:  # the stored relations must be edge_index's
+            check_edges(edge_index, counts)
+        if validate and "spd" in dense:
+            check_spd(relations["spd"], pair_index, counts, edge_index)
     b, n = padding_mask.shape
     vec = batch_vector(x.shape[0], counts, batch)
     h, _ = to_dense_batch(x, vec, batch_size=b, max_num_nodes=n)
@@ -205,15 +217,20 @@ class URPEGraphConv(nn.Module):
     small graphs). Stored values are aligned with ``pair_index``, so they are refused without it;
     a stored relation the layer does not read (not in :obj:`relations`) is not used, as
     :class:`~torch_geometric.nn.conv.GATConv` does not use ``edge_attr`` without ``edge_dim``.
-    ``edge_index`` may also be a sparse adjacency (:class:`torch_sparse.SparseTensor` or a
+    Distances above :obj:`max_distance` share its table entry; a stored SPD is read as stored, so
+    one clipped by the transform (``AddShortestPathDistance(max_distance=k)``) gives, for
+    ``k < max_distance``, distances ``>= k`` the entry of ``k`` (not the on-the-fly result):
+    store it unclipped (the default) or with ``k >= max_distance``. ``edge_index`` may also be a sparse adjacency (:class:`torch_sparse.SparseTensor` or a
     :obj:`torch.sparse` COO / CSR / CSC matrix), as for PyG's other convolutions: its stored
     entries are the edges (values ignored; edges are undirected, so ``adj`` and ``adj_t`` alike).
 
     By default the inputs are checked first (:mod:`graph_urpe.batch_checks`: ``batch`` sorted and
-    consistent with ``x``, ``max_num_nodes`` large enough, edges within their graph, and a stored
-    ``pair_index`` holding every node pair of every graph once, which fails for relations
-    computed before :func:`~torch_geometric.utils.subgraph`), with a one-line error naming the
-    fix. The checks read values back to the host; ``validate_inputs=False`` skips them for data
+    consistent with ``x`` and ``ptr``, ``max_num_nodes`` large enough, edges within their graph,
+    a stored ``pair_index`` holding every node pair of every graph once, which fails for
+    relations computed before :func:`~torch_geometric.utils.subgraph`, and a stored ``spd`` of
+    integers ``>= -1`` whose pairs at distance 1 are the edges of ``edge_index``, which fails
+    after ``Data.edge_subgraph``, DropEdge or a node reordering), with a one-line error naming
+    the fix. The checks read values back to the host; ``validate_inputs=False`` skips them for data
     known to be consistent, and they are skipped under :func:`torch.compile`.
 
     Args:
@@ -245,11 +262,14 @@ class URPEGraphConv(nn.Module):
         - **output:** node features :math:`(|\mathcal{V}|, C)`
 
     Raises:
-        ValueError: for an unknown ``attention`` or relation, a negative ``max_distance``,
-            ``x`` not ``[num_nodes, channels]``, a sparse adjacency not
-            ``[num_nodes, num_nodes]``, a stored relation that is missing, given without
-            ``pair_index`` or malformed, or (``validate_inputs``) inconsistent input.
-        TypeError: (``validate_inputs``) for a non-integer ``edge_index``.
+        ValueError: for an unknown ``attention`` or relation, ``max_distance < 1`` with
+            ``"spd"`` (as :class:`~graph_urpe.transforms.AddShortestPathDistance`), ``x`` not
+            ``[num_nodes, channels]``, a sparse adjacency not ``[num_nodes, num_nodes]``, a
+            stored relation that is missing, given without ``pair_index`` or malformed (an
+            ``spd`` below ``-1``: ``validate_inputs``), or (``validate_inputs``) inconsistent
+            input, stored relations that no longer match ``edge_index`` included.
+        TypeError: for ``x`` not a tensor, a non-integer ``spd``, ``batch`` or ``ptr``, or
+            (``validate_inputs``) a non-integer ``edge_index``.
 
     Example:
         >>> import torch
@@ -347,13 +367,19 @@ class URPEGraphConv(nn.Module):
                 (default: :obj:`None`)
             spd, resistance (Tensor, optional): the stored relation values, aligned with
                 ``pair_index``. (default: :obj:`None`)
-            ptr (LongTensor, optional): node offsets (preferred to ``batch``).
+            ptr (LongTensor, optional): node offsets (preferred to ``batch``; both must agree).
                 (default: :obj:`None`)
             num_graphs (int, optional): number of graphs (with ``batch``; saves a host read).
                 (default: :obj:`None`)
             max_num_nodes (int, optional): largest graph (saves a host read when
                 ``validate_inputs=False``). (default: :obj:`None`)
         """
+        if not isinstance(x, Tensor):
+            raise TypeError(
+                f"x must be a tensor of node features [num_nodes, {self.channels}], got "
+                f"{type(x).__name__}: for graphs without node features pass e.g. "
+                f"torch.ones(num_nodes, {self.channels}) or an embedding of the node degrees"
+            )
         if x.dim() != 2 or x.shape[-1] != self.channels:
             raise ValueError(
                 f"x must have shape [num_nodes, {self.channels}] for "

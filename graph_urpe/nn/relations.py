@@ -441,6 +441,21 @@ class ContinuousRelations(nn.Module):
 def relation_table_distance(relations: Sequence[str], max_distance: int) -> int:
     """The ``max_distance`` of the relation ids (:func:`graph_relation_ids`) of a model reading
     ``relations``: ``max_distance`` when ``"spd"`` is among them; else ``0`` (the ids then tell
-    only reachable from unreachable pairs, read off the first continuous relation)."""
-    return max_distance if "spd" in relations else 0
+    only reachable from unreachable pairs, read off the first continuous relation).
+
+    Raises:
+        ValueError: if ``max_distance < 1`` with ``"spd"``: as for
+            :class:`~graph_urpe.transforms.AddShortestPathDistance`, clipping at 0 would put every
+            reachable pair, a node and itself included, at one distance (no SPD read at all).
+    """
+    if "spd" not in relations:
+        return 0
+    if max_distance < 1:
+        raise ValueError(
+            f"max_distance must be >= 1 with the 'spd' relation (as AddShortestPathDistance's), "
+            f"got {max_distance!r}: at 0 every reachable pair, a node and itself included, would "
+            "share one table entry; to read no distance use relations=['resistance'] or "
+            "attention='none'"
+        )
+    return max_distance
 
