@@ -95,17 +95,23 @@ def test_summary_names_the_stratified_interval_and_says_when_there_is_none():
     target[0] = 0.0
     pred = torch.linspace(0, 1, 30).unsqueeze(1)
     model = SimpleNamespace(test_outputs=(torch.arange(30), pred, target), level="graph",
-                            metric_name="rocauc", hparams=SimpleNamespace(task="classification"))
+                            metric_name="rocauc", hparams=SimpleNamespace(task="classification"),
+                            target_names=["active"])
     line = metric_interval_line(model, "graph-urpe seeds --seeds 3")
     assert line.startswith("Test ROC-AUC 95% interval over the 30 labelled test graphs "
-                           "(bootstrap, stratified by class): 1.0000 to 1.0000")
+                           "(bootstrap, stratified by class): 1.0000 to 1.0000. Few of a class "
+                           "in the test split (active: 29 positive, 1 negative)")
     assert line.endswith("graph-urpe seeds --seeds 3")
+    balanced = torch.tensor([0.0, 1.0]).repeat(15).unsqueeze(1)
+    model.test_outputs = (torch.arange(30), pred, balanced)
+    assert "Few of a class" not in metric_interval_line(model)  # 15 of each
     # Two tasks are resampled together: task 0 has one negative, task 1 one class only, so the
     # resamples without row 0 have no task with both classes (ROC-AUC undefined): no interval.
     target = torch.ones(30, 2)
     target[0, 0] = 0.0
     model = SimpleNamespace(test_outputs=(torch.arange(30), pred.repeat(1, 2), target),
                             level="graph", metric_name="rocauc",
-                            hparams=SimpleNamespace(task="classification"))
+                            hparams=SimpleNamespace(task="classification"),
+                            target_names=["a", "b"])
     assert metric_interval_line(model).startswith(
         "Test ROC-AUC: no bootstrap interval over the 30 labelled test graphs")

@@ -222,7 +222,31 @@ def metric_interval_line(model: LightningModule, seeds_command: str | None = Non
     how = "bootstrap, stratified by class" \
         if len(bootstrap_strata(target, model.hparams.task)) > 1 else "bootstrap"
     return (f"Test {label} 95% interval over the {pred.shape[0]} labelled test graphs ({how}): "
-            f"{interval[0]:.4f} to {interval[1]:.4f}{seeds}")
+            f"{interval[0]:.4f} to {interval[1]:.4f}{_few_of_a_class(model, target)}{seeds}")
+
+
+FEW_OF_A_CLASS = 10
+"""Below this many test graphs of a class (per task), the summary says the classification metric
+rests on them."""
+
+
+def _few_of_a_class(model: LightningModule, target: torch.Tensor) -> str:
+    """For binary classification: a sentence naming the tasks whose test split holds fewer than
+    :data:`FEW_OF_A_CLASS` positives or negatives (the metric, and an interval resampled from
+    them, rest on those few graphs); else an empty string."""
+    if model.hparams.task != "classification":
+        return ""
+    few = []
+    for name, column in zip(model.target_names, target.T):
+        labels = column[~torch.isnan(column)]
+        positive, negative = int((labels == 1).sum()), int((labels == 0).sum())
+        if min(positive, negative) < FEW_OF_A_CLASS:
+            few.append(f"{name}: {positive} positive, {negative} negative")
+    if not few:
+        return ""
+    return (f". Few of a class in the test split ({'; '.join(few)}): the metric and its "
+            "interval rest on those graphs; read them as rough (more data, or "
+            "--data.init_args.split random for a larger share of the rare class)")
 
 
 def print_fit_summary(trainer: Trainer, metrics: dict[str, float] | None, run_dir: str,
