@@ -63,7 +63,7 @@ def test_predict_reads_the_training_column_by_default_and_an_explicit_one_wins(
             "(its training's, kept in the checkpoint)") in err
     out = pd.read_csv(tmp_path / "out.csv", keep_default_na=False)
     assert out["mol"].tolist() == ["CCO", LONG] and out["note"].tolist() == ["a", "b"]
-    assert out["error"][0] == "" and "16 nodes > max_nodes=12" in out["error"][1]
+    assert out["error"][0] == "" and "16 nodes > max_graph_nodes=12" in out["error"][1]
 
     # An explicit column wins over the checkpoint's; a limit not above the model's says nothing.
     pd.DataFrame({"smiles": ["CCN"]}).to_csv(tmp_path / "other.csv", index=False)
