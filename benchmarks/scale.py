@@ -80,10 +80,10 @@ def write_inputs(moses: str, n: int, work: str) -> str:
 
 
 def _datamodule(config: dict, **kwargs):
-    """The CSV data module of ``fit`` on the inputs (OGB features, random split, <= 128 atoms)."""
+    """The CSV data module of ``fit`` on the inputs (OGB features, ``--split``, <= 128 atoms)."""
     from graph_urpe.data.modules.molecule import CSVDataModule
 
-    return CSVDataModule(config["csv"], target_columns=["y"], split="random",
+    return CSVDataModule(config["csv"], target_columns=["y"], split=config.get("split", "random"),
                          root=config["root"], batch_size=64, max_graph_nodes=128,
                          processing_workers=config["workers"], **kwargs)
 
@@ -173,6 +173,9 @@ def main(argv: list[str] | None = None) -> None:
                         help="featurisation worker processes (default: 2)")
     parser.add_argument("--chunk-rows", type=int, default=20_000,
                         help="predict's rows per chunk (default: 20,000)")
+    parser.add_argument("--split", default="random", choices=["random", "scaffold"],
+                        help="the data module's split (default: random; the CSV template's is "
+                        "scaffold)")
     parser.add_argument("--stages", nargs="*", default=["featurise", "load", "first_step"],
                         choices=["featurise", "load", "first_step"],
                         help="what --sizes measures (default: all three)")
@@ -194,12 +197,14 @@ def main(argv: list[str] | None = None) -> None:
         csv = write_inputs(args.moses, n, args.work)
         for kind in kinds:
             for name, path in checkouts:
-                root = osp.join(args.work, name,
-                                "small_cache" if kind == "predict" else f"cache_{n}")
+                root = osp.join(args.work, name, "small_cache" if kind == "predict"
+                                else f"cache_{n}_{args.split}_{args.workers}")
                 config = {"kind": kind, "n": n, "csv": csv, "root": root, "work": args.work,
                           "workers": args.workers, "chunk_rows": args.chunk_rows,
-                          "train_csv": small, "name": name,
+                          "train_csv": small, "name": name, "split": args.split,
                           "checkout": osp.abspath(path) if path else ""}
+                if kind == "featurise":  # from the CSV, not an earlier run's cache
+                    shutil.rmtree(root, ignore_errors=True)
                 record = run_worker(script, config, memory_env=False, timeout=6 * 3600)
                 record["workers"] = args.workers
                 emit(record)

@@ -238,9 +238,12 @@ _BOND_TYPE = _enum_table(Chem.BondType, _OGB["possible_bond_type_list"], 4)
 _BOND_STEREO = _enum_table(Chem.BondStereo, _OGB["possible_bond_stereo_list"], -1)
 
 
-def _in_range(values: np.ndarray, low: int, high: int, misc: int) -> np.ndarray:
-    # OGB's safe_index over the list [low, ..., high, "misc"]: value - low, or misc outside.
-    return np.where((values >= low) & (values <= high), values - low, misc)
+# OGB's safe_index over the list [low, ..., high, "misc"] of each atom column: value - low, or
+# misc outside. Columns 1 (chirality) and 6 (hybridisation) are enum tables, applied after; 7
+# (aromatic) and 8 (in ring) are 0 / 1 as they are.
+_ATOM_LOW = np.array([1, 0, 0, -5, 0, 0, 0, 0, 0])
+_ATOM_HIGH = np.array([118, 2**62, 10, 5, 8, 4, 2**62, 1, 1])
+_ATOM_MISC = np.array([118, 0, 11, 11, 9, 5, 0, 0, 0])
 
 
 def mol_to_ogb_graph(mol: Chem.Mol) -> Data:
@@ -265,17 +268,11 @@ def mol_to_ogb_graph(mol: Chem.Mol) -> Data:
                      a.GetTotalNumHs(), a.GetNumRadicalElectrons(), a.GetHybridization(),
                      a.GetIsAromatic(), a.IsInRing())
                     for a in map(atom, range(mol.GetNumAtoms()))], dtype=np.int64).reshape(-1, 9)
-    x = np.stack([
-        _in_range(raw[:, 0], 1, 118, 118),
-        _CHIRALITY[raw[:, 1]],
-        _in_range(raw[:, 2], 0, 10, 11),
-        _in_range(raw[:, 3], -5, 5, 11),
-        _in_range(raw[:, 4], 0, 8, 9),
-        _in_range(raw[:, 5], 0, 4, 5),
-        _HYBRIDIZATION[raw[:, 6]],
-        raw[:, 7],
-        raw[:, 8],
-    ], axis=1)
+    # Columns: atomic number, chirality, degree, formal charge, #H, #radical electrons,
+    # hybridisation, aromatic, in ring (OGB's atom_to_feature_vector), all mapped at once.
+    x = np.where((raw < _ATOM_LOW) | (raw > _ATOM_HIGH), _ATOM_MISC, raw - _ATOM_LOW)
+    x[:, 1] = _CHIRALITY[raw[:, 1]]
+    x[:, 6] = _HYBRIDIZATION[raw[:, 6]]
     bond = mol.GetBondWithIdx
     bonds = np.array([(b.GetBeginAtomIdx(), b.GetEndAtomIdx(), b.GetBondType(), b.GetStereo(),
                        b.GetIsConjugated()) for b in map(bond, range(mol.GetNumBonds()))],

@@ -3,18 +3,24 @@
 
 This is the expensive part of building a dataset (RDKit parsing and the all-pairs shortest paths of
 :class:`graph_urpe.transforms.AddShortestPathDistance`); datasets run it once and cache the result
-with PyG's :class:`~torch_geometric.data.InMemoryDataset` machinery.
+with PyG's :class:`~torch_geometric.data.InMemoryDataset` machinery. Each SMILES is parsed once:
+the features, the canonical key of the duplicate check and the scaffold of a scaffold split come
+from that one molecule, and the node limit is read from the text first only when the text is
+longer than the limit. About 0.9 CPU ms per MOSES molecule in all, one process
+(``benchmarks/README.md`` section 16b).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
 import hashlib
 import multiprocessing
 import os
 import pickle
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -25,6 +31,7 @@ from tqdm.auto import tqdm
 
 from graph_urpe.choices import check_choice
 from graph_urpe.data.csv.row_errors import RowError
+from graph_urpe.data.csv.splits import mol_scaffold
 from graph_urpe.data.featurize import (
     Featurization,
     MoleculeError,
@@ -63,7 +70,10 @@ def resolve_num_workers(num_workers: int | None, num_items: int) -> int:
     average 6-7): in-process 15-30 s; 2 workers 23-90 s; 1 worker 10-160 s (before results were
     sent back as NumPy arrays, each graph cost about 5 ms to pickle and unpickle, more than
     computing it). With 2 cores, workers compete with the calling process and are not reliably
-    faster, hence at least 3 cores before any worker is used.
+    faster, hence at least 3 cores before any worker is used. Again on MOSES (2026-12-02, section
+    16b): a second process beside a first one on this shared machine ran at half speed (two
+    concurrent runs of 6,000 molecules: 745 molecules / s each, one alone 1,620), so two workers
+    gave 1,569 molecules / s against 1,056 in-process only when the second core was free.
 
     Raises:
         ValueError: for a negative :obj:`num_workers`.
@@ -101,18 +111,34 @@ def parallel_map(fn: Callable[[Any], Any], items: Sequence[Any], num_workers: in
     bar = functools.partial(tqdm, total=len(items), desc=desc, disable=not progress,
                             file=sys.stderr, unit="mol" if desc else "it", smoothing=0.1)
     if workers == 0:
-        return [fn(item) for item in bar(items)]
+        with _collector_paused():
+            return [fn(item) for item in bar(items)]
     if chunksize is None:
         chunksize = max(1, min(1000, len(items) // (8 * workers)))
     chunks = [items[i:i + chunksize] for i in range(0, len(items), chunksize)]
     results: list[Any] = []
-    with multiprocessing.get_context().Pool(workers) as pool, bar() as progress_bar:
+    with (multiprocessing.get_context().Pool(workers) as pool, bar() as progress_bar,
+          _collector_paused()):
         # One task (and one pickle each way) per chunk of items, not per item.
         for blob in pool.imap(functools.partial(_call_packed, fn), chunks):
             done = [_unpack(result) for result in pickle.loads(blob)]
             results.extend(done)
             progress_bar.update(len(done))
     return results
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off while results pile up (each full collection walks
+    every graph made so far: 10 % of the CPU time at 50,000 molecules); the graphs hold no
+    reference cycles, and the collector is back on (if it was) when the block ends."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def _call_packed(fn: Callable[[Any], Any], chunk: Sequence[Any]) -> bytes:
@@ -151,24 +177,29 @@ def canonical_key(mol: Chem.Mol) -> int:
 
 def _row_to_graph(item: tuple[int, Any, np.ndarray | None], featurization: str,
                   max_graph_nodes: int | None, pre_transform: Callable[[Data], Data] | None,
-                  keep_smiles: bool, canonical: bool = False) -> Data | RowError:
+                  keep_smiles: bool, canonical: bool = False,
+                  scaffold: bool = False) -> Data | RowError:
     row, smiles, label = item
     if not isinstance(smiles, str):  # an empty cell (NaN) or a blank line
         smiles = ""
-    if max_graph_nodes is not None:  # before sanitising, featurising and shortest paths
+    # Before sanitising, featurising and shortest paths. Every atom takes at least one character,
+    # so only a text longer than the limit can exceed it (no other SMILES is read twice).
+    if max_graph_nodes is not None and len(smiles) > max_graph_nodes:
         atoms = heavy_atom_count(smiles)
         if atoms is not None and atoms > max_graph_nodes:
             return RowError(row, smiles, f"graph has {atoms} nodes > max_graph_nodes={max_graph_nodes}")
     try:
-        mol = parse_smiles(smiles)  # the one parse: features and canonical key come from it
+        mol = parse_smiles(smiles)  # the one parse: features, keys and scaffold come from it
+        if max_graph_nodes is not None and mol.GetNumAtoms() > max_graph_nodes:
+            return RowError(row, smiles, f"graph has {mol.GetNumAtoms()} nodes > "
+                            f"max_graph_nodes={max_graph_nodes}")
         data = mol_to_graph(mol, featurization)
     except MoleculeError as exc:
         return RowError(row, smiles, str(exc))
     if canonical:
         data.canonical_key = canonical_key(mol)
-    if max_graph_nodes is not None and data.num_nodes > max_graph_nodes:
-        return RowError(row, smiles,
-                        f"graph has {data.num_nodes} nodes > max_graph_nodes={max_graph_nodes}")
+    if scaffold:
+        data.scaffold = mol_scaffold(mol)
     if label is not None:
         data.y = torch.tensor(label, dtype=torch.float32).view(1, -1)
     if keep_smiles:
@@ -197,6 +228,7 @@ def molecules_to_graphs(
     desc: str | None = "Featurising molecules",
     progress: bool | None = None,
     canonical: bool = False,
+    scaffold: bool = False,
 ) -> tuple[list[Data], list[RowError]]:
     r"""Featurises SMILES strings into graphs, in parallel, keeping labels with their graphs.
 
@@ -226,6 +258,9 @@ def molecules_to_graphs(
         canonical (bool, optional): store ``canonical_key`` (int, :func:`canonical_key` of the
             molecule, from the same RDKit parse as the features) on each graph, for duplicate
             checks without parsing the SMILES again. (default: :obj:`False`)
+        scaffold (bool, optional): store ``scaffold`` (str, its Bemis-Murcko scaffold,
+            :func:`~graph_urpe.data.csv.splits.mol_scaffold`, from the same parse) on each graph,
+            for :func:`~graph_urpe.data.csv.splits.scaffold_split`. (default: :obj:`False`)
 
     Returns:
         ``(graphs, errors)``: the graphs in input order, and the failed rows in input order.
@@ -249,7 +284,7 @@ def molecules_to_graphs(
     items = [(rows[i], smiles[i], None if labels is None else labels[i]) for i in range(n)]
     fn = functools.partial(_row_to_graph, featurization=featurization, max_graph_nodes=max_graph_nodes,
                            pre_transform=pre_transform, keep_smiles=keep_smiles,
-                           canonical=canonical)
+                           canonical=canonical, scaffold=scaffold)
     results = parallel_map(fn, items, num_workers=num_workers, chunksize=chunksize, desc=desc,
                            progress=progress)
     graphs = [r for r in results if isinstance(r, Data)]

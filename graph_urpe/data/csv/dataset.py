@@ -301,10 +301,14 @@ class SmilesCSVDataset(SafeCacheMixin, InMemoryDataset):
             max_graph_nodes=self.max_graph_nodes, pre_transform=self.pre_transform,
             num_workers=self.num_workers, progress=None if self.log else False,
             desc=f"Processing {osp.basename(self.csv_path)}", canonical=True,
+            scaffold=self.split == "scaffold",
         )
         keys = torch.tensor([g.canonical_key for g in graphs], dtype=torch.long)
+        scaffolds = [g.scaffold for g in graphs] if self.split == "scaffold" else None
         for g in graphs:  # kept beside the graphs (the duplicate check), not in every batch
             del g.canonical_key
+            if scaffolds is not None:
+                del g.scaffold
         os.makedirs(self.processed_dir, exist_ok=True)
         handle_row_errors(errors, len(frame), self.csv_path, self.invalid_rows_path, self.strict)
         if not graphs:
@@ -312,7 +316,8 @@ class SmilesCSVDataset(SafeCacheMixin, InMemoryDataset):
         if self.split == "random":
             split = random_split(len(graphs), self.split_fractions, self.seed)
         elif self.split == "scaffold":
-            split = scaffold_split([g.smiles for g in graphs], self.split_fractions)
+            split = scaffold_split([g.smiles for g in graphs], self.split_fractions,
+                                   scaffolds=scaffolds)
         else:
             split = column_split(frame[self.split].iloc[[g.row for g in graphs]].tolist(),
                                  column=self.split)

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import torch
-from rdkit import rdBase
+from rdkit import Chem, rdBase
 from rdkit.Chem.Scaffolds import MurckoScaffold
 
 from graph_urpe.data.csv.row_errors import refuse_values
@@ -61,8 +61,17 @@ def murcko_scaffold(smiles: str, include_chirality: bool = True) -> str:
         return MurckoScaffold.MurckoScaffoldSmiles(smiles=smiles, includeChirality=include_chirality)
 
 
+def mol_scaffold(mol: Chem.Mol, include_chirality: bool = True) -> str:
+    r""":func:`murcko_scaffold` of a molecule already parsed (by
+    :func:`~graph_urpe.data.featurize.parse_smiles`, which reads a SMILES as RDKit does): the same
+    scaffold without parsing its SMILES again."""
+    with rdBase.BlockLogs():
+        return MurckoScaffold.MurckoScaffoldSmiles(mol=mol, includeChirality=include_chirality)
+
+
 def scaffold_split(smiles: Sequence[str], fractions: Sequence[float] = (0.8, 0.1, 0.1),
-                   include_chirality: bool = True) -> dict[str, torch.Tensor]:
+                   include_chirality: bool = True,
+                   scaffolds: Sequence[str] | None = None) -> dict[str, torch.Tensor]:
     r"""Deterministic scaffold split as used for OGB's ``ogbg-mol*`` data sets (Hu et al.,
     "Strategies for Pre-training Graph Neural Networks", ICLR 2020, whose split code OGB used):
 
@@ -76,14 +85,22 @@ def scaffold_split(smiles: Sequence[str], fractions: Sequence[float] = (0.8, 0.1
         smiles (Sequence[str]): valid SMILES strings (position = item index).
         fractions (Sequence[float], optional): train, valid, test fractions. (default: ``(0.8, 0.1, 0.1)``)
         include_chirality (bool, optional): keep stereo in scaffolds. (default: :obj:`True`)
+        scaffolds (Sequence[str], optional): the molecules' scaffolds, already computed with
+            this :obj:`include_chirality` (:func:`mol_scaffold` where the molecules were parsed);
+            :obj:`None` computes them from :obj:`smiles`. (default: :obj:`None`)
 
     Raises:
-        ValueError: for bad fractions.
+        ValueError: for bad fractions, or :obj:`scaffolds` not one per SMILES.
     """
     f_train, f_valid, _ = _check_fractions(fractions)
+    if scaffolds is None:
+        scaffolds = [murcko_scaffold(s, include_chirality) for s in smiles]
+    elif len(scaffolds) != len(smiles):
+        raise ValueError(f"scaffolds must have one entry per SMILES ({len(smiles)}), got "
+                         f"{len(scaffolds)}")
     groups: dict[str, list[int]] = {}
-    for i, s in enumerate(smiles):
-        groups.setdefault(murcko_scaffold(s, include_chirality), []).append(i)
+    for i, key in enumerate(scaffolds):
+        groups.setdefault(key, []).append(i)
     ordered = sorted(groups.values(), key=lambda idx: (len(idx), idx[-1]), reverse=True)
     n = len(smiles)
     train_cut, valid_cut = f_train * n, (f_train + f_valid) * n
