@@ -45,6 +45,7 @@ SLOW = {
     "test_finetune.py::test_fit_option_fine_tunes": "CLI fits",
     "test_finetune.py::test_graphormer_recipe": "pretraining then fine-tuning fits",
     "test_tasks_node.py::test_cli_fits": "a CLI fit",
+    "test_predict_chunks.py::test_ddp_predict": "a CLI fit and a 2-process DDP predict",
     "test_tasks_node.py::test_rpe_gives_every_node": "two trainings",
     "test_synthetic.py::test_urpe_identifies_positions": "two trainings",
 }

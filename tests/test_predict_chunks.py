@@ -1,10 +1,12 @@
 """``predict`` in chunks: the same table as one pass, rows written chunk by chunk, and a killed run
-resumed without predicting its finished chunks again (graph_urpe/cli/predict.py,
-graph_urpe/cli/prediction_parts.py)."""
+resumed without predicting its finished chunks again; under DDP one writer per file
+(graph_urpe/cli/predict.py, graph_urpe/cli/prediction_parts.py)."""
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 import pandas as pd
 import pytest
@@ -83,3 +85,51 @@ def test_parts_of_another_input_are_not_reused(tmp_path):
     again.write(1, pd.DataFrame({"row": [1], "x_pred": [3.0]}))
     again.finish(2)
     assert pd.read_csv(out).to_dict("list") == {"row": [0, 1], "x_pred": [2.0, 3.0]}
+
+
+def test_only_the_owner_writes_and_readers_trust_only_their_manifest(tmp_path):
+    """Under DDP rank 0 owns the parts folder; another rank never removes or writes a file, and
+    counts a chunk as written only under its own manifest (stale parts are the owner's to
+    remove), so every rank skips the same chunks."""
+    out = str(tmp_path / "p.csv")
+    owner = PredictionParts(out, {"input": {"size": 1}})
+    owner.write(0, pd.DataFrame({"row": [0], "x_pred": [1.0]}))
+    same = PredictionParts(out, {"input": {"size": 1}}, owner=False)
+    assert same.resumed == 1 and same.done(0) and not same.done(1)
+    other = PredictionParts(out, {"input": {"size": 2}}, owner=False)  # stale for this reader
+    assert other.resumed == 0 and not other.done(0)
+    assert os.path.isfile(owner.path(0))  # a reader removed nothing
+    for call in (lambda: other.write(1, pd.DataFrame({"row": [1]})), lambda: other.finish(1),
+                 other.discard):
+        with pytest.raises(RuntimeError, match="only the owner"):
+            call()
+    assert sorted(os.listdir(owner.folder)) == ["manifest.json", "part-0000000.csv"]
+
+
+@pytest.mark.slow  # a CLI fit, then predict in one process and with DDP over 2 processes
+def test_ddp_predict_writes_the_one_process_table(tmp_path):
+    from test_cli import SMILES, write_config
+
+    config, run = write_config(tmp_path, max_epochs=1)
+    env = {**os.environ, "PYTHONWARNINGS": "ignore", "OMP_NUM_THREADS": "1"}
+
+    def cli(*args):
+        proc = subprocess.run([sys.executable, "-m", "graph_urpe.cli", *args], cwd=tmp_path,
+                              env=env, capture_output=True, text=True, timeout=600, check=False)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+
+    cli("fit", "--config", config)
+    ckpt = str(run / "version_0" / "checkpoints" / "last.ckpt")
+    inputs = tmp_path / "inputs.csv"
+    pd.DataFrame({"smiles": (SMILES + ["xx", "C1CC"]) * 3}).to_csv(inputs, index=False)
+    common = ["predict", "--ckpt_path", ckpt, "--csv", str(inputs), "--chunk_rows", "7"]
+    cli(*common, "--output", str(tmp_path / "one.csv"))
+    # Before: rank 1 had no table (TypeError) and every rank rebuilt the parts folder.
+    cli(*common, "--output", str(tmp_path / "ddp.csv"), "--trainer.strategy", "ddp",
+        "--trainer.devices", "2", "--trainer.accelerator", "cpu")
+    one, ddp = (pd.read_csv(tmp_path / name, keep_default_na=False, dtype=str)
+                for name in ("one.csv", "ddp.csv"))
+    assert len(one) == 54 and (one["error"] != "").sum() == 6
+    pd.testing.assert_frame_equal(ddp, one)
+    assert not os.path.exists(tmp_path / "ddp.csv.parts")
+

@@ -56,7 +56,7 @@ UNCERTAINTY_KEYS = ("std", "lower", "upper")
 
 class SmilesPredictionWriter(BasePredictionWriter):
     """Collects the predictions of one ``trainer.predict`` (all DDP ranks) into the table of its
-    input rows (:attr:`table`, on rank 0): one row per input row, in input order.
+    input rows (:attr:`table`, the same on every rank): one row per input row, in input order.
 
     Args:
         frame (pandas.DataFrame): the ``N`` input rows (its index: their input row numbers).
@@ -92,8 +92,9 @@ class SmilesPredictionWriter(BasePredictionWriter):
         ids, preds, _ = collector.rows()  # gathered over DDP ranks, one row per input
         parts = dict(zip(self._keys, preds.cpu().numpy().reshape(len(ids), -1, width)
                          .transpose(1, 0, 2)))
-        if trainer.is_global_zero:
-            self.tabulate(ids.cpu().numpy(), parts.pop("prediction"), parts)
+        # Every rank holds every row: each makes the same table (its counts and errors), and
+        # only rank 0 writes it (predict_smiles).
+        self.tabulate(ids.cpu().numpy(), parts.pop("prediction"), parts)
 
     def tabulate(self, rows, predictions, uncertainty: dict | None = None) -> pd.DataFrame:
         """The table (:func:`~graph_urpe.data.predictions.prediction_table`) of ``rows``
@@ -323,7 +324,7 @@ def predict_smiles(trainer: Any, model: Any, datamodule: BatchedGraphDataModule,
     if vocabulary is None:
         vocabulary = getattr(model, "training_vocabulary", None)
     targets = list(model.target_names)
-    parts = PredictionParts(inputs.output, {
+    parts = PredictionParts(inputs.output, owner=trainer.is_global_zero, manifest={
         "input": file_identity(inputs.csv),
         "smiles": None if inputs.smiles is None else list(inputs.smiles),
         "checkpoint": file_identity(predict_kwargs.get("ckpt_path")),

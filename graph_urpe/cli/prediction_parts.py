@@ -39,20 +39,32 @@ def file_identity(path: str | None) -> dict | None:
 class PredictionParts:
     """The parts folder of one output file.
 
+    Under DDP one process owns the folder (rank 0: it alone removes stale parts, writes the
+    manifest, the chunks and the output); the other ranks only read it, and count a chunk as
+    written only under their own manifest, so no two processes write or remove the same file and
+    every rank skips the same chunks.
+
     Args:
         output (str): the final CSV.
         manifest (dict): what the parts depend on (plain JSON data: input and checkpoint
             identities, chunk size, columns). Parts written under another manifest are removed.
+        owner (bool, optional): whether this process writes (:obj:`False`: the other DDP
+            ranks; :meth:`write`, :meth:`finish` and :meth:`discard` are refused).
+            (default: :obj:`True`)
 
     Attributes:
         folder (str): ``<output>.parts``.
         resumed (int): parts found from an earlier run with the same manifest.
+
+    Raises:
+        RuntimeError: :meth:`write`, :meth:`finish` or :meth:`discard` called by a reader.
     """
 
-    def __init__(self, output: str, manifest: dict) -> None:
+    def __init__(self, output: str, manifest: dict, owner: bool = True) -> None:
         self.output = output
         self.folder = f"{output}.parts"
         self.manifest = json.loads(json.dumps(manifest))
+        self.owner = bool(owner)
         path = osp.join(self.folder, "manifest.json")
         previous = None
         if osp.isfile(path):
@@ -61,13 +73,16 @@ class PredictionParts:
                     previous = json.load(handle)
             except (OSError, ValueError):
                 previous = None
-        if previous != self.manifest and osp.isdir(self.folder):
-            shutil.rmtree(self.folder)  # another input, checkpoint or chunk size: start over
-        os.makedirs(self.folder, exist_ok=True)
-        if previous != self.manifest:
-            with atomic_write(path) as handle:
-                json.dump(self.manifest, handle, indent=1)
-        self.resumed = len(self._written())
+        # A reader trusts parts only under its own manifest: stale ones are (being) removed.
+        self._trusted = self.owner or previous == self.manifest
+        if self.owner:
+            if previous != self.manifest and osp.isdir(self.folder):
+                shutil.rmtree(self.folder)  # another input, checkpoint or chunk size: start over
+            os.makedirs(self.folder, exist_ok=True)
+            if previous != self.manifest:
+                with atomic_write(path) as handle:
+                    json.dump(self.manifest, handle, indent=1)
+        self.resumed = len(self._written()) if self._trusted and osp.isdir(self.folder) else 0
 
     def _written(self) -> list[int]:
         return sorted(int(m.group(1)) for name in os.listdir(self.folder)
@@ -79,7 +94,11 @@ class PredictionParts:
 
     def done(self, index: int) -> bool:
         """Whether chunk ``index`` was written (by this run or a killed earlier one)."""
-        return osp.isfile(self.path(index))
+        return self._trusted and osp.isfile(self.path(index))
+
+    def _own(self, what: str) -> None:
+        if not self.owner:
+            raise RuntimeError(f"only the owner of {self.folder} (DDP rank 0) may {what}")
 
     def write(self, index: int, table: pd.DataFrame) -> None:
         """Write chunk ``index`` atomically (a kill leaves it whole or absent).
@@ -87,6 +106,7 @@ class PredictionParts:
         Raises:
             graph_urpe.files.OutputError: file-system errors (names the path).
         """
+        self._own("write chunks")
         atomic_write_csv(table, self.path(index))
 
     def read(self, index: int) -> pd.DataFrame:
@@ -95,6 +115,7 @@ class PredictionParts:
 
     def discard(self) -> None:
         """Remove the parts folder (nothing to join)."""
+        self._own("remove the parts")
         shutil.rmtree(self.folder, ignore_errors=True)
 
     def finish(self, count: int) -> None:
@@ -105,6 +126,7 @@ class PredictionParts:
             RuntimeError: if a chunk is missing.
             graph_urpe.files.OutputError: file-system errors (names the path).
         """
+        self._own("join the parts")
         missing = [i for i in range(count) if not self.done(i)]
         if missing:
             raise RuntimeError(f"prediction chunks {missing[:5]} are missing in {self.folder}")
