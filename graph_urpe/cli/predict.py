@@ -170,7 +170,9 @@ class PredictInputs:
 
 
 def add_predict_arguments(parser: Any) -> None:
-    """Add ``predict``'s own options (:class:`PredictInputs`) to its LightningCLI parser."""
+    """Add ``predict``'s own options (:class:`PredictInputs`: ``--csv``, ``--smiles``,
+    ``--smiles_column``, ``--output``, ``--chunk_rows``) to its LightningCLI parser
+    (:class:`~lightning.pytorch.cli.LightningArgumentParser`)."""
     parser.add_argument("--csv", type=str | None, default=None,
                         help="predict: a CSV file with a SMILES column (its other columns are "
                         "copied to the output).")
@@ -190,7 +192,17 @@ def add_predict_arguments(parser: Any) -> None:
 
 def node_limit(trained_limit: int | None, datamodule: BatchedGraphDataModule) -> int | None:
     """The largest molecule predicted: the smallest of the model's training limit and the data
-    module's node limit and batch budgets (one graph must fit a batch)."""
+    module's node limit and batch budgets (one graph must fit a batch).
+
+    Args:
+        trained_limit (int, optional): the model's ``max_graph_nodes`` (nodes).
+        datamodule (BatchedGraphDataModule): its ``max_graph_nodes`` (if it has one),
+            ``max_nodes_per_batch`` and ``max_cells_per_batch`` (a graph of ``n`` nodes takes
+            ``n^2`` cells).
+
+    Returns:
+        int or None: the node limit, :obj:`None` when nothing limits it.
+    """
     limits = [trained_limit, getattr(datamodule, "max_graph_nodes", None),
               datamodule.max_nodes_per_batch]
     if datamodule.max_cells_per_batch is not None:
