@@ -13,6 +13,11 @@ process (its own peak RSS, ``ru_maxrss``; worker processes' peak separately):
 * ``first_step``: from process start (imports included) to the end of the first training step of
   the CSV template's network (4 x 64, 8 heads, dropout 0.1) through
   :class:`~graph_urpe.data.modules.molecule.CSVDataModule` on the cached data;
+* ``ddp``: two processes (ranks of a ``gloo`` process group, the network in
+  :class:`~torch.nn.parallel.DistributedDataParallel`, the data module's size-bucketed sampler
+  splitting the batches) open the same cache and take ``--ddp-steps`` training steps; each rank's
+  RSS split into ``RssAnon`` / ``RssFile`` and its PSS (``/proc/PID/smaps_rollup``), after the
+  steps and again after reading every page of the memory-mapped cache (what an epoch touches);
 * ``predict``: :func:`graph_urpe.cli.predict.predict_smiles` (what ``graph-urpe predict`` runs)
   over the N SMILES with the template's network (untrained: the speed is the trained one's),
   chunked (``--chunk-rows``): molecules per second, peak RSS, output size.
@@ -59,6 +64,72 @@ def _usage() -> dict:
 def _rss_mb() -> float:
     with open("/proc/self/status") as handle:
         return next(int(line.split()[1]) for line in handle if line.startswith("VmRSS")) / 1024
+
+
+def _memory() -> dict:
+    """This process's resident memory by kind (MB): ``/proc/self/status`` and ``smaps_rollup``."""
+    fields = {}
+    for name in ("/proc/self/status", "/proc/self/smaps_rollup"):
+        with open(name) as handle:
+            for line in handle:
+                key, _, rest = line.partition(":")
+                if rest.strip().endswith("kB"):
+                    fields[key] = int(rest.split()[0]) / 1024
+    return {"rss_mb": fields["VmRSS"], "rss_anon_mb": fields["RssAnon"],
+            "rss_file_mb": fields["RssFile"], "rss_shmem_mb": fields["RssShmem"],
+            "pss_mb": fields["Pss"], "pss_anon_mb": fields.get("Pss_Anon"),
+            "pss_file_mb": fields.get("Pss_File")}
+
+
+def _touch_cache(dataset) -> float:
+    """Reads every page of a dataset's memory-mapped store (what one epoch touches); its MB."""
+    import numpy as np
+    import torch
+
+    graphs = dataset._graphs
+    arrays = [graphs.num_nodes, *(c.values for _, c in graphs.derived.values()),
+              *(c.slices for _, c in graphs.derived.values()),
+              *(t.numpy() for t in graphs.slices.values())]
+    for value in graphs.data.to_dict().values():
+        arrays += [value.numpy()] if isinstance(value, torch.Tensor) else [value.blob, value.offsets]
+    total = 0
+    for array in arrays:
+        flat = np.asarray(array).reshape(-1).view(np.uint8)
+        for start in range(0, len(flat), 1 << 26):
+            int(flat[start:start + (1 << 26)][::4096].sum())  # one byte of every page
+        total += flat.nbytes
+    return total / 2**20
+
+
+def _ddp_rank(config: dict, out: dict) -> None:
+    """One rank of the ``ddp`` stage (see the module docstring)."""
+    import torch
+    import torch.distributed as dist
+    import torch.nn.functional as F
+    from torch.nn.parallel import DistributedDataParallel
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{config['port']}",
+                            rank=config["rank"], world_size=2)
+    dm = _datamodule(config)
+    dm.prepare_data()
+    dm.setup("fit")
+    net = DistributedDataParallel(_template_net().train())
+    opt = torch.optim.AdamW(net.parameters(), lr=1e-3, fused=True)
+    loader = iter(dm.train_dataloader())
+    for _ in range(config["steps"]):
+        batch = next(loader)
+        loss = F.l1_loss(net(batch).view(-1), batch.y.view(-1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    dist.barrier()
+    out.update(rank=config["rank"], steps=config["steps"], after_steps=_memory())
+    dist.barrier()
+    out["touched_mb"] = _touch_cache(dm.load().splits["train"])
+    dist.barrier()
+    out["after_touch"] = _memory()
+    dist.barrier()
+    dist.destroy_process_group()
 
 
 def _folder_mb(folder: str) -> float:
@@ -119,7 +190,9 @@ def worker(config: dict) -> dict:
     if kind in ("featurise", "load"):
         splits = _datamodule(config).load().splits
         out.update(graphs=sum(len(s) for s in splits.values()),
-                   cache_mb=_folder_mb(config["root"]))
+                   cache_mb=_folder_mb(config["root"]), memory=_memory())
+    elif kind == "ddp":
+        _ddp_rank(config, out)
     elif kind == "first_step":
         import torch.nn.functional as F
 
@@ -133,6 +206,7 @@ def worker(config: dict) -> dict:
         loss.backward()
         opt.step()
         out["since_start_s"] = time.time() - START
+        out["memory"] = _memory()
     elif kind == "predict":
         from functools import partial
 
@@ -160,6 +234,27 @@ def worker(config: dict) -> dict:
     return out
 
 
+def _run_ranks(script: str, config: dict) -> list[dict]:
+    """The ``ddp`` stage: two rank processes started together; their JSON records."""
+    import socket
+    import subprocess
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    procs = [subprocess.Popen([sys.executable, script, "--worker", json.dumps(
+        {**config, "rank": rank, "port": port})], stdout=subprocess.PIPE, text=True)
+        for rank in range(2)]
+    records = []
+    for proc in procs:
+        stdout, _ = proc.communicate(timeout=6 * 3600)
+        lines = [ln for ln in stdout.splitlines() if ln.startswith("{")]
+        if proc.returncode != 0 or not lines:
+            raise RuntimeError(f"ddp rank failed (exit {proc.returncode})")
+        records.append(json.loads(lines[-1]))
+    return records
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--worker", help=argparse.SUPPRESS)
@@ -177,8 +272,10 @@ def main(argv: list[str] | None = None) -> None:
                         help="the data module's split (default: random; the CSV template's is "
                         "scaffold)")
     parser.add_argument("--stages", nargs="*", default=["featurise", "load", "first_step"],
-                        choices=["featurise", "load", "first_step"],
-                        help="what --sizes measures (default: all three)")
+                        choices=["featurise", "load", "first_step", "ddp"],
+                        help="what --sizes measures (default: featurise load first_step)")
+    parser.add_argument("--ddp-steps", type=int, default=5,
+                        help="training steps of each of the ddp stage's 2 ranks (default: 5)")
     parser.add_argument("--checkout", action="append", default=[], metavar="NAME=PATH",
                         help="a checkout's root (holding graph_urpe/); repeat to compare")
     args = parser.parse_args(argv)
@@ -205,10 +302,14 @@ def main(argv: list[str] | None = None) -> None:
                           "checkout": osp.abspath(path) if path else ""}
                 if kind == "featurise":  # from the CSV, not an earlier run's cache
                     shutil.rmtree(root, ignore_errors=True)
-                record = run_worker(script, config, memory_env=False, timeout=6 * 3600)
-                record["workers"] = args.workers
-                emit(record)
-                rows.append(record)
+                if kind == "ddp":
+                    records = _run_ranks(script, {**config, "steps": args.ddp_steps})
+                else:
+                    records = [run_worker(script, config, memory_env=False, timeout=6 * 3600)]
+                for record in records:
+                    record["workers"] = args.workers
+                    emit(record)
+                    rows.append(record)
     print("\n" + markdown_table(
         ["stage", "molecules", "checkout", "wall s", "CPU s (process + workers)",
          "CPU ms / molecule", "molecules / CPU s", "molecules / wall s",
@@ -221,6 +322,17 @@ def main(argv: list[str] | None = None) -> None:
           (f"{r['peak_rss_mb']:.0f} / {r['workers_peak_rss_mb']:.0f}; "
            f"{r['rss_after_imports_mb']:.0f}"),
           f"{r.get('cache_mb', r.get('output_mb', 0)):.1f}"] for r in rows]))
+    memory = [(r, when, m) for r in rows for when, m in (
+        ("end", r.get("memory")), ("after the steps", r.get("after_steps")),
+        ("after reading every page of the cache", r.get("after_touch"))) if m]
+    if memory:
+        print("\n" + markdown_table(
+            ["stage", "molecules", "when", "RSS MB", "RssAnon", "RssFile", "PSS MB",
+             "Pss_Anon", "Pss_File"],
+            [[r["bench"] + (f" rank {r['rank']}" if "rank" in r else ""), f"{r['n']:,}", when,
+              *(f"{m[k]:.0f}" if m.get(k) is not None else "-" for k in (
+                  "rss_mb", "rss_anon_mb", "rss_file_mb", "pss_mb", "pss_anon_mb",
+                  "pss_file_mb"))] for r, when, m in memory]))
 
 
 if __name__ == "__main__":

@@ -106,7 +106,7 @@ def _processed_files(tmp_path, name):
     return pre, osp.join(osp.dirname(pre), data_names[name])
 
 
-@pytest.mark.parametrize("name", list(LOADERS))
+@pytest.mark.parametrize("name", ["pyg-zinc", "ogb", "pcqm4mv2"])
 @pytest.mark.parametrize("target", ["pre_transform", "data"])
 def test_payload_is_refused_and_never_runs(tmp_path, csv, offline, name, target):
     loader = LOADERS[name]
@@ -139,18 +139,26 @@ def test_safe_torch_load_outcomes(tmp_path):
     assert not marker.exists()
 
 
-@pytest.mark.parametrize("damage", ["truncate data.pt", "empty split.pt"])
+@pytest.mark.parametrize("damage", ["truncate graph.spd.bin", "empty split.train.bin",
+                                    "garble store.json", "shift graph.x.slices.bin"])
 def test_corrupt_csv_cache_is_rebuilt(tmp_path, csv, damage):
     first = _csv(tmp_path, csv)
     expected = [(g.x.clone(), g.y.clone(), g.spd.clone()) for g in first]
     split = first.get_idx_split()
-    name = damage.split()[1]
+    kind, name = damage.split()
     path = osp.join(first.processed_dir, name)
-    if damage.startswith("truncate"):
-        blob = Path(path).read_bytes()
+    blob = Path(path).read_bytes()
+    if kind == "truncate":
         Path(path).write_bytes(blob[: len(blob) // 2])
-    else:
+    elif kind == "empty":
         Path(path).write_bytes(b"")
+    elif kind == "garble":
+        Path(path).write_bytes(b"{not json" + blob[9:])
+    else:  # same size, slices that no longer end at the column's length
+        ends = np.frombuffer(blob, dtype=np.int64).copy()
+        ends[-1] += 1
+        Path(path).write_bytes(ends.tobytes())
+    del first
     with pytest.warns(UserWarning, match=f"{name}.*corrupt.*rebuilding"):
         again = SmilesCSVDataset(str(tmp_path / "csv"), csv, split="split", log=False,
                                  pre_transform=AddShortestPathDistance())
@@ -160,6 +168,23 @@ def test_corrupt_csv_cache_is_rebuilt(tmp_path, csv, damage):
     for k, v in again.get_idx_split().items():
         assert torch.equal(v, split[k])
     assert os.path.getsize(path) > 0
+
+
+@pytest.mark.parametrize("name", ["csv", "zinc-like"])
+def test_store_holds_no_pickle_and_a_planted_one_never_runs(tmp_path, csv, offline, name):
+    first = LOADERS[name](tmp_path, csv)
+    folder = first.processed_dir
+    for entry in os.listdir(folder):  # bytes, JSON and CSV: nothing a loader could unpickle
+        head = Path(folder, entry).read_bytes()[:2]
+        assert head[:1] != b"\x80" and head != b"PK", entry
+    marker = tmp_path / "marker"
+    torch.save(Payload(marker), osp.join(folder, "data.pt"))  # the old cache's file name
+    again = LOADERS[name](tmp_path, csv)
+    assert len(again) == len(first) and not marker.exists()
+    torch.save(Payload(marker), osp.join(folder, "pre_transform.pt"))
+    with pytest.raises(UnsafeCacheError, match="pre_transform.pt"):
+        LOADERS[name](tmp_path, csv)
+    assert not marker.exists()
 
 
 def test_corrupt_ogb_cache_is_rebuilt(tmp_path, csv, offline):

@@ -128,7 +128,7 @@ def test_cached_second_run_does_no_graph_work(tmp_path, csv, monkeypatch):
     def forbidden(*args, **kwargs):
         raise AssertionError("processing ran again")
 
-    monkeypatch.setattr(smiles_dataset, "molecules_to_graphs", forbidden)
+    monkeypatch.setattr(smiles_dataset, "rows_to_columns", forbidden)
     again = load(tmp_path, csv, pre_transform=AddShortestPathDistance())
     assert torch.equal(again._data.spd, first._data.spd)
     # Another pre_transform is another cache entry, never the stale graphs.

@@ -199,22 +199,28 @@ class SafeCacheMixin:
         torch.save(pyg_repr(self.pre_transform), osp.join(self.processed_dir, RECORD_FILES[0]))
         torch.save(pyg_repr(self.pre_filter), osp.join(self.processed_dir, RECORD_FILES[1]))
 
-    def _read_cache(self, paths: Sequence[str]) -> list[Any]:
-        r"""Reads processed files with :func:`safe_torch_load`; if one is corrupt, warns (naming
-        it), deletes the processed files, processes again and reads the new files.
+    def _read_cache(self, paths: Sequence[str],
+                    reader: Callable[[str], Any] = safe_torch_load) -> list[Any]:
+        r"""Reads processed files with :obj:`reader`; if one is corrupt, warns (naming it),
+        deletes the processed files, processes again and reads the new files.
+
+        Args:
+            paths (Sequence[str]): the files.
+            reader (Callable, optional): reads one file; raises :class:`CorruptCacheError` for a
+                damaged one. (default: :func:`safe_torch_load`)
 
         Raises:
             UnsafeCacheError: if a file holds non-allow-listed objects (never rebuilt silently).
         """
         try:
-            return [safe_torch_load(p) for p in paths]
+            return [reader(p) for p in paths]
         except CorruptCacheError as exc:
             warnings.warn(f"{exc}; rebuilding the processed dataset", stacklevel=3)
             for p in self.processed_paths:
                 if osp.exists(p):
                     os.remove(p)
             self._run_process()
-            return [safe_torch_load(p) for p in paths]
+            return [reader(p) for p in paths]
 
     def load(self, path: str, data_cls: type = Data) -> None:
         r"""Safe replacement of :meth:`torch_geometric.data.InMemoryDataset.load`."""

@@ -8,9 +8,9 @@ reason first, naming the file and the column or split.
 from __future__ import annotations
 
 import logging
-from collections import Counter
 from collections.abc import Hashable, Mapping, Sequence
 
+import numpy as np
 import torch
 from rdkit import Chem
 
@@ -67,21 +67,24 @@ def warn_duplicate_smiles(smiles: Sequence[str], splits: Mapping[str, torch.Tens
     Returns:
         dict[str, int]: per split with duplicates, the number of surplus rows.
     """
-    canonical = [_canonical(s) for s in smiles] if keys is None else list(keys)
+    canonical = np.asarray([_canonical(s) for s in smiles] if keys is None else keys)
     found = {}
     for name, idx in splits.items():
-        counts = Counter(canonical[i] for i in idx.tolist())
-        repeated = {s: c for s, c in counts.items() if c > 1}
-        if not repeated:
+        positions = np.asarray(idx, dtype=np.int64)
+        _, first, counts = np.unique(canonical[positions], return_index=True, return_counts=True)
+        repeated = counts > 1
+        if not repeated.any():
             continue
-        surplus = sum(c - 1 for c in repeated.values())
+        surplus = int((counts[repeated] - 1).sum())
         found[name] = surplus
-        key, times = max(repeated.items(), key=lambda item: item[1])
-        example = key if keys is None else smiles[next(i for i in idx.tolist()
-                                                       if canonical[i] == key)]
+        # The most repeated molecule; of equals, the one met first in the split.
+        most = np.flatnonzero(counts == counts.max())
+        best = most[np.argmin(first[most])]
+        at = int(positions[first[best]])
+        times, example = int(counts[best]), canonical[at] if keys is None else smiles[at]
         log.warning(
             "duplicate SMILES: %d of the %d rows of the %s split of %s repeat a molecule already "
             "in it (%d molecules more than once, e.g. %s %d times), so their labels count more "
             "than once; remove the duplicates or average their labels",
-            surplus, len(idx), name, source, len(repeated), example, times)
+            surplus, len(idx), name, source, int(repeated.sum()), example, times)
     return found

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
 import os.path as osp
+import sys
 from collections.abc import Callable, Sequence
 
 import pandas as pd
 import torch
 from torch_geometric.data import Data, InMemoryDataset
+from tqdm.auto import tqdm
 
 from graph_urpe.choices import check_choice
 from graph_urpe.data.cache import SafeCacheMixin
@@ -25,16 +28,31 @@ from graph_urpe.data.csv.row_errors import (
 )
 from graph_urpe.data.csv.splits import column_split, random_split, scaffold_split
 from graph_urpe.data.featurize import Featurization
-from graph_urpe.data.processing import molecules_to_graphs
+from graph_urpe.data.processing import (
+    PROGRESS_MIN_ITEMS,
+    resolve_num_workers,
+    rows_to_columns,
+    task_runner,
+)
+from graph_urpe.data.store import MANIFEST, GraphStoreWriter, StringColumn, read_store
+from graph_urpe.data.stored_graphs import StoredGraphs
 
 MIN_TRAIN_LABELS = 5
 """Fewest observed labels per label column in the training split: with fewer, the training mean and
 standard deviation (used to standardise regression targets) and any fit are meaningless."""
 
-CACHE_FORMAT = 4
+CACHE_FORMAT = 5
 """Version of what processing stores and refuses; part of the cache key, so caches written by
 code with other checks (format 1 accepted infinite labels; format 2 dropped blank lines, shifting
-the row numbers after them; format 3 had no ``canonical_keys.pt``) are processed again."""
+the row numbers after them; format 3 had no ``canonical_keys.pt``; format 4 was one pickled
+``data.pt`` held in memory) are processed again."""
+
+CHUNK_ROWS = 50_000
+"""Default rows featurised and written to disk at a time (about 0.5 GB of peak memory with the
+shortest paths of MOSES-sized molecules; ``benchmarks/README.md`` section 16c)."""
+
+TASK_ROWS = 1000
+"""Most rows per task handed to one worker process (one message each way)."""
 
 
 class SmilesCSVDataset(SafeCacheMixin, InMemoryDataset):
@@ -63,10 +81,22 @@ class SmilesCSVDataset(SafeCacheMixin, InMemoryDataset):
     :data:`CACHE_FORMAT`), so changing any of them processes again instead of returning stale
     graphs, and a second run with the same options does no graph work. :obj:`strict` is checked
     against the cache instead: a cache that skipped rows is refused in strict mode (listing them).
-    Cache files are read with ``torch.load(weights_only=True)`` only
-    (:class:`~graph_urpe.data.cache.SafeCacheMixin`): a tampered file is refused with
-    :class:`~graph_urpe.data.cache.UnsafeCacheError` naming it; a corrupt one (truncated, empty)
-    is rebuilt with a warning naming it.
+
+    **At scale.** Rows are featurised :obj:`chunk_rows` at a time (by worker processes, each
+    returning its rows' graphs as NumPy arrays, see
+    :func:`~graph_urpe.data.processing.rows_to_columns`) and appended to a column store on disk
+    (:mod:`graph_urpe.data.store`, :mod:`graph_urpe.data.stored_graphs`), so the memory of
+    processing is bounded by a chunk, not by the file; a run that is killed resumes after its last
+    written chunk. The store is plain arrays and JSON (nothing pickled, nothing in it can run code),
+    opened as copy-on-write memory maps: the dataset keeps PyG's collated ``_data`` + ``slices``
+    layout, its pages are file-backed and loaded on first touch, and processes on one machine
+    (DDP ranks) share one copy through the page cache. :meth:`get` separates a graph on every
+    call and keeps none. ``pair_index`` is stored only for graphs whose pairs are not the
+    canonical all-pairs index (:func:`graph_urpe.transforms.pair_index`), rebuilt on access for
+    the others. A truncated or inconsistent store file
+    (:class:`~graph_urpe.data.cache.CorruptCacheError`) is rebuilt with a warning naming it; a
+    pickled ``pre_transform.pt`` placed in the folder is refused
+    (:class:`~graph_urpe.data.cache.UnsafeCacheError`), never run.
 
     Args:
         root (str): folder for the processed files.
@@ -97,6 +127,8 @@ class SmilesCSVDataset(SafeCacheMixin, InMemoryDataset):
             :class:`graph_urpe.transforms.AddShortestPathDistance`. (default: :obj:`None`)
         force_reload (bool, optional): process again even if cached. (default: :obj:`False`)
         log (bool, optional): print progress. (default: :obj:`True`)
+        chunk_rows (int, optional): rows featurised and written to disk at a time (the unit of
+            processing memory and of resuming). (default: :data:`CHUNK_ROWS`)
 
     Raises:
         FileNotFoundError: if :obj:`csv_path` does not exist.
@@ -105,9 +137,11 @@ class SmilesCSVDataset(SafeCacheMixin, InMemoryDataset):
             (the message names the option to set); non-numeric or infinite labels, a label column
             without any value, classification labels other than 0/1; a bad split column; no
             usable row at all; a label column with fewer than :obj:`min_train_labels` labels in
-            the training split (naming the column and the counts); a label column named twice.
+            the training split (naming the column and the counts); a label column named twice;
+            :obj:`chunk_rows` < 1.
         InvalidRowsError: in :obj:`strict` mode, if a row cannot be used.
-        UnsafeCacheError: if a processed file holds non-allow-listed objects.
+        UnsafeCacheError: if a pickled record in the processed folder holds non-allow-listed
+            objects.
 
     Example:
         >>> ds = SmilesCSVDataset("data/my", "my.csv", "smiles", ["logS"],
@@ -134,6 +168,7 @@ class SmilesCSVDataset(SafeCacheMixin, InMemoryDataset):
         pre_transform: Callable[[Data], Data] | None = None,
         force_reload: bool = False,
         log: bool = True,
+        chunk_rows: int = CHUNK_ROWS,
     ) -> None:
         if osp.isdir(csv_path):
             raise ValueError(f"{csv_path} is a folder, not a CSV file: pass the file's path.")
@@ -162,6 +197,9 @@ class SmilesCSVDataset(SafeCacheMixin, InMemoryDataset):
         if int(min_train_labels) < 1:
             raise ValueError(f"min_train_labels must be >= 1, got {min_train_labels}")
         self.min_train_labels = int(min_train_labels)
+        if int(chunk_rows) < 1:
+            raise ValueError(f"chunk_rows must be >= 1, got {chunk_rows}")
+        self.chunk_rows = int(chunk_rows)
         self.config = {
             "format": CACHE_FORMAT,
             "csv_sha256": _sha256(self.csv_path),
@@ -178,8 +216,12 @@ class SmilesCSVDataset(SafeCacheMixin, InMemoryDataset):
         key = json.dumps(self.config, sort_keys=True).encode()
         self.key = hashlib.sha256(key).hexdigest()[:16]
         super().__init__(root, transform, pre_transform, None, log=log, force_reload=force_reload)
-        stored, self._split_idx, self._canonical_keys = self._read_cache(self.processed_paths)
-        self._set_data(stored, self.processed_paths[0])
+        (columns, _), = self._read_cache([self.processed_dir], reader=read_store)
+        self._graphs = StoredGraphs(columns, self.processed_paths[0])
+        self._data, self.slices = self._graphs.data, self._graphs.slices
+        self._split_idx = {name: torch.from_numpy(columns[f"split.{name}"].values)
+                           for name in ("train", "valid", "test")}
+        self._canonical_keys = columns["canonical_key"].values
         self._check_train_labels()
         if self.strict and self.invalid_rows:
             # A cache made without strict holds the rows that strict refuses: refuse them now.
@@ -201,7 +243,12 @@ class SmilesCSVDataset(SafeCacheMixin, InMemoryDataset):
 
     @property
     def processed_file_names(self) -> list[str]:
-        return ["data.pt", "split.pt", "canonical_keys.pt"]
+        return [MANIFEST]
+
+    def get(self, idx: int) -> Data:
+        r"""Graph :obj:`idx`, separated from the memory-mapped store on every call (PyG's
+        :meth:`~torch_geometric.data.InMemoryDataset.get` would keep every graph it returns)."""
+        return self._graphs.get(idx)
 
     @property
     def invalid_rows_path(self) -> str:
@@ -228,7 +275,7 @@ class SmilesCSVDataset(SafeCacheMixin, InMemoryDataset):
         """
         data = self._data
         rows = data.row.view(-1).tolist()
-        smiles = list(data.smiles) if isinstance(data.smiles, (list, tuple)) else [data.smiles]
+        smiles = list(data.smiles)
         split = [""] * len(rows)
         for name, idx in self._split_idx.items():
             for i in idx.tolist():
@@ -259,10 +306,8 @@ class SmilesCSVDataset(SafeCacheMixin, InMemoryDataset):
                     "; add labelled rows, drop the column, or change the split"
                 )
         warn_constant_labels(y, train, self.target_columns, self.csv_path)
-        data = self._data
-        smiles = list(data.smiles) if isinstance(data.smiles, (list, tuple)) else [data.smiles]
-        warn_duplicate_smiles(smiles, self._split_idx, self.csv_path,
-                              keys=self._canonical_keys.tolist())
+        warn_duplicate_smiles(self._data.smiles, self._split_idx, self.csv_path,
+                              keys=self._canonical_keys)
 
     def _read_frame(self) -> pd.DataFrame:
         # Blank lines stay rows (skipped as empty SMILES, listed), so row r is CSV line r + 2.
@@ -288,6 +333,11 @@ class SmilesCSVDataset(SafeCacheMixin, InMemoryDataset):
             )
         return frame
 
+    def _run_process(self) -> None:
+        # The pre_transform is part of the cache key (and config.json): no pickled record.
+        os.makedirs(self.processed_dir, exist_ok=True)
+        self.process()
+
     def process(self) -> None:
         frame = self._read_frame()
         if self.split not in ("random", "scaffold") and self.split not in frame.columns:
@@ -296,40 +346,69 @@ class SmilesCSVDataset(SafeCacheMixin, InMemoryDataset):
                 f"{list(frame.columns)}), got {self.split!r}"
             )
         labels = label_matrix(frame, self.target_columns, self.task, source=self.csv_path)
-        graphs, errors = molecules_to_graphs(
-            frame[self.smiles_column].tolist(), labels, featurization=self.featurization,
-            max_graph_nodes=self.max_graph_nodes, pre_transform=self.pre_transform,
-            num_workers=self.num_workers, progress=None if self.log else False,
-            desc=f"Processing {osp.basename(self.csv_path)}", canonical=True,
-            scaffold=self.split == "scaffold",
-        )
-        keys = torch.tensor([g.canonical_key for g in graphs], dtype=torch.long)
-        scaffolds = [g.scaffold for g in graphs] if self.split == "scaffold" else None
-        for g in graphs:  # kept beside the graphs (the duplicate check), not in every batch
-            del g.canonical_key
-            if scaffolds is not None:
-                del g.scaffold
-        os.makedirs(self.processed_dir, exist_ok=True)
-        handle_row_errors(errors, len(frame), self.csv_path, self.invalid_rows_path, self.strict)
-        if not graphs:
+        smiles = frame[self.smiles_column].tolist()
+        named = frame[self.split].tolist() if self.split in frame.columns else None
+        total = len(frame)
+        del frame
+        writer = self._featurise(smiles, labels)
+        errors = [RowError(int(r), s, reason) for r, s, reason in zip(
+            writer.read("error.row").values.tolist(), _texts(writer, "error.smiles"),
+            _texts(writer, "error.reason"))]
+        handle_row_errors(errors, total, self.csv_path, self.invalid_rows_path, self.strict)
+        if "num_nodes" not in writer.columns:
             raise ValueError(f"no usable molecule in {self.csv_path}; see {self.invalid_rows_path}")
+        count = writer.columns["num_nodes"]["graphs"]
         if self.split == "random":
-            split = random_split(len(graphs), self.split_fractions, self.seed)
+            split = random_split(count, self.split_fractions, self.seed)
         elif self.split == "scaffold":
-            split = scaffold_split([g.smiles for g in graphs], self.split_fractions,
-                                   scaffolds=scaffolds)
+            scaffolds = _texts(writer, "scaffold")
+            split = scaffold_split(scaffolds, self.split_fractions, scaffolds=scaffolds)
         else:
-            split = column_split(frame[self.split].iloc[[g.row for g in graphs]].tolist(),
+            split = column_split([named[r] for r in writer.read("graph.row").values.tolist()],
                                  column=self.split)
-        self.save(graphs, self.processed_paths[0])
-        torch.save(split, self.processed_paths[1])
-        torch.save(keys, self.processed_paths[2])
+        for name, idx in split.items():
+            writer.append(f"split.{name}", idx.numpy(), [len(idx)])
+        writer.finish({"config": self.config})
         with open(osp.join(self.processed_dir, "config.json"), "w") as f:
             json.dump({**self.config, "csv_path": self.csv_path}, f, indent=2)
+
+    def _featurise(self, smiles: list, labels) -> GraphStoreWriter:
+        """Featurises the rows :attr:`chunk_rows` at a time into the store, resuming after the
+        last chunk an earlier, interrupted run wrote with the same options."""
+        writer = GraphStoreWriter(self.processed_dir, resume=not self.force_reload)
+        done = {"key": self.key, "chunk_rows": self.chunk_rows}
+        if {k: writer.committed.get(k) for k in done} != done:
+            writer = GraphStoreWriter(self.processed_dir)
+        start, total = writer.committed.get("rows", 0), len(smiles)
+        workers = resolve_num_workers(self.num_workers, total - start)
+        task_rows = max(1, min(TASK_ROWS, self.chunk_rows // (4 * max(workers, 1))))
+        fn = functools.partial(
+            rows_to_columns, featurization=self.featurization,
+            max_graph_nodes=self.max_graph_nodes, pre_transform=self.pre_transform,
+            canonical=True, scaffold=self.split == "scaffold")
+        show = self.log and total >= PROGRESS_MIN_ITEMS
+        with (tqdm(total=total, initial=start, desc=f"Processing {osp.basename(self.csv_path)}",
+                   disable=not show, file=sys.stderr, unit="mol", smoothing=0.1) as bar,
+              task_runner(workers) as run):
+            for begin in range(start, total, self.chunk_rows):
+                end = min(total, begin + self.chunk_rows)
+                tasks = [[(r, smiles[r], labels[r]) for r in range(a, min(end, a + task_rows))]
+                         for a in range(begin, end, task_rows)]
+                for task, blocks in zip(tasks, run(fn, tasks)):
+                    for block in blocks:
+                        writer.append(*block)
+                    bar.update(len(task))
+                writer.commit({**done, "rows": end})
+        return writer
 
     def __repr__(self) -> str:
         return (f"{self.__class__.__name__}({len(self)}, csv={osp.basename(self.csv_path)!r}, "
                 f"featurization={self.featurization!r}, tasks={self.num_tasks})")
+
+
+def _texts(writer: GraphStoreWriter, name: str) -> StringColumn:
+    column = writer.read(name)
+    return StringColumn(column.values, column.slices)
 
 
 def _sha256(path: str) -> str:

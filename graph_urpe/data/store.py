@@ -1,0 +1,315 @@
+"""A folder of plain arrays, written chunk by chunk and read back as memory maps: the on-disk form
+of a processed graph dataset that does not fit in memory.
+
+A store is a set of named **columns**. A column is the concatenation, along one axis (its
+``cat_dim``), of one block per graph, exactly as PyG's collate concatenates an attribute of a list
+of graphs (``x`` along dimension 0, ``edge_index`` along dimension 1), plus ``slices`` ``[N + 1]``
+(the bounds of every graph's block along that axis), as in PyG's
+:class:`~torch_geometric.data.InMemoryDataset`. A column of strings is a byte column (the UTF-8
+texts one after the other) whose slices are the texts' offsets.
+
+On disk every column is one raw little-endian file ``<name>.bin`` (C order) and one
+``<name>.slices.bin`` (``int64``); ``store.json`` (written last, atomically) names each column's
+dtype, shape, axis and kind and each file's size in bytes. Nothing is pickled: the files are bytes
+and JSON, read with :class:`numpy.memmap` in copy-on-write mode (``mode="c"``), so the pages are
+file-backed (not anonymous memory), loaded on first touch, and processes on one machine that open
+the same store (DDP ranks, loader workers) share one copy through the page cache.
+
+Writing appends every chunk's blocks to the files; :meth:`GraphStoreWriter.commit` records the
+files' sizes in ``progress.json``, so a writer started again after a kill truncates the files to
+the last commit and continues from there. A column concatenated along an axis ``d > 0`` (e.g.
+``[2, E]``) is written as ``prod(shape[:d])`` part files, one per leading index, joined into the
+C-order file when the store is finished.
+
+Reading (:func:`read_store`) checks every file against ``store.json`` (size) and every column's
+slices (start 0, non-decreasing, end at the column's length), so a truncated or inconsistent store
+is refused with :class:`~graph_urpe.data.cache.CorruptCacheError` naming the file; a change of
+bytes that keeps every size and bound is not detected (the files are data only: nothing in them
+is run).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import os.path as osp
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from graph_urpe.data.cache import CorruptCacheError
+from graph_urpe.files import atomic_write
+
+STORE_FORMAT = 1
+"""Version of the layout of ``store.json`` and the files it names."""
+
+MANIFEST = "store.json"
+PROGRESS = "progress.json"
+
+
+@dataclass
+class Column:
+    r"""One column of a store, as read by :func:`read_store`.
+
+    Attributes:
+        values (numpy.ndarray): the concatenated blocks (a copy-on-write memory map; a plain
+            empty array when the column is empty), ``dtype`` and shape as stored.
+        slices (numpy.ndarray): ``int64`` ``[N + 1]``, graph ``i``'s block is
+            ``values`` from ``slices[i]`` to ``slices[i + 1]`` along :attr:`cat_dim`.
+        cat_dim (int): the axis the blocks are concatenated along.
+        kind (str): ``"array"`` or ``"str"`` (UTF-8 texts, see :class:`StringColumn`).
+    """
+
+    values: np.ndarray
+    slices: np.ndarray
+    cat_dim: int
+    kind: str
+
+
+class StringColumn(Sequence):
+    r"""The texts of a string column, read on access (nothing decoded up front).
+
+    Args:
+        blob (numpy.ndarray): ``uint8``, the UTF-8 texts one after the other.
+        offsets (numpy.ndarray): ``int64`` ``[N + 1]``, text ``i`` is ``blob[offsets[i]:
+            offsets[i + 1]]``.
+    """
+
+    def __init__(self, blob: np.ndarray, offsets: np.ndarray) -> None:
+        self.blob, self.offsets = blob, offsets
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        i = int(index)
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(f"text {index} of {len(self)}")
+        return self.blob[self.offsets[i]:self.offsets[i + 1]].tobytes().decode("utf-8")
+
+    def __repr__(self) -> str:
+        return f"StringColumn({len(self)})"
+
+
+def encode_strings(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    r"""``(blob, counts)``: ``uint8`` UTF-8 bytes of :obj:`texts` one after the other and the
+    ``int64`` byte count of each (the block of a string column)."""
+    encoded = [t.encode("utf-8") for t in texts]
+    counts = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
+    return np.frombuffer(b"".join(encoded), dtype=np.uint8), counts
+
+
+class GraphStoreWriter:
+    r"""Writes a store (see the module docstring) chunk by chunk.
+
+    Args:
+        folder (str): where the files go (created).
+        resume (bool, optional): continue after the last :meth:`commit` of an earlier writer on
+            this folder when its ``progress.json`` is readable, truncating every file to the
+            committed size; else (or without one) start empty, removing earlier files.
+            (default: :obj:`False`)
+
+    Attributes:
+        committed (dict): the ``info`` of the last commit (``{}`` for a fresh store).
+    """
+
+    def __init__(self, folder: str, resume: bool = False) -> None:
+        self.folder = folder
+        os.makedirs(folder, exist_ok=True)
+        self.columns: dict[str, dict] = {}
+        self.committed: dict = {}
+        state = _read_json(osp.join(folder, PROGRESS)) if resume else None
+        if state is not None and state.get("format") == STORE_FORMAT and self._restore(state):
+            return
+        for name in os.listdir(folder):
+            if name.endswith(".bin") or name in (PROGRESS, MANIFEST):
+                os.remove(osp.join(folder, name))
+        self.columns, self.committed = {}, {}
+
+    def _restore(self, state: dict) -> bool:
+        """Truncates every file to its committed size; :obj:`False` if one is shorter."""
+        for path, size in state["sizes"].items():
+            full = osp.join(self.folder, path)
+            if not osp.isfile(full) or osp.getsize(full) < size:
+                return False
+        for path, size in state["sizes"].items():
+            with open(osp.join(self.folder, path), "r+b") as handle:
+                handle.truncate(size)
+        self.columns, self.committed = state["columns"], state["info"]
+        return True
+
+    def _files(self, name: str) -> list[str]:
+        spec = self.columns[name]
+        parts = spec["parts"]
+        return [f"{name}.slices.bin"] + ([f"{name}.bin"] if parts == 1 else
+                                         [f"{name}.part{k}.bin" for k in range(parts)])
+
+    def append(self, name: str, values: np.ndarray, counts: np.ndarray, cat_dim: int = 0,
+               kind: str = "array") -> None:
+        r"""Appends the blocks of some graphs to column :obj:`name` (created on first use).
+
+        Args:
+            name (str): the column (a file name stem: letters, digits, ``_``, ``-``, ``.``).
+            values (numpy.ndarray): their blocks concatenated along :obj:`cat_dim`.
+            counts (numpy.ndarray): ``int64`` ``[n]``, each graph's block length along it.
+            cat_dim (int, optional): the axis. (default: :obj:`0`)
+            kind (str, optional): ``"array"`` or ``"str"``. (default: :obj:`"array"`)
+
+        Raises:
+            ValueError: if the counts do not add up to the values' length along :obj:`cat_dim`,
+                or the dtype or the other axes differ from the column's first blocks.
+        """
+        values = np.ascontiguousarray(values)
+        counts = np.asarray(counts, dtype=np.int64)
+        d = cat_dim % values.ndim
+        if int(counts.sum()) != values.shape[d]:
+            raise ValueError(f"column {name!r}: counts add up to {int(counts.sum())}, the values "
+                             f"have {values.shape[d]} along axis {d}")
+        other = [s for i, s in enumerate(values.shape) if i != d]
+        spec = self.columns.get(name)
+        if spec is None:
+            spec = {"dtype": values.dtype.str, "shape": list(values.shape[:d]) + [0] + list(
+                values.shape[d + 1:]), "cat_dim": d, "kind": kind,
+                "parts": math.prod(values.shape[:d]), "graphs": 0}
+            self.columns[name] = spec
+            with open(osp.join(self.folder, f"{name}.slices.bin"), "wb") as handle:
+                handle.write(np.zeros(1, dtype=np.int64).tobytes())
+            for path in self._files(name)[1:]:
+                open(osp.join(self.folder, path), "wb").close()
+        if values.dtype.str != spec["dtype"] or other != [s for i, s in enumerate(
+                spec["shape"]) if i != spec["cat_dim"]] or d != spec["cat_dim"]:
+            raise ValueError(
+                f"attribute {name!r} changes from {spec['dtype']} {spec['shape']} (axis "
+                f"{spec['cat_dim']}) to {values.dtype.str} {list(values.shape)} (axis {d}) "
+                "between graphs: every graph must have the same attributes, dtypes and "
+                "trailing shapes")
+        start = spec["shape"][d]
+        with open(osp.join(self.folder, f"{name}.slices.bin"), "ab") as handle:
+            handle.write((start + np.cumsum(counts)).astype(np.int64).tobytes())
+        leading = values.reshape(spec["parts"], -1) if spec["parts"] > 1 else [values]
+        for path, block in zip(self._files(name)[1:], leading):
+            with open(osp.join(self.folder, path), "ab") as handle:
+                handle.write(np.ascontiguousarray(block).tobytes())
+        spec["shape"][d] = start + values.shape[d]
+        spec["graphs"] += len(counts)
+
+    def append_strings(self, name: str, texts: Sequence[str]) -> None:
+        """Appends one text per graph to the string column :obj:`name`."""
+        blob, counts = encode_strings(texts)
+        self.append(name, blob, counts, kind="str")
+
+    def commit(self, info: dict) -> None:
+        r"""Records the files' sizes and :obj:`info` (JSON data: e.g. the rows done) in
+        ``progress.json``: a writer resumed later starts from here."""
+        sizes = {path: osp.getsize(osp.join(self.folder, path))
+                 for name in self.columns for path in self._files(name)}
+        state = {"format": STORE_FORMAT, "columns": self.columns, "sizes": sizes, "info": info}
+        _write_json(osp.join(self.folder, PROGRESS), state)
+        self.committed = info
+
+    def read(self, name: str) -> Column:
+        """A committed or finished column, read back (e.g. to compute a split from it)."""
+        self._join_parts(name)
+        return _open_column(self.folder, name, self.columns[name])
+
+    def _join_parts(self, name: str) -> None:
+        spec = self.columns[name]
+        if spec["parts"] == 1:
+            return
+        target = osp.join(self.folder, f"{name}.bin")
+        with open(target, "wb") as out:
+            for path in self._files(name)[1:]:
+                with open(osp.join(self.folder, path), "rb") as part:
+                    shutil.copyfileobj(part, out, 16 << 20)
+        for path in self._files(name)[1:]:
+            os.remove(osp.join(self.folder, path))
+        spec["parts"] = 1
+
+    def finish(self, meta: dict) -> None:
+        r"""Joins part files and writes ``store.json`` (with :obj:`meta`, JSON data) last: from
+        then on :func:`read_store` opens the store; ``progress.json`` is removed."""
+        for name in self.columns:
+            self._join_parts(name)
+        sizes = {path: osp.getsize(osp.join(self.folder, path))
+                 for name in self.columns for path in self._files(name)}
+        manifest = {"format": STORE_FORMAT, "columns": self.columns, "sizes": sizes, "meta": meta}
+        _write_json(osp.join(self.folder, MANIFEST), manifest)
+        progress = osp.join(self.folder, PROGRESS)
+        if osp.exists(progress):
+            os.remove(progress)
+
+
+def _write_json(path: str, value: dict) -> None:
+    with atomic_write(path, "w") as handle:
+        json.dump(value, handle)
+
+
+def _read_json(path: str) -> dict | None:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            value = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _memmap(path: str, dtype: str, shape: Sequence[int]) -> np.ndarray:
+    if math.prod(shape) == 0:
+        return np.zeros(shape, dtype=dtype)
+    return np.memmap(path, dtype=np.dtype(dtype), mode="c", shape=tuple(shape))
+
+
+def _open_column(folder: str, name: str, spec: dict) -> Column:
+    path = osp.join(folder, f"{name}.bin")
+    graphs, d = int(spec["graphs"]), int(spec["cat_dim"])
+    slices = _memmap(osp.join(folder, f"{name}.slices.bin"), "<i8", [graphs + 1])
+    values = _memmap(path, spec["dtype"], spec["shape"])
+    ends = slices[[0, -1]] if graphs else np.zeros(2, dtype=np.int64)
+    if ends[0] != 0 or ends[1] != spec["shape"][d] or (np.diff(slices) < 0).any():
+        raise CorruptCacheError(osp.join(folder, f"{name}.slices.bin"),
+                                f"column {name!r}: its slices do not cover its values")
+    return Column(values, slices, d, spec["kind"])
+
+
+def read_store(folder: str) -> tuple[dict[str, Column], dict]:
+    r"""Opens a finished store (see the module docstring).
+
+    Args:
+        folder (str): the store's folder.
+
+    Returns:
+        ``(columns, meta)``: every column by name, and the ``meta`` given to
+        :meth:`GraphStoreWriter.finish`.
+
+    Raises:
+        FileNotFoundError: if ``store.json`` does not exist (no finished store).
+        CorruptCacheError: naming the file, for an unreadable ``store.json``, a missing file or
+            one of another size than recorded, or slices that do not cover their column.
+    """
+    manifest_path = osp.join(folder, MANIFEST)
+    if not osp.exists(manifest_path):
+        raise FileNotFoundError(f"no finished store in {folder} ({MANIFEST} is missing)")
+    manifest = _read_json(manifest_path)
+    if manifest is None or manifest.get("format") != STORE_FORMAT or not isinstance(
+            manifest.get("columns"), dict) or not isinstance(manifest.get("sizes"), dict):
+        raise CorruptCacheError(manifest_path, "not a readable store manifest")
+    for path, size in manifest["sizes"].items():
+        full = osp.join(folder, osp.basename(path))
+        actual = osp.getsize(full) if osp.isfile(full) else None
+        if actual != size:
+            raise CorruptCacheError(full, f"{actual} bytes, the manifest says {size}"
+                                    if actual is not None else "missing")
+    try:
+        columns = {name: _open_column(folder, name, spec)
+                   for name, spec in manifest["columns"].items()}
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CorruptCacheError(manifest_path, f"{type(exc).__name__}: {exc}") from None
+    return columns, manifest.get("meta", {})
