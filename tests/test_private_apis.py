@@ -267,3 +267,16 @@ def test_lightning_cli_hparams_keys_the_checkpoint_reader_checks():
         f"LightningCLI's saved hyperparameters no longer hold _class_path / _instantiator "
         f"({sorted(keys)}): update graph_urpe/received.py (check_module_hparams) and "
         "graph_urpe/trust.py")
+
+
+def test_pyg_storage_mapping_the_stored_graphs_fill():
+    import torch
+    from torch_geometric.data import Data
+
+    data = Data()
+    data._store._mapping.update({"x": torch.zeros(3, 2), "edge_index": torch.zeros(2, 0,
+                                 dtype=torch.long), "num_nodes": 3, "smiles": "CCO"})
+    assert data.num_nodes == 3 and data.x.shape == (3, 2) and data.smiles == "CCO", (
+        "PyG's Data._store._mapping no longer holds a graph's attributes: update "
+        "graph_urpe/data/stored_graphs.py (StoredGraphs.get)")
+    assert sorted(data.keys()) == ["edge_index", "num_nodes", "smiles", "x"]

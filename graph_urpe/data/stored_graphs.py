@@ -24,7 +24,6 @@ import numpy as np
 import torch
 from torch_geometric.data import Data
 from torch_geometric.data.collate import collate
-from torch_geometric.data.separate import separate
 
 from graph_urpe.data.cache import CorruptCacheError
 from graph_urpe.data.store import Column, StringColumn, encode_strings
@@ -142,21 +141,44 @@ class StoredGraphs:
             else:
                 self.data[key] = torch.from_numpy(column.values)
                 self.slices[key] = torch.from_numpy(column.slices)
+        # key -> (values, NumPy slices, axis or None to index), what get() cuts graphs with
+        self._cut: dict[str, tuple] = {}
+        for key, value in self.data.to_dict().items():
+            if isinstance(value, torch.Tensor):
+                cat_dim = self.data.__cat_dim__(key, value)
+                self._cut[key] = (value, self.slices[key].numpy(),
+                                  None if cat_dim is None else cat_dim % value.dim())
+            else:
+                self._cut[key] = (value, None, None)
 
     def __len__(self) -> int:
         return len(self.num_nodes)
 
     def get(self, idx: int) -> Data:
-        r"""Graph :obj:`idx` (its tensors are views of the memory maps; nothing is cached)."""
-        data = separate(Data, batch=self.data, idx=idx, slice_dict=self.slices, decrement=False)
+        r"""Graph :obj:`idx` (its tensors are views of the memory maps; nothing is cached), as
+        :func:`torch_geometric.data.separate.separate` cuts it out of :attr:`data` (without
+        decrementing), read from the NumPy slices: about 30 us a molecule, a quarter of
+        :func:`~torch_geometric.data.separate.separate`'s time."""
+        values = {}
+        for key, (value, bounds, cat_dim) in self._cut.items():
+            if cat_dim is None:
+                values[key] = value[idx]  # texts; tensors PyG stacked (cat_dim None)
+            else:
+                start = int(bounds[idx])
+                values[key] = value.narrow(cat_dim, start, int(bounds[idx + 1]) - start)
         n = int(self.num_nodes[idx])
-        data.num_nodes = n
+        values["num_nodes"] = n
         for key, (rebuilt, column) in self.derived.items():
             if rebuilt[idx]:
-                data[key] = DERIVED[key](n)
+                values[key] = DERIVED[key](n)
             else:
                 index = [slice(None)] * column.values.ndim
                 index[column.cat_dim] = slice(int(column.slices[idx]),
                                               int(column.slices[idx + 1]))
-                data[key] = torch.from_numpy(np.ascontiguousarray(column.values[tuple(index)]))
+                values[key] = torch.from_numpy(np.ascontiguousarray(column.values[tuple(index)]))
+        data = Data()
+        # Filled as PyG's storage holds attributes (its private mapping, fenced by
+        # tests/test_private_apis.py): setting them one by one costs 12 us each in PyG 2.8
+        # (every set looks up a cache attribute through an AttributeError).
+        data._store._mapping.update(values)
         return data

@@ -245,6 +245,9 @@ class SmilesCSVDataset(SafeCacheMixin, InMemoryDataset):
     def processed_file_names(self) -> list[str]:
         return [MANIFEST]
 
+    def len(self) -> int:
+        return len(self._graphs)
+
     def get(self, idx: int) -> Data:
         r"""Graph :obj:`idx`, separated from the memory-mapped store on every call (PyG's
         :meth:`~torch_geometric.data.InMemoryDataset.get` would keep every graph it returns)."""
