@@ -34,7 +34,9 @@ behaviour that depends on it going silently wrong. This file is the one list of 
   NumPy's ``_reconstruct`` (arrays the safe cache loader rebuilds, :mod:`graph_urpe.data.cache`);
 * PyG's ``Dataset._download`` and ``Dataset._indices`` (:mod:`graph_urpe.data.zinc`);
 * the ``_class_path`` / ``_instantiator`` keys LightningCLI saves into a module's
-  hyperparameters (read by :mod:`graph_urpe.received` and :mod:`graph_urpe.trust`).
+  hyperparameters (read by :mod:`graph_urpe.received` and :mod:`graph_urpe.trust`);
+* CPython's ``atexit._run_exitfuncs``: the ``graph-urpe`` program runs the exit handlers itself
+  before it ends without the interpreter's teardown (:func:`graph_urpe.cli.program`).
 """
 
 from __future__ import annotations
@@ -280,3 +282,16 @@ def test_pyg_storage_mapping_the_stored_graphs_fill():
         "PyG's Data._store._mapping no longer holds a graph's attributes: update "
         "graph_urpe/data/stored_graphs.py (StoredGraphs.get)")
     assert sorted(data.keys()) == ["edge_index", "num_nodes", "smiles", "x"]
+
+
+def test_atexit_run_exitfuncs_runs_and_clears_the_handlers():
+    import subprocess
+    import sys
+
+    code = ("import atexit\ncalls = []\natexit.register(calls.append, 1)\n"
+            "atexit._run_exitfuncs()\natexit._run_exitfuncs()\nprint(calls)\n")
+    # in a child: running the handlers here would run (and clear) pytest's own
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "[1]", ("atexit._run_exitfuncs no longer runs (and clears) the exit "
+                                  "handlers: update graph_urpe/cli/__init__.py (_end_process)")
