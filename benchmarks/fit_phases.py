@@ -1,6 +1,6 @@
 """Where the CPU time of one ``graph-urpe fit`` goes, phase by phase (issue 32).
 
-Runs ``python -m graph_urpe.cli fit ARGS`` in a child process whose functions of each phase are
+Runs ``graph-urpe fit ARGS`` (:func:`graph_urpe.cli.program`) in a child process whose functions of each phase are
 wrapped with a CPU clock (:func:`time.process_time`, the whole process), and prints one table:
 per phase its *exclusive* CPU seconds (time in a wrapped function minus the wrapped functions it
 calls), its share of the child's total and how often it ran. The total is the child's user +
@@ -19,6 +19,7 @@ The wrappers cost about 2 µs per call (a few thousand calls per run): well unde
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import subprocess
@@ -93,16 +94,17 @@ def _child(args: list[str]) -> None:
         for part in parents:
             owner = getattr(owner, part)
         setattr(owner, name, wrap(label, getattr(owner, name)))
-    from graph_urpe.cli import main
 
-    code = 0
-    try:
-        main(["fit", *args])
-    except SystemExit as exc:
-        code = exc.code or 0
-    spent["untimed in-process work (dispatch, config files)"] = time.process_time() - sum(spent.values())
-    print("PHASES " + json.dumps({"spent": spent, "calls": calls}), flush=True)
-    sys.exit(code)
+    def report() -> None:  # an exit handler: the program runs them before it ends
+        spent["untimed in-process work (dispatch, config files)"] = \
+            time.process_time() - sum(spent.values())
+        print("PHASES " + json.dumps({"spent": spent, "calls": calls}), flush=True)
+
+    atexit.register(report)
+    from graph_urpe.cli import program
+
+    sys.argv = ["graph-urpe", "fit", *args]
+    program()
 
 
 def main() -> None:
