@@ -21,7 +21,8 @@ SCRIPT = textwrap.dedent("""
 
     out = Path(sys.argv[1])
     # registered before the command: runs after every handler the command registers
-    atexit.register(lambda: out.write_text(f"atexit ran; frozen {gc.get_freeze_count() > 0}"))
+    atexit.register(lambda: out.write_text(
+        f"atexit ran; frozen {gc.get_freeze_count() > 0}; collecting {gc.isenabled()}"))
     if sys.argv[2] == "thread":  # a non-daemon thread still working when the command ends
         def work():
             time.sleep(1.0)
@@ -48,10 +49,10 @@ def test_program_ends_like_a_normal_exit(tmp_path, case):
     assert proc.stdout.startswith("buffered, no newline")
     assert "nanobind" not in proc.stderr  # no teardown noise from frozen objects
     if case == "plain":  # the fast end: imports frozen, handlers run before os._exit
-        assert marker.read_text() == "atexit ran; frozen True"
+        assert marker.read_text() == "atexit ran; frozen True; collecting True"
     else:  # the normal exit: waits for the thread, objects unfrozen first
         assert (tmp_path / "atexit.thread").read_text() == "done"
-        assert marker.read_text() == "atexit ran; frozen False"
+        assert marker.read_text() == "atexit ran; frozen False; collecting True"
 
 
 def test_program_outside_lightning_exits_normally(tmp_path):
@@ -61,7 +62,8 @@ def test_program_outside_lightning_exits_normally(tmp_path):
                           capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 2
     assert "unknown subcommand 'no-such-command'" in proc.stderr
-    assert marker.read_text() == "atexit ran; frozen False"  # nothing imported, nothing frozen
+    # nothing imported, nothing frozen
+    assert marker.read_text() == "atexit ran; frozen False; collecting True"
 
 
 @pytest.mark.parametrize("code, status", [(None, 0), (0, 0), (2, 2), (257, 1), ("oops", 1)])
