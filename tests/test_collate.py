@@ -63,6 +63,7 @@ def test_loader_batches_equal_pygs(molecules):
         batches = list(loader)
         assert len(batches) == len(graphs) > 0
         for batch, members in zip(batches, graphs):
+            assert collate_graphs(members) is not None  # the fast path, not PyG's
             assert_same_batch(batch, Batch.from_data_list(members))
 
 
@@ -81,6 +82,9 @@ def _graph(n: int, seed: int) -> Data:
         scalar=torch.tensor(float(seed)),  # 0-dimensional: stacked
         y=torch.randn(1, 2, generator=g),
         smiles="C" * n,
+        sample_id=seed,  # numbers: one tensor
+        weight=0.5 * seed,
+        node_index=n - 1,  # a number with "index" in its name: offset by the node count
         num_nodes=n,
     )
 
@@ -95,7 +99,7 @@ class _Graph(Data):
     pass
 
 
-@pytest.mark.parametrize("change", ["subclass", "edge_index_class", "int_attribute",
+@pytest.mark.parametrize("change", ["subclass", "edge_index_class", "list_attribute",
                                     "bool_index"])
 def test_outside_the_plain_case_pyg_batches(change):
     graphs = [_graph(n, seed) for seed, n in enumerate([3, 2, 4])]
@@ -104,9 +108,9 @@ def test_outside_the_plain_case_pyg_batches(change):
     elif change == "edge_index_class":
         for g in graphs:
             g.edge_index = EdgeIndex(g.edge_index, sparse_size=(g.num_nodes, g.num_nodes))
-    elif change == "int_attribute":
+    elif change == "list_attribute":
         for g in graphs:
-            g.row = 7
+            g.tags = [1, 2]
     else:
         for g in graphs:
             g.mask_index = torch.ones(g.num_nodes, dtype=torch.bool)

@@ -10,9 +10,9 @@ addition. The :class:`~torch_geometric.data.Batch` it returns equals PyG's: ever
 (values and dtypes), ``batch`` / ``ptr``, ``num_nodes`` and the ``_slice_dict`` / ``_inc_dict``
 that :meth:`~torch_geometric.data.Batch.get_example` and
 :meth:`~torch_geometric.data.Batch.to_data_list` read (``tests/test_collate.py``). Anything
-outside the plain case (another graph class, attributes that are not dense CPU tensors or texts,
-index attributes whose offsets are tensors, a DataLoader worker, where PyG writes into shared
-memory) is left to PyG.
+outside the plain case (another graph class, attributes that are not dense CPU tensors, numbers
+or texts, index attributes whose offsets are tensors, a DataLoader worker, where PyG writes into
+shared memory) is left to PyG.
 """
 
 from __future__ import annotations
@@ -50,8 +50,7 @@ def collate_graphs(graphs: Sequence[Data]) -> Batch | None:
     Args:
         graphs (Sequence[Data]): the graphs of one batch, all of class
             :class:`~torch_geometric.data.Data`, each with the attributes of the first (as PyG
-            reads them); each attribute a dense CPU tensor or a string (``num_nodes`` an
-            integer).
+            reads them); each attribute a dense CPU tensor, a number or a string.
 
     Returns:
         Batch or None: equal to ``Batch.from_data_list(graphs)``.
@@ -82,6 +81,20 @@ def collate_graphs(graphs: Sequence[Data]) -> Batch | None:
             out_store[key] = values
             slice_dict[key] = torch.arange(count + 1)
             inc_dict[key] = None
+            continue
+        if isinstance(elem, (int, float)):  # numbers (sample_id): one tensor, as PyG makes it
+            repeats = _offsets(key, values, graphs, stores, nodes)
+            if repeats is None:
+                return None
+            value = torch.tensor(values)
+            incs = torch.tensor(list(accumulate(repeats[:-1], initial=0)))
+            if int(incs[-1]) != 0:
+                if value.dtype == torch.bool:
+                    return None
+                value.add_(incs)
+            out_store[key] = value
+            slice_dict[key] = torch.arange(count + 1)
+            inc_dict[key] = incs
             continue
         # PyG's branch is chosen by the first value: a dense CPU tensor of the base class
         # (not PyG's Index / EdgeIndex); then every value must be one
