@@ -1,13 +1,16 @@
 """Where the CPU time of one ``graph-urpe fit`` goes, phase by phase (issue 32).
 
-Runs ``graph-urpe fit ARGS`` (:func:`graph_urpe.cli.program`) in a child process whose functions of each phase are
-wrapped with a CPU clock (:func:`time.process_time`, the whole process), and prints one table:
-per phase its *exclusive* CPU seconds (time in a wrapped function minus the wrapped functions it
-calls), its share of the child's total and how often it ran. The total is the child's user +
-system time from :func:`os.wait4`, as ``benchmarks/peers/chemprop.py`` measures a run; what no
-wrapper holds (the interpreter's start and exit, LightningCLI's own work between the wrapped
-calls) is the row ``rest``. Imports are what ``import graph_urpe.cli.lightning_cli`` costs before
-anything runs; modules imported later count in the phase that imports them.
+Runs ``graph-urpe fit ARGS`` (:func:`graph_urpe.cli.program`) in a child process whose functions
+of each phase are wrapped with a CPU clock (:func:`time.process_time`, the whole process), and
+prints one table: per phase its *exclusive* CPU seconds (time in a wrapped function minus the
+wrapped functions it calls), its share of the child's total and how often it ran. The total is
+the child's user + system time from :func:`os.wait4`, as ``benchmarks/peers/chemprop.py``
+measures a run; ``interpreter start`` is the CPU time before the script's first line,
+``interpreter exit`` what the child spent after its exit handlers ran (the total minus all
+else), and ``untimed in-process work`` what no wrapper holds (the dispatch, reading the config
+files). ``imports`` is what importing ``graph_urpe.cli.lightning_cli`` and the wrapped modules
+costs before anything runs, done as the program does it (the cyclic garbage collector paused,
+then the objects frozen); modules imported later count in the phase that imports them.
 
 Usage (one thread, as the peer benchmark runs it)::
 
@@ -20,6 +23,8 @@ The wrappers cost about 2 µs per call (a few thousand calls per run): well unde
 from __future__ import annotations
 
 import atexit
+import gc
+import importlib
 import json
 import os
 import subprocess
@@ -63,11 +68,15 @@ PHASES = [
 
 def _child(args: list[str]) -> None:
     import functools
-    import importlib
 
     start = time.process_time()  # the interpreter's start so far
+    gc.disable()  # as graph_urpe.cli.program imports them: collector paused, then frozen
     import graph_urpe.cli.lightning_cli  # noqa: F401  (the imports a fit pays first)
 
+    for _, module, _ in PHASES:
+        importlib.import_module(module)
+    gc.freeze()
+    gc.enable()
     spent = {"interpreter start": start, "imports": time.process_time() - start}
     calls: dict[str, int] = {}
     stack: list[float] = []  # CPU time of nested wrapped calls, per open frame
