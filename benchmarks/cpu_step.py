@@ -22,6 +22,18 @@ its data (the embedded ZINC-like training split, size-bucketed batches of at mos
    73k-entry gather of the walk by advanced indexing vs ``index_select``.
 5. **Two-thread scaling of this machine**: float32 ``2048 x 2048`` ``torch.matmul`` GFLOP/s on one
    and two threads (best of 5, wall clock): the most two threads can give a step.
+6. **Share of the matmul ceiling** (issue 32's definition, that of section 10 of
+   ``benchmarks/README.md``): the step's FLOPs (forward + backward, counted by
+   :class:`torch.utils.flop_counter.FlopCounterMode` on the timed batches) per CPU second of the
+   ``default`` step, over the one-thread GFLOP/s of a float32 ``2048 x 2048`` matmul timed in CPU
+   time between the rounds of the rotation (best of all rounds), so that load on the shared
+   machine (the other vCPU of a core) slows both alike.
+
+7. **The matmul floor**: every ``mm`` / ``bmm`` / ``addmm`` of the default step (forward and
+   backward, recorded with their shapes and strides by a ``TorchDispatchMode`` on the timed
+   batches) replayed alone on fresh tensors of the same layouts, in CPU time: what the step would
+   cost if everything but its matrix products were free, and so the highest share of the ceiling
+   any fusion of the element-wise work could reach with these products.
 
 Prints one JSON line per measurement and markdown tables. With ``--threads 1`` (the default) the
 CPU times are robust to other processes' load; ``--threads 2`` shows the 2-core case (then wall
@@ -31,6 +43,7 @@ Usage::
 
     python benchmarks/cpu_step.py                # 20 timed batches after 3 warm-up ones
     python benchmarks/cpu_step.py --steps 40 --threads 2
+    python benchmarks/cpu_step.py --skip-parts            # GEMM sweep, steps, ceiling, floor
 """
 
 from __future__ import annotations
@@ -43,6 +56,8 @@ import time
 import torch
 import torch.nn.functional as F
 from _common import emit, machine_info, markdown_table, ratio
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.flop_counter import FlopCounterMode
 
 import graph_urpe.nn._fused as fused_block
 from graph_urpe.data.featurize import feature_dims
@@ -120,6 +135,63 @@ def thread_scaling(threads: int) -> dict:
     return out
 
 
+def matmul_cpu_gflops(size: int = 2048) -> float:
+    """GFLOP/s of one float32 ``size x size`` matmul in this process's CPU time (one call)."""
+    a, b = torch.ones(size, size), torch.ones(size, size)
+    start = time.process_time()
+    a @ b
+    return 2 * size**3 / max(time.process_time() - start, 1e-9) / 1e9
+
+
+def step_flops(model, batches: list) -> float:
+    """FLOPs of forward + backward (L1 loss) over ``batches``, counted by ``FlopCounterMode``."""
+    total = 0
+    for batch in batches:
+        with FlopCounterMode(display=False) as counter:
+            out = model(batch)
+            F.l1_loss(out.squeeze(-1), batch.y.view(-1).float()).backward()
+        total += counter.get_total_flops()
+    model.zero_grad(set_to_none=True)
+    return float(total)
+
+
+class _RecordMatmuls(TorchDispatchMode):
+    """Records ``(op, [(shape, stride) or scalar per argument])`` of every matrix product."""
+
+    OPS = {torch.ops.aten.mm.default, torch.ops.aten.bmm.default, torch.ops.aten.addmm.default}
+
+    def __init__(self):
+        super().__init__()
+        self.calls = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func in self.OPS:
+            self.calls.append((func, [(tuple(a.shape), a.stride()) if torch.is_tensor(a) else a
+                                      for a in args], dict(kwargs or {})))
+        return func(*args, **(kwargs or {}))
+
+
+def matmul_floor(model, batches: list) -> dict:
+    """CPU seconds per step of the default step's matrix products replayed alone (section 7)."""
+    recorder = _RecordMatmuls()
+    for batch in batches:
+        with recorder:
+            out = model(batch)
+            F.l1_loss(out.squeeze(-1), batch.y.view(-1).float()).backward()
+    model.zero_grad(set_to_none=True)
+    g = torch.Generator().manual_seed(0)
+    calls = [(func, [torch.empty_strided(*a).normal_(generator=g) if isinstance(a, tuple) else a
+                     for a in args], kwargs) for func, args, kwargs in recorder.calls]
+    best = float("inf")
+    for _ in range(3):
+        start = time.process_time()
+        for func, args, kwargs in calls:
+            func(*args, **kwargs)
+        best = min(best, time.process_time() - start)
+    return {"bench": "matmul_floor", "calls_per_step": len(calls) / len(batches),
+            "cpu_ms_per_step": best / len(batches) * 1e3}
+
+
 def _model(atom, bond, num_layers: int, **kwargs) -> Graphormer:
     torch.manual_seed(0)
     return Graphormer(1, atom_categories=atom, bond_categories=bond, num_layers=num_layers,
@@ -131,12 +203,16 @@ def rotate(variants: dict, batches: list, warmup: int) -> dict[str, dict]:
     """Feed every batch to every variant (rotating order); CPU and wall seconds per variant.
 
     ``variants``: name -> ``(model, optimizer, pad)``, ``pad`` the value of
-    ``CPU_MIN_HEAD_DIM`` while that variant runs.
+    ``CPU_MIN_HEAD_DIM`` while that variant runs. Also returned: ``"ceiling"``, the best
+    :func:`matmul_cpu_gflops` of one call per round, and per variant ``"first_cpu_s"`` (its
+    first step) and the per-step CPU seconds ``"steps"``.
     """
     names = list(variants)
-    totals = {n: {"cpu_s": 0.0, "wall_s": 0.0} for n in names}
+    totals = {n: {"cpu_s": 0.0, "wall_s": 0.0, "steps": []} for n in names}
+    ceiling = 0.0
     for i, batch in enumerate(batches):
         order = names[i % len(names):] + names[:i % len(names)]
+        ceiling = max(ceiling, matmul_cpu_gflops())
         for name in order:
             model, opt, pad = variants[name]
             fused_block.CPU_MIN_HEAD_DIM = pad
@@ -146,10 +222,14 @@ def rotate(variants: dict, batches: list, warmup: int) -> dict[str, dict]:
             opt.zero_grad()
             loss.backward()
             opt.step()
+            if i == 0:
+                totals[name]["first_cpu_s"] = time.process_time() - cpu
             if i >= warmup:
+                totals[name]["steps"].append(time.process_time() - cpu)
                 totals[name]["cpu_s"] += time.process_time() - cpu
                 totals[name]["wall_s"] += time.perf_counter() - wall
     fused_block.CPU_MIN_HEAD_DIM = DEFAULT_PAD
+    totals["ceiling"] = ceiling
     return totals
 
 
@@ -160,6 +240,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--steps", type=int, default=20, help="timed batches (default: 20)")
     parser.add_argument("--warmup", type=int, default=3, help="untimed batches (default: 3)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default: 1)")
+    parser.add_argument("--skip-parts", action="store_true",
+                        help="only the GEMM sweep, the step rotation and the ceiling share")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     emit({"bench": "machine", **machine_info(torch.device("cpu")),
@@ -186,18 +268,43 @@ def main(argv: list[str] | None = None) -> None:
                                 fused=fused_adamw)
         return model, opt, pad
 
-    steps = rotate({"default": variant(), "no-pad": variant(pad=0),
-                    "foreach-adamw": variant(fused_adamw=False)}, batches, args.warmup)
+    named = {"default": variant(), "no-pad": variant(pad=0),
+             "foreach-adamw": variant(fused_adamw=False)}
+    flops = step_flops(named["default"][0], batches[args.warmup:]) / args.steps
+    steps = rotate(named, batches, args.warmup)
+    ceiling = steps.pop("ceiling")
     base = steps["default"]
     rows = []
     for name, t in steps.items():
+        per = sorted(t["steps"])
         rec = {"bench": "step", "variant": name, "threads": args.threads,
-               "cpu_ms": t["cpu_s"] / args.steps * 1e3, "wall_ms": t["wall_s"] / args.steps * 1e3}
+               "cpu_ms": t["cpu_s"] / args.steps * 1e3, "wall_ms": t["wall_s"] / args.steps * 1e3,
+               "cpu_ms_median": per[len(per) // 2] * 1e3, "first_step_cpu_s": t["first_cpu_s"],
+               "gflops": flops / (t["cpu_s"] / args.steps) / 1e9}
+        rec["ceiling_share"] = rec["gflops"] / ceiling
         emit(rec)
-        rows.append([name, f"{rec['cpu_ms']:.0f}", f"{rec['wall_ms']:.0f}",
-                     ratio(t["cpu_s"], base["cpu_s"]), ratio(t["wall_s"], base["wall_s"])])
+        rows.append([name, f"{rec['cpu_ms']:.0f}", f"{rec['cpu_ms_median']:.0f}",
+                     f"{rec['wall_ms']:.0f}", ratio(t["cpu_s"], base["cpu_s"]),
+                     f"{rec['first_step_cpu_s']:.2f}", f"{rec['gflops']:.1f}",
+                     f"{rec['ceiling_share']:.2f}"])
+    emit({"bench": "ceiling", "matmul_cpu_gflops": ceiling, "step_gflop": flops / 1e9,
+          "graphs_per_step": sum(b.num_graphs for b in batches[args.warmup:]) / args.steps})
     print("\n" + markdown_table(
-        ["variant", "CPU ms / step", "wall ms / step", "CPU / default", "wall / default"], rows))
+        ["variant", "CPU ms / step (mean)", "median", "wall ms / step", "CPU / default",
+         "first step CPU s", "GFLOP/s", "share of ceiling"], rows))
+    print(f"\nstep: {flops / 1e9:.2f} GFLOP (FlopCounterMode, forward + backward); ceiling "
+          f"{ceiling:.1f} GFLOP/s (2048 x 2048 float32 matmul, CPU time, best of the rounds)")
+    floor = matmul_floor(named["default"][0], batches[args.warmup:])
+    floor["gflops"] = flops / floor["cpu_ms_per_step"] * 1e3 / 1e9
+    floor["ceiling_share"] = floor["gflops"] / ceiling
+    floor["step_share"] = floor["cpu_ms_per_step"] / (base["cpu_s"] / args.steps * 1e3)
+    emit(floor)
+    print(f"matmul floor: {floor['calls_per_step']:.0f} products per step take "
+          f"{floor['cpu_ms_per_step']:.0f} CPU ms alone ({floor['step_share']:.2f} of the default "
+          f"step) at {floor['gflops']:.1f} GFLOP/s = {floor['ceiling_share']:.2f} of the ceiling: "
+          "the most any fusion of the rest can reach")
+    if args.skip_parts:
+        return
 
     parts = rotate({"12 layers": variant(), "1 layer": variant(1),
                     "1 layer, no edge encoding": variant(1, edge_encoding="none")},

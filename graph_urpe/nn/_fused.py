@@ -165,13 +165,15 @@ class _FusedAttention(torch.autograd.Function):
         grads = [None] * 10
         if grad_out is None:
             return tuple(grads)
-        if empty is not None:
-            grad_out = grad_out.masked_fill(empty, 0.0)
         mm_qk, mm_wv = ctx.mm  # explicit casts: no autocast context in backward
         d, dv = ctx.dims
-        grad_out = _padded(grad_out.to(mm_wv), v.shape[-1])
+        given = grad_out
+        grad_out = _padded(grad_out.to(mm_wv), v.shape[-1])  # a copy we own, unless unchanged
+        if empty is not None:  # in place on our copy: one [.., Nq, D] pass less
+            grad_out = (grad_out.masked_fill(empty, 0.0) if grad_out is given
+                        else grad_out.masked_fill_(empty, 0.0))
         if keep is not None:  # the dropout's 1 / (1 - p), on the [.., Nq, D] side
-            grad_out = grad_out * ctx.rescale
+            grad_out = grad_out * ctx.rescale if grad_out is given else grad_out.mul_(ctx.rescale)
         if need_v:
             grads[2] = torch.matmul(weights.to(mm_wv).transpose(-2, -1), grad_out)[..., :dv]
         if not (need_q or need_k or need_b or need_c):

@@ -2,11 +2,41 @@
 
 from __future__ import annotations
 
+import torch
 from torch import Tensor, nn
 
 from graph_urpe.nn.functional import urpe_attention
 
 __all__ = ["MultiheadURPEAttention"]
+
+
+class _SplitHeads(torch.autograd.Function):
+    """``qkv [B, N, 3, H, d]`` -> the views ``q, k, v [B, H, N, d]``, with a backward that writes
+    ``dQ, dK, dV`` straight into one ``[B, N, 3, H, d]`` gradient (one strided copy each).
+
+    Autograd's backward of ``permute(2, 0, 3, 1, 4).unbind(0)`` stacks the three gradients into a
+    ``[3, B, H, N, d]`` tensor and then copies it again into the projection's ``[B, N, 3E]``
+    layout: two full copies where one does (``benchmarks/README.md`` section 17).
+    """
+
+    @staticmethod
+    def forward(ctx, qkv: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        ctx.set_materialize_grads(False)
+        return qkv.permute(2, 0, 3, 1, 4).unbind(0)
+
+    @staticmethod
+    def backward(ctx, *grads: Tensor | None) -> Tensor | None:
+        ref = next((g for g in grads if g is not None), None)
+        if ref is None:
+            return None
+        b, h, n, d = ref.shape
+        out = ref.new_empty(b, n, 3, h, d)
+        for i, g in enumerate(grads):
+            if g is None:
+                out[:, :, i].zero_()
+            else:
+                out[:, :, i].copy_(g.transpose(1, 2))
+        return out
 
 
 class MultiheadURPEAttention(nn.Module):
@@ -88,7 +118,7 @@ class MultiheadURPEAttention(nn.Module):
             )
         b, n, _ = x.shape
         qkv = self.qkv_proj(x).view(b, n, 3, self.num_heads, self.head_dim)
-        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
+        q, k, v = _SplitHeads.apply(qkv)
         res = urpe_attention(
             q, k, v,
             attn_bias=attn_bias,
