@@ -10,7 +10,9 @@ measures a run; ``interpreter start`` is the CPU time before the script's first 
 else), and ``untimed in-process work`` what no wrapper holds (the dispatch, reading the config
 files). ``imports`` is what importing ``graph_urpe.cli.lightning_cli`` and the wrapped modules
 costs before anything runs, done as the program does it (the cyclic garbage collector paused,
-then the objects frozen); modules imported later count in the phase that imports them.
+then the objects frozen); modules imported later count in the phase that imports them. On a
+checkout from before :func:`graph_urpe.cli.program` (``PYTHONPATH=<checkout>``) the child imports
+plainly and runs :func:`graph_urpe.cli.main`, as ``python -m graph_urpe.cli`` did then.
 
 Usage (one thread, as the peer benchmark runs it)::
 
@@ -70,13 +72,18 @@ def _child(args: list[str]) -> None:
     import functools
 
     start = time.process_time()  # the interpreter's start so far
-    gc.disable()  # as graph_urpe.cli.program imports them: collector paused, then frozen
+    from graph_urpe import cli
+
+    program = getattr(cli, "program", None)  # None: a checkout from before it existed
+    if program is not None:  # imported as the program does: collector paused, then frozen
+        gc.disable()
     import graph_urpe.cli.lightning_cli  # noqa: F401  (the imports a fit pays first)
 
     for _, module, _ in PHASES:
         importlib.import_module(module)
-    gc.freeze()
-    gc.enable()
+    if program is not None:
+        gc.freeze()
+        gc.enable()
     spent = {"interpreter start": start, "imports": time.process_time() - start}
     calls: dict[str, int] = {}
     stack: list[float] = []  # CPU time of nested wrapped calls, per open frame
@@ -110,10 +117,10 @@ def _child(args: list[str]) -> None:
         print("PHASES " + json.dumps({"spent": spent, "calls": calls}), flush=True)
 
     atexit.register(report)
-    from graph_urpe.cli import program
-
     sys.argv = ["graph-urpe", "fit", *args]
-    program()
+    if program is not None:
+        program()
+    cli.main()  # what `python -m graph_urpe.cli` ran before program() existed
 
 
 def main() -> None:
