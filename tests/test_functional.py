@@ -290,3 +290,25 @@ def test_urpe_with_nonconstant_toeplitz_c_separates_positions():
     assert (row_scale.max(1).values - row_scale.min(1).values > 0.1).all()
     dists = torch.cdist(out[0], out[0])
     assert (dists + torch.eye(n) * 1e3).min() > 1e-3  # all positions distinct
+
+
+def test_bias_shape_check_agrees_with_torch_broadcast_shapes():
+    """The attention's shape check of ``attn_bias`` / ``multiplier`` accepts exactly the shapes
+    that ``torch.broadcast_shapes`` broadcasts to ``[B, H, Nq, Nk]`` (its own loop, same rule)."""
+    from graph_urpe.nn.functional import _check_broadcast
+
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(400):
+        target = tuple(int(v) for v in torch.randint(1, 4, (4,), generator=gen))
+        rank = int(torch.randint(0, 6, (1,), generator=gen))
+        shape = tuple(int(v) for v in torch.randint(1, 4, (rank,), generator=gen))
+        try:
+            expected = rank <= 4 and torch.broadcast_shapes(shape, target) == torch.Size(target)
+        except RuntimeError:
+            expected = False
+        t = torch.empty(shape)
+        if expected:
+            _check_broadcast("attn_bias", t, target)
+        else:
+            with pytest.raises(ValueError, match="does not broadcast"):
+                _check_broadcast("attn_bias", t, target)
