@@ -26,6 +26,7 @@ import os
 import os.path as osp
 import re
 import socket
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -194,6 +195,36 @@ def lock_run_folder(folder: str) -> object | None:
                           "fit`: wait for it to finish, or choose another --version (or none, "
                           "for the next free one)") from None
     return handle
+
+
+@contextlib.contextmanager
+def exclusive_lock(path: str, waiting: str = "") -> Iterator[None]:
+    """Hold an exclusive lock on the file ``path`` (created, with its folder) for the block, the
+    mechanism of :func:`lock_run_folder` but waiting: while another process holds it, print
+    :obj:`waiting` (if given) once to stderr and block until it is released (also when its holder
+    is killed). Nothing is locked where file locks are not available.
+
+    Raises:
+        OutputError: if the lock file cannot be written.
+    """
+    try:
+        import fcntl
+    except ImportError:  # not POSIX
+        yield
+        return
+    try:
+        os.makedirs(osp.dirname(osp.abspath(path)), exist_ok=True)
+        handle = open(path, "a+")  # noqa: SIM115  (closed below)
+    except OSError as err:
+        raise _explain(err, path) from None
+    with handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            if waiting:
+                print(waiting, file=sys.stderr, flush=True)
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        yield  # closing the file releases the lock
 
 
 def remove_unused_run_folder(folder: str) -> bool:

@@ -140,7 +140,8 @@ def test_safe_torch_load_outcomes(tmp_path):
 
 
 @pytest.mark.parametrize("damage", ["truncate graph.spd.bin", "empty split.train.bin",
-                                    "garble store.json", "shift graph.x.slices.bin"])
+                                    "garble store.json", "shift graph.x.slices.bin",
+                                    "flip graph.y.bin", "flip graph.spd.bin"])
 def test_corrupt_csv_cache_is_rebuilt(tmp_path, csv, damage):
     first = _csv(tmp_path, csv)
     expected = [(g.x.clone(), g.y.clone(), g.spd.clone()) for g in first]
@@ -154,6 +155,10 @@ def test_corrupt_csv_cache_is_rebuilt(tmp_path, csv, damage):
         Path(path).write_bytes(b"")
     elif kind == "garble":
         Path(path).write_bytes(b"{not json" + blob[9:])
+    elif kind == "flip":  # same size and bounds, one byte changed (found by its CRC-32 only)
+        changed = bytearray(blob)
+        changed[len(blob) // 3] ^= 0x5A
+        Path(path).write_bytes(bytes(changed))
     else:  # same size, slices that no longer end at the column's length
         ends = np.frombuffer(blob, dtype=np.int64).copy()
         ends[-1] += 1

@@ -182,16 +182,23 @@ class SafeCacheMixin:
 
     Replaces PyG 2.8's ``Dataset._process`` (same steps, safe reads) and
     ``InMemoryDataset.load``; adds :meth:`_read_cache` for extra files (e.g. ``split.pt``).
+    Checking and processing run under :meth:`_cache_lock` (none by default).
     """
 
+    def _cache_lock(self) -> contextlib.AbstractContextManager:
+        """Held while the cache is checked, processed or rebuilt: a subclass returns a lock
+        shared with other processes so that they never write one cache at once."""
+        return contextlib.nullcontext()
+
     def _process(self) -> None:
-        fresh = bool(getattr(self, "force_reload", False))
-        records_ok = fresh or check_records(self.processed_dir, self.pre_transform,
-                                            self.pre_filter)
-        if not fresh and records_ok and self.processed_paths and all(
-                osp.exists(p) for p in self.processed_paths):
-            return
-        self._run_process()
+        with self._cache_lock():
+            fresh = bool(getattr(self, "force_reload", False))
+            records_ok = fresh or check_records(self.processed_dir, self.pre_transform,
+                                                self.pre_filter)
+            if not fresh and records_ok and self.processed_paths and all(
+                    osp.exists(p) for p in self.processed_paths):
+                return
+            self._run_process()
 
     def _run_process(self) -> None:
         os.makedirs(self.processed_dir, exist_ok=True)
@@ -201,8 +208,10 @@ class SafeCacheMixin:
 
     def _read_cache(self, paths: Sequence[str],
                     reader: Callable[[str], Any] = safe_torch_load) -> list[Any]:
-        r"""Reads processed files with :obj:`reader`; if one is corrupt, warns (naming it),
-        deletes the processed files, processes again and reads the new files.
+        r"""Reads processed files with :obj:`reader`; if one is corrupt, takes
+        :meth:`_cache_lock` and reads them again (another process may have rebuilt them); if
+        still corrupt, warns (naming the file), deletes the processed files, processes again and
+        reads the new files.
 
         Args:
             paths (Sequence[str]): the files.
@@ -214,13 +223,17 @@ class SafeCacheMixin:
         """
         try:
             return [reader(p) for p in paths]
-        except CorruptCacheError as exc:
-            warnings.warn(f"{exc}; rebuilding the processed dataset", stacklevel=3)
-            for p in self.processed_paths:
-                if osp.exists(p):
-                    os.remove(p)
-            self._run_process()
-            return [reader(p) for p in paths]
+        except CorruptCacheError:
+            with self._cache_lock():
+                try:
+                    return [reader(p) for p in paths]
+                except CorruptCacheError as exc:
+                    warnings.warn(f"{exc}; rebuilding the processed dataset", stacklevel=3)
+                for p in self.processed_paths:
+                    if osp.exists(p):
+                        os.remove(p)
+                self._run_process()
+                return [reader(p) for p in paths]
 
     def load(self, path: str, data_cls: type = Data) -> None:
         r"""Safe replacement of :meth:`torch_geometric.data.InMemoryDataset.load`."""

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
 import os
 import os.path as osp
 import sys
+import warnings
 from collections.abc import Callable, Sequence
 
 import pandas as pd
@@ -16,7 +18,7 @@ from torch_geometric.data import Data, InMemoryDataset
 from tqdm.auto import tqdm
 
 from graph_urpe.choices import check_choice
-from graph_urpe.data.cache import SafeCacheMixin
+from graph_urpe.data.cache import CorruptCacheError, SafeCacheMixin
 from graph_urpe.data.csv.checks import warn_constant_labels, warn_duplicate_smiles
 from graph_urpe.data.csv.labels import CSVTask, label_matrix
 from graph_urpe.data.csv.reading import read_csv_file
@@ -36,16 +38,17 @@ from graph_urpe.data.processing import (
 )
 from graph_urpe.data.store import MANIFEST, GraphStoreWriter, StringColumn, read_store
 from graph_urpe.data.stored_graphs import StoredGraphs
+from graph_urpe.files import exclusive_lock
 
 MIN_TRAIN_LABELS = 5
 """Fewest observed labels per label column in the training split: with fewer, the training mean and
 standard deviation (used to standardise regression targets) and any fit are meaningless."""
 
-CACHE_FORMAT = 5
+CACHE_FORMAT = 6
 """Version of what processing stores and refuses; part of the cache key, so caches written by
 code with other checks (format 1 accepted infinite labels; format 2 dropped blank lines, shifting
 the row numbers after them; format 3 had no ``canonical_keys.pt``; format 4 was one pickled
-``data.pt`` held in memory) are processed again."""
+``data.pt`` held in memory; format 5 had no checksums) are processed again."""
 
 CHUNK_ROWS = 50_000
 """Default rows featurised and written to disk at a time (about 0.5 GB of peak memory with the
@@ -86,15 +89,21 @@ class SmilesCSVDataset(SafeCacheMixin, InMemoryDataset):
     returning its rows' graphs as NumPy arrays, see
     :func:`~graph_urpe.data.processing.rows_to_columns`) and appended to a column store on disk
     (:mod:`graph_urpe.data.store`, :mod:`graph_urpe.data.stored_graphs`), so the memory of
-    processing is bounded by a chunk, not by the file; a run that is killed resumes after its last
-    written chunk. The store is plain arrays and JSON (nothing pickled, nothing in it can run code),
+    processing is bounded by a chunk, not by the file. A run that is killed resumes per completed
+    chunk: the next run with the same options keeps every chunk of :obj:`chunk_rows` rows that was
+    written whole, says so (``resuming: N of M rows already processed``) and starts its progress
+    bar there; rows of the unfinished chunk are processed again (with the default
+    :data:`CHUNK_ROWS`, a file of fewer rows starts from the first row). Processes that open the
+    same cache at once (two fits, DDP ranks) take turns on a lock file beside the processed folder
+    (``processed/<key>.lock``): one processes, the others wait, then read its finished cache. The store is plain arrays and JSON (nothing pickled, nothing in it can run code),
     opened as copy-on-write memory maps: the dataset keeps PyG's collated ``_data`` + ``slices``
     layout, its pages are file-backed and loaded on first touch, and processes on one machine
     (DDP ranks) share one copy through the page cache. :meth:`get` separates a graph on every
     call and keeps none. ``pair_index`` is stored only for graphs whose pairs are not the
     canonical all-pairs index (:func:`graph_urpe.transforms.pair_index`), rebuilt on access for
-    the others. A truncated or inconsistent store file
-    (:class:`~graph_urpe.data.cache.CorruptCacheError`) is rebuilt with a warning naming it; a
+    the others. A truncated, changed (every file's CRC-32 is checked at every load) or
+    inconsistent store file (:class:`~graph_urpe.data.cache.CorruptCacheError`) is rebuilt with a
+    warning naming it, as is the partial store of a killed run that fails its checks; a
     pickled ``pre_transform.pt`` placed in the folder is refused
     (:class:`~graph_urpe.data.cache.UnsafeCacheError`), never run.
 
@@ -128,7 +137,8 @@ class SmilesCSVDataset(SafeCacheMixin, InMemoryDataset):
         force_reload (bool, optional): process again even if cached. (default: :obj:`False`)
         log (bool, optional): print progress. (default: :obj:`True`)
         chunk_rows (int, optional): rows featurised and written to disk at a time (the unit of
-            processing memory and of resuming). (default: :data:`CHUNK_ROWS`)
+            processing memory and of resuming after a kill: only completed chunks are kept).
+            (default: :data:`CHUNK_ROWS`)
 
     Raises:
         FileNotFoundError: if :obj:`csv_path` does not exist.
@@ -200,6 +210,7 @@ class SmilesCSVDataset(SafeCacheMixin, InMemoryDataset):
         if int(chunk_rows) < 1:
             raise ValueError(f"chunk_rows must be >= 1, got {chunk_rows}")
         self.chunk_rows = int(chunk_rows)
+        self._resume = not force_reload
         self.config = {
             "format": CACHE_FORMAT,
             "csv_sha256": _sha256(self.csv_path),
@@ -336,10 +347,24 @@ class SmilesCSVDataset(SafeCacheMixin, InMemoryDataset):
             )
         return frame
 
+    def _cache_lock(self) -> contextlib.AbstractContextManager:
+        path = osp.join(self.root, "processed", f"{self.key}.lock")
+        return exclusive_lock(path, f"Waiting for another process to finish processing "
+                                    f"{osp.basename(self.csv_path)} (lock {path})" if self.log else "")
+
     def _run_process(self) -> None:
         # The pre_transform is part of the cache key (and config.json): no pickled record.
         os.makedirs(self.processed_dir, exist_ok=True)
-        self.process()
+        try:
+            self.process()
+        except CorruptCacheError as exc:
+            if not self._resume:
+                raise
+            # The partial store of an earlier run fails its checks: start it again.
+            warnings.warn(f"{exc}; processing {self.csv_path} again from the first row",
+                          stacklevel=2)
+            self._resume = False
+            self.process()
 
     def process(self) -> None:
         frame = self._read_frame()
@@ -378,11 +403,15 @@ class SmilesCSVDataset(SafeCacheMixin, InMemoryDataset):
     def _featurise(self, smiles: list, labels) -> GraphStoreWriter:
         """Featurises the rows :attr:`chunk_rows` at a time into the store, resuming after the
         last chunk an earlier, interrupted run wrote with the same options."""
-        writer = GraphStoreWriter(self.processed_dir, resume=not self.force_reload)
+        writer = GraphStoreWriter(self.processed_dir, resume=self._resume)
         done = {"key": self.key, "chunk_rows": self.chunk_rows}
         if {k: writer.committed.get(k) for k in done} != done:
             writer = GraphStoreWriter(self.processed_dir)
         start, total = writer.committed.get("rows", 0), len(smiles)
+        if start and self.log:
+            print(f"Processing {osp.basename(self.csv_path)}: resuming: {start:,} of {total:,} "
+                  f"rows already processed (kept per completed chunk of {self.chunk_rows:,} "
+                  "rows)", file=sys.stderr, flush=True)
         workers = resolve_num_workers(self.num_workers, total - start)
         task_rows = max(1, min(TASK_ROWS, self.chunk_rows // (4 * max(workers, 1))))
         fn = functools.partial(

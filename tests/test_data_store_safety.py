@@ -1,0 +1,174 @@
+"""The CSV store under the accidents of real use: two processes processing one new CSV at once
+both end with the same good cache (they take turns on a lock); a changed byte in a column file is
+found by its checksum and rebuilt with a warning naming the file; a killed processing resumes
+after its completed chunks, says so, and a partial store whose bytes changed starts again."""
+
+import os
+import os.path as osp
+import subprocess
+import sys
+import warnings
+import zlib
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import graph_urpe.data.csv.dataset as csv_dataset
+from graph_urpe.data.cache import CorruptCacheError
+from graph_urpe.data.csv.dataset import SmilesCSVDataset
+from graph_urpe.data.store import GraphStoreWriter, read_store
+from graph_urpe.transforms import AddShortestPathDistance
+
+MOLECULES = ["CCO", "c1ccccc1", "CC(=O)O", "CCN(CC)CC", "C", "O=C=O", "c1ccncc1", "CC#N",
+             "C1CC1", "OCCO", "CCCl", "NC=O", "C1CCOC1", "FC(F)F", "CC(C)C", "CCS"]
+
+# Run in two processes at once: a pre_transform slow enough (5 ms a graph, 200 graphs) that the
+# two processings overlap; prints a digest of every graph read back.
+CHILD = """
+import sys, time, zlib, warnings
+from graph_urpe.data.csv.dataset import SmilesCSVDataset
+from graph_urpe.transforms import AddShortestPathDistance
+
+class Slow(AddShortestPathDistance):
+    def __call__(self, data):
+        time.sleep(0.005)
+        return super().__call__(data)
+
+    def __repr__(self):
+        return "Slow()"
+
+warnings.simplefilter("error")  # a corrupt-cache warning fails the child
+ds = SmilesCSVDataset(sys.argv[1], sys.argv[2], "smiles", ["y"], split="scaffold",
+                      pre_transform=Slow(), chunk_rows=16, num_workers=0)
+crc = 0
+for g in ds:
+    for key in ("x", "edge_index", "edge_attr", "y", "spd"):
+        crc = zlib.crc32(g[key].numpy().tobytes(), crc)
+print(len(ds), crc)
+"""
+
+
+def write_csv(path, n, seed=0):
+    rng = np.random.default_rng(seed)
+    pd.DataFrame({"smiles": [MOLECULES[int(i)] for i in rng.integers(len(MOLECULES), size=n)],
+                  "y": rng.normal(size=n)}).to_csv(path, index=False)
+    return str(path)
+
+
+def digest(ds):
+    crc = 0
+    for g in ds:
+        for key in ("x", "edge_index", "edge_attr", "y", "spd"):
+            crc = zlib.crc32(g[key].numpy().tobytes(), crc)
+    return f"{len(ds)} {crc}"
+
+
+def test_two_processes_processing_one_csv_at_once_end_with_one_good_cache(tmp_path):
+    csv = write_csv(tmp_path / "c.csv", 200)
+    root = str(tmp_path / "root")
+    # the children import this checkout's package, whatever the installed one
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(
+        [osp.dirname(osp.dirname(osp.abspath(__file__))), os.environ.get("PYTHONPATH", "")])}
+    children = [subprocess.Popen([sys.executable, "-c", CHILD, root, csv], env=env,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                for _ in range(2)]
+    results = [child.communicate(timeout=300) for child in children]
+    for child, (out, err) in zip(children, results):
+        assert child.returncode == 0, err
+        assert "corrupt" not in err
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        again = SmilesCSVDataset(root, csv, "smiles", ["y"], split="scaffold", log=False,
+                                 pre_transform=AddShortestPathDistance())
+    fresh = SmilesCSVDataset(str(tmp_path / "fresh"), csv, "smiles", ["y"], split="scaffold",
+                             log=False, pre_transform=AddShortestPathDistance())
+    # the children's graphs equal one processing alone (same transform but its delay)
+    assert [out.strip() for out, _ in results] == [digest(fresh)] * 2
+    assert len(again) == len(fresh) == 200
+    read_store(again.processed_dir)  # sizes, checksums and slices all check out
+
+
+def kill_after(monkeypatch, rows):
+    real_commit = GraphStoreWriter.commit
+
+    def killed(self, info):
+        real_commit(self, info)
+        if info["rows"] >= rows:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(GraphStoreWriter, "commit", killed)
+    return real_commit
+
+
+def count_rows(monkeypatch):
+    seen = []
+    real_rows = csv_dataset.rows_to_columns
+
+    def counting(items, **kwargs):
+        seen.extend(r for r, _, _ in items)
+        return real_rows(items, **kwargs)
+
+    monkeypatch.setattr(csv_dataset, "rows_to_columns", counting)
+    return seen
+
+
+def load(root, csv, **kwargs):
+    return SmilesCSVDataset(str(root), csv, "smiles", ["y"], pre_transform=AddShortestPathDistance(),
+                            chunk_rows=10, num_workers=0, **kwargs)
+
+
+def test_a_killed_processing_resumes_its_completed_chunks_and_says_so(tmp_path, monkeypatch,
+                                                                       capsys):
+    csv = write_csv(tmp_path / "c.csv", 35)
+    real_commit = kill_after(monkeypatch, 10)
+    with pytest.raises(KeyboardInterrupt):
+        load(tmp_path / "root", csv, log=False)
+    monkeypatch.setattr(GraphStoreWriter, "commit", real_commit)
+    seen = count_rows(monkeypatch)
+    capsys.readouterr()
+    ds = load(tmp_path / "root", csv)
+    lines = [line for line in capsys.readouterr().err.splitlines() if "resuming" in line]
+    assert lines == [("Processing c.csv: resuming: 10 of 35 rows already processed (kept per "
+                      "completed chunk of 10 rows)")]
+    assert seen == list(range(10, 35))
+    assert digest(ds) == digest(load(tmp_path / "fresh", csv, log=False))
+
+
+def test_a_partial_store_whose_bytes_changed_starts_again(tmp_path, monkeypatch):
+    csv = write_csv(tmp_path / "c.csv", 35)
+    real_commit = kill_after(monkeypatch, 20)
+    with pytest.raises(KeyboardInterrupt):
+        load(tmp_path / "root", csv, log=False)
+    monkeypatch.setattr(GraphStoreWriter, "commit", real_commit)
+    folder = osp.join(str(tmp_path / "root"), "processed")
+    (key,) = [name for name in os.listdir(folder) if not name.endswith(".lock")]
+    path = osp.join(folder, key, "graph.y.bin")
+    with open(path, "r+b") as handle:  # one byte of the first, committed chunk
+        handle.seek(5)
+        byte = handle.read(1)
+        handle.seek(5)
+        handle.write(bytes([byte[0] ^ 0xFF]))
+    seen = count_rows(monkeypatch)
+    with pytest.warns(UserWarning, match="graph.y.bin.*checksum.*first row"):
+        ds = load(tmp_path / "root", csv, log=False)
+    assert seen == list(range(35))
+    assert digest(ds) == digest(load(tmp_path / "fresh", csv, log=False))
+
+
+def test_a_flipped_byte_is_refused_by_read_store(tmp_path):
+    writer = GraphStoreWriter(str(tmp_path))
+    writer.append("pairs", np.arange(6, dtype=np.int32).reshape(2, 3), [1, 2], cat_dim=1)
+    writer.append("y", np.linspace(0, 1, 3, dtype=np.float32), [1, 2])
+    writer.finish({})
+    read_store(str(tmp_path))
+    for name in ("pairs.bin", "y.bin"):
+        path = tmp_path / name
+        blob = bytearray(path.read_bytes())
+        blob[-1] ^= 1
+        path.write_bytes(bytes(blob))
+        with pytest.raises(CorruptCacheError, match=f"{name}.*CRC-32"):
+            read_store(str(tmp_path))
+        blob[-1] ^= 1
+        path.write_bytes(bytes(blob))
+        read_store(str(tmp_path))
