@@ -28,7 +28,6 @@ from lightning.pytorch import Callback, LightningDataModule
 from torch_geometric.data import InMemoryDataset
 from torch_geometric.loader import DataLoader
 
-from graph_urpe.data.collate import GraphCollater
 from graph_urpe.data.collated import collated_rows
 from graph_urpe.data.facts import DatasetFacts, TrainingStatistics
 from graph_urpe.data.indexed import IndexedDataset
@@ -214,16 +213,13 @@ class BatchedGraphDataModule(LightningDataModule):
             bucketing=bucketing,
         )
         # training resumes mid-epoch where it stopped (Lightning's stateful-loader protocol)
-        loader_class = ResumableDataLoader if resumable else DataLoader
-        loader = loader_class(
+        loader = ResumableDataLoader if resumable else DataLoader
+        return loader(
             IndexedDataset(dataset) if indexed else dataset,
             batch_sampler=sampler,
             num_workers=self.num_workers,
             persistent_workers=self.num_workers > 0,
         )
-        # PyG's batches, built in fewer Python calls (graph_urpe.data.collate)
-        loader.collate_fn = GraphCollater(loader.dataset)
-        return loader
 
     def train_dataloader(self) -> DataLoader:
         return self._loader(self.splits["train"], shuffle=True, bucketing=self.bucketing,
