@@ -86,3 +86,31 @@ def test_failed_fit_leaves_no_empty_version_and_a_fresh_fit_no_logs_warning(
     assert not [w for w in caught if "exists and is not empty" in str(w.message)]
     assert sorted(p.name for p in runs.iterdir()) == ["version_0"]  # not version_1
     assert (runs / "version_0" / "metrics.csv").exists()
+
+
+@pytest.mark.slow  # a fit over 2 DDP processes (Lightning's subprocess launcher)
+def test_ddp_fit_writes_one_run_folder_and_tests_its_checkpoint(tmp_path):
+    """Before: each DDP rank claimed its own next free version (here version_1 and version_2);
+    rank 1 then looked for the tested last.ckpt in its empty folder, and the fit failed. Now
+    every rank takes rank 0's folder, and no other is left."""
+    import os
+    import subprocess
+    import sys
+
+    config = tiny_config(tmp_path)
+    earlier = tmp_path / "runs" / "tiny" / "version_0"  # an earlier run: the next is version_1
+    earlier.mkdir(parents=True)
+    (earlier / "metrics.csv").write_text("step\n")
+    env = {**os.environ, "PYTHONWARNINGS": "ignore", "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "graph_urpe.cli", "fit", "--config", config,
+         "--test_checkpoint", "last", "--trainer.strategy", "ddp", "--trainer.devices", "2",
+         "--trainer.accelerator", "cpu"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert sorted(os.listdir(tmp_path / "runs" / "tiny")) == ["version_0", "version_1"]
+    run = tmp_path / "runs" / "tiny" / "version_1"
+    last = run / "checkpoints" / "last.ckpt"
+    assert last.is_file() and (run / "test_predictions.csv").is_file()
+    assert f"Last checkpoint: {last}  (tested; " in proc.stdout
+    assert os.listdir(earlier) == ["metrics.csv"]

@@ -66,6 +66,7 @@ from graph_urpe.cli.run import (
     LogsAtCheckpoint,
     RNGStateCheckpoint,
     RunCSVLogger,
+    SharedRunFolder,
     tested_checkpoint,
     use_exact_resume,
 )
@@ -279,16 +280,22 @@ class GraphURPECLI(LightningCLI):
         folder = osp.join(root, name)
         version = config.get("version")
         ckpt = config.get("ckpt_path")
-        if version is None:
-            # a new run claims its folder by exclusive creation: parallel runs never share one
-            version = _latest_version(folder) if ckpt == "last" else claim_run_folder(folder)[0]
+        rank_zero = os.environ.get("LOCAL_RANK", "0") == "0" \
+            and os.environ.get("NODE_RANK", "0") == "0"
+        if version is None and ckpt == "last":
+            version = _latest_version(folder)
             if version is None:
                 raise CLIError(
                     f"--ckpt_path last: no run of {name!r} under {root} has a last.ckpt; start "
                     "the run without --ckpt_path, or give --name/--version of the run to resume."
                 )
-        run_dir = osp.join(folder, f"version_{version}")
-        if os.environ.get("LOCAL_RANK", "0") == "0" and os.environ.get("NODE_RANK", "0") == "0":
+        elif version is None and rank_zero:
+            # a new run claims its folder by exclusive creation: parallel runs never share one
+            version = claim_run_folder(folder)[0]
+        # DDP ranks above 0 (without --version) take rank 0's version at setup
+        self._run_folder = SharedRunFolder(folder, version)
+        run_dir = self.run_dir
+        if rank_zero:
             # one fit per folder (an explicit --version too); then what a killed one left
             _HELD_LOCKS.append((run_dir, lock_run_folder(run_dir)))
             for part in (run_dir, osp.join(run_dir, "checkpoints")):
@@ -300,12 +307,12 @@ class GraphURPECLI(LightningCLI):
             if not osp.isfile(last):
                 raise CLIError(f"--ckpt_path last: {last} does not exist.")
             config["ckpt_path"] = last
-        elif ckpt is None and osp.isfile(osp.join(run_dir, "checkpoints", "last.ckpt")):
+        elif ckpt is None and version is not None \
+                and osp.isfile(osp.join(run_dir, "checkpoints", "last.ckpt")):
             raise CLIError(
                 f"run folder {run_dir} already holds a trained run: resume it with --ckpt_path "
                 "last, or leave out --version to start a new version."
             )
-        self.run_dir = run_dir
         model = self.model
         metric = getattr(model, "metric_name", None)
         mode = getattr(model, "metric_mode", "min")
@@ -316,6 +323,7 @@ class GraphURPECLI(LightningCLI):
             LearningRateMonitor(logging_interval="step"),
             RNGStateCheckpoint(),
             LogsAtCheckpoint(),
+            self._run_folder,
         ]
         if metric is not None:
             callbacks.insert(0, ModelCheckpoint(
@@ -333,6 +341,11 @@ class GraphURPECLI(LightningCLI):
         ]
         kwargs["default_root_dir"] = run_dir
         return use_exact_resume(super().instantiate_trainer(**kwargs))
+
+    @property
+    def run_dir(self) -> str:
+        """``fit``'s run folder (rank 0's on every DDP rank once training has started)."""
+        return self._run_folder.run_dir
 
     # -------------------------------------------------------------- subcommands
     def fit(self, model: LightningModule, **kwargs: Any) -> None:

@@ -5,7 +5,8 @@
 * :class:`RNGStateCheckpoint` and :class:`ExactResumeFitLoop` (:func:`use_exact_resume`): a
   resumed run trains exactly the steps of the uninterrupted one;
 * :class:`RunCSVLogger` and :class:`LogsAtCheckpoint`: ``metrics.csv`` holds every step once,
-  also across a kill and resume.
+  also across a kill and resume;
+* :class:`SharedRunFolder`: under DDP every rank uses rank 0's run folder.
 
 What the run writes after training and prints at the end is :mod:`graph_urpe.cli.summary`.
 """
@@ -38,6 +39,7 @@ __all__ = [
     "LogsAtCheckpoint",
     "RNGStateCheckpoint",
     "RunCSVLogger",
+    "SharedRunFolder",
     "tested_checkpoint",
     "use_exact_resume",
 ]
@@ -238,6 +240,35 @@ class LogsAtCheckpoint(Callback):
             rows = pd.read_csv(path)
             if "step" in rows.columns and (rows["step"] >= step).any():
                 atomic_write_csv(rows[rows["step"] < step], path)
+
+
+class SharedRunFolder(Callback):
+    """The run folder ``<folder>/version_<N>``, the same on every DDP rank.
+
+    Lightning's subprocess launcher (``--trainer.strategy ddp``) starts ranks above 0 as new
+    processes running the same command, so each rank built its own trainer: each claimed the
+    next free version, rank 1 tested a ``last.ckpt`` in a folder rank 0 never wrote, and left an
+    empty folder. Only rank 0 claims a folder now (``version=None`` on the other ranks); once
+    the processes are connected (``setup``) every rank takes rank 0's version, broadcast as
+    Lightning's own :class:`~lightning.pytorch.callbacks.ModelCheckpoint` broadcasts its
+    ``dirpath`` and ``Trainer.log_dir`` its folder (the loggers write on rank 0 only).
+
+    Args:
+        folder (str): ``<default_root_dir>/<name>``.
+        version (int, optional): the version (:obj:`None` until ``setup`` on ranks above 0).
+    """
+
+    def __init__(self, folder: str, version: int | None) -> None:
+        self.folder, self.version = folder, version
+
+    @property
+    def run_dir(self) -> str:
+        """``<folder>/version_<N>`` (before ``setup`` on ranks above 0: ``<folder>``)."""
+        return self.folder if self.version is None \
+            else osp.join(self.folder, f"version_{self.version}")
+
+    def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
+        self.version = trainer.strategy.broadcast(self.version)
 
 
 def tested_checkpoint(choice: str | None, task: str | None) -> str:
