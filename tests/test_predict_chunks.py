@@ -5,11 +5,13 @@ resumed without predicting its finished chunks again; under DDP one writer per f
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 
 import pandas as pd
 import pytest
+from lightning.pytorch.callbacks import Callback
 from test_tasks_graph import _fit_with_checkpoints, tiny_net, trainer
 
 from graph_urpe.cli.predict import PredictInputs, predict_smiles
@@ -72,6 +74,54 @@ def test_chunks_give_the_one_pass_table_and_resume_after_a_kill(tmp_path, monkey
         {"rows": 9, "predicted": 5, "failed": 4}
     pd.testing.assert_frame_equal(pd.read_csv(out, keep_default_na=False, dtype=str), expected)
     assert not os.path.exists(f"{out}.parts")
+
+
+class _TermDuringPredict(Callback):
+    """Sends this process SIGTERM after the first batch of the ``at``-th ``trainer.predict``
+    (Lightning's own SIGTERM handler is installed then)."""
+
+    def __init__(self, at):
+        self.at, self.calls = at, 0
+
+    def on_predict_start(self, trainer, pl_module):
+        self.calls += 1
+
+    def on_predict_batch_end(self, trainer, pl_module, *args):
+        if self.calls == self.at:
+            self.at = None
+            os.kill(os.getpid(), signal.SIGTERM)
+
+
+def test_sigterm_stops_predict_after_the_chunk_with_status_143_and_keeps_its_chunks(
+        tmp_path, capsys):
+    """Before: Lightning's predict loop ignored its SIGTERM flag and forgot it at the next
+    chunk's ``trainer.predict``, so predict went on. Now it stops once the chunk at hand is
+    written (exit status 143, one line saying how to resume), and the same command resumes."""
+    _model, _dm, ckpt, _ = _fit_with_checkpoints(tmp_path, epochs=1)
+    loaded = GraphPropertyModule.load_from_checkpoint(ckpt.last_model_path, model=tiny_net())
+    whole = tmp_path / "whole.csv"
+    _predict(tmp_path, loaded, 1000, whole)
+    expected = pd.read_csv(whole, keep_default_na=False, dtype=str)
+
+    # Chunks of 2 rows (chunk 1 has no graph): the second trainer.predict is chunk 2.
+    out = tmp_path / "chunked.csv"
+    t = trainer(tmp_path)
+    t.callbacks.append(_TermDuringPredict(at=2))
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(SystemExit) as stop:
+        _predict(tmp_path, loaded, 2, out, t)
+    assert stop.value.code == 143
+    assert signal.getsignal(signal.SIGTERM) == before  # the handler is put back
+    err = capsys.readouterr().err
+    assert f"predict stopped by SIGTERM after 3 chunks of 2 rows, kept in {out}.parts" in err
+    assert "run the same command again to resume" in err
+    assert not out.exists()
+    assert sorted(os.listdir(f"{out}.parts")) == \
+        ["manifest.json", "part-0000000.csv", "part-0000001.csv", "part-0000002.csv"]
+
+    counts = _predict(tmp_path, loaded, 2, out, trainer(tmp_path))
+    assert counts["resumed_chunks"] == 3
+    pd.testing.assert_frame_equal(pd.read_csv(out, keep_default_na=False, dtype=str), expected)
 
 
 def test_parts_of_another_input_are_not_reused(tmp_path):

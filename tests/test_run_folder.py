@@ -4,11 +4,14 @@ files graph-urpe itself put there first (its ``.lock``, ``config.yaml``)."""
 
 from __future__ import annotations
 
+import os
+import signal
 import warnings
 
 import pandas as pd
 import pytest
 import yaml
+from lightning.pytorch.callbacks import Callback
 
 from graph_urpe.cli import main
 from graph_urpe.cli.run import RunCSVLogger
@@ -88,12 +91,31 @@ def test_failed_fit_leaves_no_empty_version_and_a_fresh_fit_no_logs_warning(
     assert (runs / "version_0" / "metrics.csv").exists()
 
 
+class TermAtFirstBatch(Callback):
+    """Sends this process SIGTERM after the first training batch."""
+
+    def on_train_batch_end(self, trainer, *args):
+        if trainer.global_step == 1:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+
+def test_sigterm_stops_fit_with_status_143(tmp_path, capsys, one_thread):
+    """Lightning stops training at the next batch with its SIGTERMException, a SystemExit of
+    status 0; the fit exits 143 and prints how to resume."""
+    config = tiny_config(tmp_path)
+    with pytest.raises(SystemExit) as stop:
+        main(["fit", "--config", config,
+              "--trainer.callbacks+=test_run_folder.TermAtFirstBatch"])
+    assert stop.value.code == 143
+    assert "--ckpt_path last" in capsys.readouterr().out
+    assert (tmp_path / "runs" / "tiny" / "version_0" / "checkpoints" / "last.ckpt").is_file()
+
+
 @pytest.mark.slow  # a fit over 2 DDP processes (Lightning's subprocess launcher)
 def test_ddp_fit_writes_one_run_folder_and_tests_its_checkpoint(tmp_path):
     """Before: each DDP rank claimed its own next free version (here version_1 and version_2);
     rank 1 then looked for the tested last.ckpt in its empty folder, and the fit failed. Now
     every rank takes rank 0's folder, and no other is left."""
-    import os
     import subprocess
     import sys
 

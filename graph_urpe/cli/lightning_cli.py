@@ -353,10 +353,12 @@ class GraphURPECLI(LightningCLI):
         the last, ``--test_checkpoint last``), write the run's outputs and print the summary."""
         try:
             self.trainer.fit(model, **kwargs)
-        except SystemExit:  # Lightning exits with 1 after a graceful shutdown on Ctrl-C
+        except SystemExit as exc:  # Lightning exits with 1 after a graceful shutdown on Ctrl-C
             if self.trainer.interrupted and self.trainer.is_global_zero:
                 print_fit_summary(self.trainer, None, self.run_dir,
                                   resume=self._resume_command())
+            if self.trainer.received_sigterm and not exc.code:  # its SIGTERMException: 0
+                raise SystemExit(143) from None
             raise
         datamodule = kwargs.get("datamodule")
         if (

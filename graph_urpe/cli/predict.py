@@ -15,9 +15,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
+import signal
 import sys
+import threading
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 import pandas as pd
@@ -280,6 +283,35 @@ def _count_rows(path: str | None, smiles: list[str] | None) -> int | None:
     return max(0, lines + (last != b"\n") - 1)
 
 
+class _SigtermLatch:
+    """Within the block, SIGTERM only sets :attr:`received` (the block decides where to stop):
+    Lightning's handler, installed during each ``trainer.predict``, calls this one too, but its
+    predict loop never checks its flag and it forgets it at the next ``trainer.predict``, so a
+    SIGTERM did not stop ``predict``. A process forked within the block (a featurisation pool's
+    worker, which its pool ends with SIGTERM) still dies of it. Only in the main thread (signal
+    handlers can be set only there); elsewhere a no-op."""
+
+    received = False
+
+    def __enter__(self) -> Self:
+        self._pid, self._installed = os.getpid(), False
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGTERM, self._note)
+            self._installed = True
+        return self
+
+    def _note(self, signum: int, frame: Any) -> None:
+        if os.getpid() != self._pid:
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+        self.received = True
+
+    def __exit__(self, *exc: object) -> None:
+        if self._installed:  # None: a handler not set from Python, taken as the default
+            signal.signal(signal.SIGTERM,
+                          signal.SIG_DFL if self._previous is None else self._previous)
+
+
 def predict_smiles(trainer: Any, model: Any, datamodule: BatchedGraphDataModule,
                    inputs: PredictInputs, vocabulary: dict | None = None,
                    **predict_kwargs: Any) -> dict[str, int]:
@@ -294,7 +326,8 @@ def predict_smiles(trainer: Any, model: Any, datamodule: BatchedGraphDataModule,
     chunks are joined into the output atomically. Memory is bounded by a chunk, a progress bar on
     stderr shows rows done, rate and ETA, and a killed run started again with the same input,
     checkpoint and chunk size skips the chunks already written. A chunk where no input becomes a
-    graph still writes its error rows.
+    graph still writes its error rows. A SIGTERM stops it once the chunk at hand is written (on
+    every DDP rank), with one line on stderr saying how to resume.
 
     Args:
         trainer (lightning.pytorch.Trainer): the trainer.
@@ -320,6 +353,7 @@ def predict_smiles(trainer: Any, model: Any, datamodule: BatchedGraphDataModule,
             on molecules.
         graph_urpe.files.OutputError: the output path cannot be written, or is one of the inputs
             (the checkpoint, the input CSV).
+        SystemExit: status 143 after a SIGTERM (the chunks written are kept).
     """
     refuse_output_over_inputs(inputs.output, {"--csv": inputs.csv,
                                               "--ckpt_path": predict_kwargs.get("ckpt_path")})
@@ -351,31 +385,43 @@ def predict_smiles(trainer: Any, model: Any, datamodule: BatchedGraphDataModule,
     total = _count_rows(inputs.csv, inputs.smiles)
     bar = tqdm(total=total, desc="Predicting", unit="mol", file=sys.stderr, smoothing=0.05,
                disable=not trainer.is_global_zero)
-    chunks = 0
-    try:
-        for index, frame in enumerate(inputs.chunks()):
-            chunks = index + 1
-            if parts.done(index):
-                table = parts.read(index)
-            else:
-                table = _predict_chunk(trainer, model, datamodule, frame, inputs, vocabulary,
-                                       predict_kwargs)
-                predict_kwargs.pop("ckpt_path", None)  # loaded once: later chunks reuse it
-                if trainer.is_global_zero:
-                    parts.write(index, table)
-            errors = table["error"].astype(str)
-            failed = errors != ""
-            counts["rows"] += len(table)
-            counts["failed"] += int(failed.sum())
-            counts["predicted"] += int((~failed).sum())
-            counts["flagged"] += int((table["warning"].astype(str) != "").sum())
-            if len(first_errors) < 10:
-                first_errors += [(int(r), e) for r, e in zip(table["row"][failed], errors[failed])]
-            bar.update(len(table))
-    finally:
-        bar.close()
-        if lightning_bar is not None:
-            lightning_bar.enable()
+    chunks, stopped = 0, False
+    with _SigtermLatch() as sigterm:
+        try:
+            for index, frame in enumerate(inputs.chunks()):
+                chunks = index + 1
+                if parts.done(index):
+                    table = parts.read(index)
+                else:
+                    table = _predict_chunk(trainer, model, datamodule, frame, inputs, vocabulary,
+                                           predict_kwargs)
+                    predict_kwargs.pop("ckpt_path", None)  # loaded once: later chunks reuse it
+                    if trainer.is_global_zero:
+                        parts.write(index, table)
+                errors = table["error"].astype(str)
+                failed = errors != ""
+                counts["rows"] += len(table)
+                counts["failed"] += int(failed.sum())
+                counts["predicted"] += int((~failed).sum())
+                counts["flagged"] += int((table["warning"].astype(str) != "").sum())
+                if len(first_errors) < 10:
+                    first_errors += [(int(r), e)
+                                     for r, e in zip(table["row"][failed], errors[failed])]
+                bar.update(len(table))
+                # once the chunk is kept; all ranks alike (a SIGTERM may reach rank 0 alone)
+                if trainer.strategy.reduce_boolean_decision(sigterm.received, all=False):
+                    stopped = True
+                    break
+        finally:
+            bar.close()
+            if lightning_bar is not None:
+                lightning_bar.enable()
+    if stopped:
+        if trainer.is_global_zero:
+            print(f"predict stopped by SIGTERM after {chunks} chunks of {inputs.chunk_rows} "
+                  f"rows, kept in {parts.folder}: run the same command again to resume after "
+                  "them.", file=sys.stderr, flush=True)
+        raise SystemExit(143)
     if trainer.is_global_zero:
         if chunks:
             parts.finish(chunks)
