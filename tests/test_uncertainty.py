@@ -115,3 +115,33 @@ def test_summary_names_the_stratified_interval_and_says_when_there_is_none():
                             target_names=["a", "b"])
     assert metric_interval_line(model).startswith(
         "Test ROC-AUC: no bootstrap interval over the 30 labelled test graphs")
+
+
+@pytest.mark.parametrize("task,metric", [("regression", "mae"), ("regression", "rmse"),
+                                         ("regression", "r2"), ("classification", "rocauc"),
+                                         ("classification", "ap"),
+                                         ("classification", "rocauc/1")])
+def test_interval_equals_the_loop_over_all_metrics_of_each_resample(task, metric):
+    # The bootstrap computes only the metric it needs (epoch_metrics(names=...)); the interval must
+    # be exactly the one of the former loop, which computed every metric of each resample.
+    from graph_urpe.models.metrics import epoch_metrics
+    from graph_urpe.models.uncertainty import bootstrap_strata
+
+    g = torch.Generator().manual_seed(3)
+    pred = torch.randn(70, 2, generator=g)
+    target = torch.randn(70, 2, generator=g)
+    if task == "classification":
+        target = (target > 0).float()
+    target[::7, 1] = float("nan")
+    rng = np.random.default_rng(0)
+    strata = bootstrap_strata(target, task)
+    values = []
+    for _ in range(1000):
+        idx = torch.as_tensor(np.concatenate([s[rng.integers(0, s.size, s.size)] for s in strata]))
+        full = epoch_metrics(pred[idx], target[idx], task)
+        assert epoch_metrics(pred[idx], target[idx], task, names=(metric,)) \
+            == {k: v for k, v in full.items() if k.split("/")[0] == metric.split("/")[0]}
+        values.append(full[metric])
+    tail = (1.0 - 0.95) / 2.0  # as bootstrap_interval writes it (0.025 + 2e-17)
+    expected = tuple(float(q) for q in np.quantile(np.array(values), [tail, 1.0 - tail]))
+    assert bootstrap_interval(pred, target, task, metric) == expected

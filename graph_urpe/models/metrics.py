@@ -20,7 +20,7 @@ Metrics (:func:`epoch_metrics`), all from :mod:`torchmetrics.functional` on the 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Literal, NamedTuple, get_args
 
 import numpy as np
@@ -224,8 +224,14 @@ def _official(evaluator: str, metric: str, pred: Tensor, target: Tensor) -> floa
     return float(ev.eval({"y_true": y_true, "y_pred": y_pred})[metric])
 
 
+def _root_mean_squared_error(pred: Tensor, target: Tensor) -> Tensor:
+    """torchmetrics' RMSE (``mean_squared_error(..., squared=False)``)."""
+    return mean_squared_error(pred, target, squared=False)
+
+
 def epoch_metrics(
-    pred: Tensor, target: Tensor, task: str, evaluator: str | None = None
+    pred: Tensor, target: Tensor, task: str, evaluator: str | None = None,
+    names: Collection[str] | None = None,
 ) -> dict[str, float]:
     """Epoch-level metrics on all (de-duplicated) predictions of a split.
 
@@ -236,6 +242,9 @@ def epoch_metrics(
         task (str): ``"regression"`` or ``"classification"``.
         evaluator (str, optional): ``"ogbg-..."`` or ``"pcqm4mv2"``: the official evaluator's value
             replaces the metric it defines. (default: :obj:`None`)
+        names (Collection[str], optional): compute only these metrics (``"rocauc/<t>"`` counts as
+            ``"rocauc"``), each with the same value as in the full result: a bootstrap that needs
+            one metric per resample skips the others. :obj:`None` = all. (default: :obj:`None`)
 
     Returns:
         dict[str, float]: regression ``{"mae", "rmse", "r2"}``; classification ``{"rocauc",
@@ -246,23 +255,26 @@ def epoch_metrics(
         ValueError: for an unknown task.
     """
     pred, target = pred.detach().float().cpu(), target.detach().float().cpu()
+    wanted = None if names is None else {name.split("/")[0] for name in names}
     out: dict[str, float] = {}
     if task == "regression":
         mask = ~torch.isnan(target)
-        if bool(mask.any()):
-            out["mae"] = float(mean_absolute_error(pred[mask], target[mask]))
-            out["rmse"] = float(mean_squared_error(pred[mask], target[mask], squared=False))
-        else:
-            out["mae"] = out["rmse"] = float("nan")
-        r2 = []
-        for t in range(target.shape[1]):
-            m = mask[:, t]
-            if int(m.sum()) >= 2:
-                r2.append(float(r2_score(pred[m, t], target[m, t])))
-        out["r2"] = float(np.mean(r2)) if r2 else float("nan")
+        for name, fn in (("mae", mean_absolute_error), ("rmse", _root_mean_squared_error)):
+            if wanted is None or name in wanted:
+                out[name] = float(fn(pred[mask], target[mask])) if bool(mask.any()) \
+                    else float("nan")
+        if wanted is None or "r2" in wanted:
+            r2 = []
+            for t in range(target.shape[1]):
+                m = mask[:, t]
+                if int(m.sum()) >= 2:
+                    r2.append(float(r2_score(pred[m, t], target[m, t])))
+            out["r2"] = float(np.mean(r2)) if r2 else float("nan")
     elif task == "classification":
         both = tasks_with_both_classes(target)
         for name, fn in (("rocauc", binary_auroc), ("ap", binary_average_precision)):
+            if wanted is not None and name not in wanted:
+                continue
             scores = {}
             for t in both:
                 labelled = ~torch.isnan(target[:, t])

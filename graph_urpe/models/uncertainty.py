@@ -81,7 +81,7 @@ def bootstrap_interval(pred: Tensor, target: Tensor, task: str, metric: str,
         idx = torch.as_tensor(idx, dtype=torch.long)
         if task == "multiclass":
             return multiclass_metrics(pred[idx], target[idx, :1])[metric]
-        return epoch_metrics(pred[idx], target[idx], task)[metric]
+        return epoch_metrics(pred[idx], target[idx], task, names=(metric,))[metric]
 
     if rows < 2 or not np.isfinite(value(np.arange(rows))):
         return None
