@@ -114,16 +114,15 @@ def parallel_map(fn: Callable[[Any], Any], items: Sequence[Any], num_workers: in
     bar = functools.partial(tqdm, total=len(items), desc=desc, disable=not progress,
                             file=sys.stderr, unit="mol" if desc else "it", smoothing=0.1)
     if workers == 0:
-        with _collector_paused():
+        with task_runner(0):
             return [fn(item) for item in bar(items)]
     if chunksize is None:
         chunksize = max(1, min(1000, len(items) // (8 * workers)))
     chunks = [items[i:i + chunksize] for i in range(0, len(items), chunksize)]
     results: list[Any] = []
-    with (multiprocessing.get_context().Pool(workers) as pool, bar() as progress_bar,
-          _collector_paused()):
+    with task_runner(workers) as run, bar() as progress_bar:
         # One task (and one pickle each way) per chunk of items, not per item.
-        for blob in pool.imap(functools.partial(_call_packed, fn), chunks):
+        for blob in run(functools.partial(_call_packed, fn), chunks):
             done = [_unpack(result) for result in pickle.loads(blob)]
             results.extend(done)
             progress_bar.update(len(done))
