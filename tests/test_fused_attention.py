@@ -88,6 +88,30 @@ def test_fused_head_dims_padded_on_cpu_match_reference(d, dv, chunk):
         torch.testing.assert_close(a.grad.double(), r.grad, rtol=1e-4, atol=1e-5, msg=name)
 
 
+@pytest.mark.parametrize("n", [3, 7, 9, 15, 16, 17, 24])
+@pytest.mark.parametrize("causal", [False, True])
+def test_fused_short_and_long_rows_match_reference(n, causal):
+    # On CPU, rows shorter than one of ATen's vectors (8 or 16 float32) take the element-wise
+    # softmax and softmax backward; longer rows ATen's kernels. Both against the float64 formula.
+    g = torch.Generator().manual_seed(n)
+    q, k, v = (torch.randn(4, H, n, D, generator=g) for _ in range(3))
+    bias, mult = torch.randn(2, 1, H, n, n, generator=g)
+    pad = torch.rand(4, n, generator=g) < 0.3
+    pad[:, 0] = False
+    pad[3, :] = True  # one graph entirely padding: zero rows
+    ins = [t.clone().requires_grad_(True) for t in (q, k, v, bias, mult)]
+    ref_ins = [t.double().requires_grad_(True) for t in (q, k, v, bias, mult)]
+    out = urpe_attention(*ins[:3], attn_bias=ins[3], multiplier=ins[4], key_padding_mask=pad,
+                         is_causal=causal, backend="fused")
+    ref = reference(*ref_ins, pad, causal)
+    torch.testing.assert_close(out.double(), ref, rtol=1e-5, atol=1e-5)
+    w = torch.randn(out.shape, generator=g)
+    (out * w).sum().backward()
+    (ref * w.double()).sum().backward()
+    for name, a, r in zip("qkvBC", ins, ref_ins):
+        torch.testing.assert_close(a.grad.double(), r.grad, rtol=1e-4, atol=1e-5, msg=name)
+
+
 @pytest.mark.parametrize("chunk", [None, 2])
 @pytest.mark.parametrize("bc_shape", [(H, N, N), (B, H, N, N), (1, H, N, N)])
 def test_fused_gradcheck(chunk, bc_shape):

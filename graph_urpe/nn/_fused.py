@@ -28,6 +28,12 @@ extra allocation in backward. ``W = P ⊙ C`` is saved rather than recomputed (o
 full-size buffer). First-order gradients only (``once_differentiable``); the eager reference is
 twice differentiable.
 
+Short rows (CPU): ATen's softmax and softmax-backward kernels take a slow path for rows shorter
+than one CPU vector (``Nk`` < 16 float32 with AVX-512, < 8 with AVX2): 4-7x the time of
+``amax``, ``sub_``, ``exp_``, ``sum``, ``div_`` (``[64, 8, 9, 9]``, one thread, 720 vs 130 us;
+``benchmarks/README.md`` section 19), and batches of small molecules have such rows. There the
+block computes ``P`` and ``dS`` with those element-wise ops, in place on the same buffers.
+
 Head-dim padding (CPU): the per-head products whose output has ``D`` columns (``W V``, ``W^T dO``,
 ``dS K``, ``dS^T Q``) are far slower in MKL's batched GEMM for most ``D < 16`` than for ``D = 16``
 (``[1024, 27, 27] x [1024, 27, 10]``: 3.0-5.4x the time of ``D = 16``, one thread;
@@ -66,6 +72,17 @@ def _padded(t: Tensor, width: int) -> Tensor:
     out[..., :d].copy_(t)
     out[..., d:].zero_()
     return out
+
+
+#: Bytes in one of ATen's CPU vectors: 64 with its AVX-512 kernels, else 32 (read once: a
+#: string from torch cannot be traced by ``torch.compile``).
+_CPU_VECTOR_BYTES = 64 if torch.backends.cpu.get_cpu_capability().startswith("AVX512") else 32
+
+
+def _short_rows(t: Tensor) -> bool:
+    """True for a CPU tensor whose last dim is shorter than one of ATen's CPU vectors of its dtype
+    (16 float32 with AVX-512, 8 with AVX2): the rows where ATen's softmax kernels are slow."""
+    return t.device.type == "cpu" and t.shape[-1] * t.element_size() < _CPU_VECTOR_BYTES
 
 
 def _pad_width(t: Tensor) -> int:
@@ -117,7 +134,10 @@ class _FusedAttention(torch.autograd.Function):
             scores.add_(bias)
         if fill is not None:
             scores.add_(fill)
-        if scores.device.type == "cpu":  # in place: one page-faulting allocation less
+        if _short_rows(scores):  # in place, 4-7x faster than ATen's kernel here (module doc)
+            probs = scores.sub_(scores.amax(-1, keepdim=True)).exp_()
+            probs = probs.div_(probs.sum(-1, keepdim=True))
+        elif scores.device.type == "cpu":  # in place: one page-faulting allocation less
             probs = torch._softmax(scores, -1, False, out=scores)
         else:
             probs = torch.softmax(scores, dim=-1)
@@ -187,11 +207,15 @@ class _FusedAttention(torch.autograd.Function):
             grad_w.mul_(multiplier)  # now dP
         if need_q or need_k or need_b:
             # P ⊙ (dP - rowsum(dP ⊙ P)), the kernel autograd's softmax uses; in place on CPU,
-            # where the kernel reduces each row before writing it (tested).
-            grad_s = torch._softmax_backward_data(
-                grad_w, probs, -1, probs.dtype,
-                grad_input=grad_w if grad_w.device.type == "cpu" else torch.empty_like(grad_w),
-            )
+            # where the kernel reduces each row before writing it (tested). Rows shorter than
+            # ATen's CPU vector: the same formula in three passes (module doc).
+            if _short_rows(grad_w):
+                grad_s = grad_w.sub_((grad_w * probs).sum(-1, keepdim=True)).mul_(probs)
+            else:
+                grad_s = torch._softmax_backward_data(
+                    grad_w, probs, -1, probs.dtype,
+                    grad_input=grad_w if grad_w.device.type == "cpu" else torch.empty_like(grad_w),
+                )
             if need_b:
                 grads[3] = grad_s.sum_to_size(ctx.shapes[0])
             grad_s = grad_s.to(mm_qk)
