@@ -15,6 +15,7 @@ from torch_geometric.data import InMemoryDataset
 from torch_geometric.transforms import Compose
 
 import graph_urpe.data.csv.dataset as csv_dataset
+import graph_urpe.data.stored_graphs as stored_graphs
 from graph_urpe.data.cache import CorruptCacheError
 from graph_urpe.data.csv.dataset import SmilesCSVDataset
 from graph_urpe.data.csv.splits import random_split
@@ -124,8 +125,9 @@ def test_a_pair_index_that_is_not_the_canonical_one_is_stored(tmp_path):
     assert int((columns["derived.pair_index"].values == 0).sum()) == stored
 
 
-def test_get_keeps_no_graph(tmp_path):
+def test_get_keeps_no_graph_of_a_store_too_large_to_keep(tmp_path, monkeypatch):
     csv, _ = write_csv(tmp_path / "mols.csv", n=40)
+    monkeypatch.setattr(stored_graphs, "CACHE_BYTES", 0)
     ds = load(tmp_path / "root", csv, pre_transform=AddShortestPathDistance(), num_workers=0)
     for graph in ds:  # warm up: imports, caches of pair_index per size
         pass
@@ -138,6 +140,28 @@ def test_get_keeps_no_graph(tmp_path):
     tracemalloc.stop()
     assert ds._data_list is None
     assert grown < 20_000, grown  # 3 x 36 graphs kept would be about 300 KB
+
+
+def test_a_small_store_keeps_its_graphs_as_pyg_does(tmp_path, monkeypatch):
+    csv, smiles = write_csv(tmp_path / "mols.csv", n=40)
+    pre = AddShortestPathDistance()
+    ds = load(tmp_path / "root", csv, pre_transform=pre, num_workers=0)
+    want, _, _ = reference(smiles, csv, pre)
+    first = [ds[i] for i in range(len(ds))]
+    kept = ds._graphs._kept
+    assert all(graph is not None for graph in kept)
+    for i in range(len(ds)):
+        again = ds[i]
+        assert again is not first[i] and again is not kept[i]  # shallow copies, as PyG's get
+        assert_same_graph(again, want[i])
+        again.extra = torch.zeros(1)  # an attribute set on a returned graph stays there
+        assert "extra" not in ds[i]
+    # above the budget nothing is kept, and the graphs are the same
+    monkeypatch.setattr(stored_graphs, "CACHE_BYTES", len(ds) * stored_graphs.GRAPH_OBJECT_BYTES)
+    big = load(tmp_path / "root", csv, pre_transform=pre, num_workers=0)
+    assert big._graphs._kept is None
+    for i in range(len(big)):
+        assert_same_graph(big[i], want[i])
 
 
 def test_killed_processing_resumes_after_its_last_chunk(tmp_path, monkeypatch):

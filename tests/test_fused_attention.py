@@ -88,7 +88,7 @@ def test_fused_head_dims_padded_on_cpu_match_reference(d, dv, chunk):
         torch.testing.assert_close(a.grad.double(), r.grad, rtol=1e-4, atol=1e-5, msg=name)
 
 
-@pytest.mark.parametrize("n", [3, 7, 9, 15, 16, 17, 24])
+@pytest.mark.parametrize("n", [1, 2, 3, 7, 9, 15, 16, 17, 24])
 @pytest.mark.parametrize("causal", [False, True])
 def test_fused_short_and_long_rows_match_reference(n, causal):
     # On CPU, rows shorter than one of ATen's vectors (8 or 16 float32) take the element-wise

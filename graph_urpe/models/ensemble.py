@@ -180,8 +180,10 @@ class EnsembleMixin:
                                     gradient_clip_algorithm=None) -> None:
         """:func:`~graph_urpe.models.optim.configure_gradient_clipping` (also fused optimizers
         under mixed precision), per member of an ensemble, so each trains as it would alone."""
+        members = self.members  # one network: the total norm, without listing its parameters
         configure_gradient_clipping(self, optimizer, gradient_clip_val, gradient_clip_algorithm,
-                                    [list(m.parameters()) for m in self.members])
+                                    [list(m.parameters()) for m in members]
+                                    if len(members) > 1 else None)
 
     def member_outputs(self, batch) -> Tensor:
         """Every member's outputs ``[M, R, num_outputs]`` (``loss="mve"``: means, then

@@ -260,8 +260,10 @@ class SmilesCSVDataset(SafeCacheMixin, InMemoryDataset):
         return len(self._graphs)
 
     def get(self, idx: int) -> Data:
-        r"""Graph :obj:`idx`, separated from the memory-mapped store on every call (PyG's
-        :meth:`~torch_geometric.data.InMemoryDataset.get` would keep every graph it returns)."""
+        r"""Graph :obj:`idx` from the memory-mapped store (:meth:`StoredGraphs.get
+        <graph_urpe.data.stored_graphs.StoredGraphs.get>`: kept after its first read, as PyG's
+        :meth:`~torch_geometric.data.InMemoryDataset.get` keeps it, only in a store small enough
+        for all its graphs)."""
         return self._graphs.get(idx)
 
     @property
