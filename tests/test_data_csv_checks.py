@@ -56,3 +56,45 @@ def test_a_clean_file_says_nothing(tmp_path, caplog):
                           "z": [float(-i) for i in range(8)],
                           "fold": ["train"] * 4 + ["valid", "valid", "test", "test"]})
     assert _load(tmp_path, frame, caplog) == []
+
+
+def _scaffold_load(tmp_path, smiles, caplog):
+    path = tmp_path / "scaffold.csv"
+    pd.DataFrame({"smiles": smiles, "y": [float(i % 7) for i in range(len(smiles))]}).to_csv(
+        path, index=False)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="graph_urpe.data.csv.checks"):
+        ds = SmilesCSVDataset(str(tmp_path / "root"), str(path), "smiles", ["y"], log=False,
+                              split="scaffold", min_train_labels=1, force_reload=True)
+    sizes = {name: len(ds._split_idx[name]) for name in ("train", "valid", "test")}
+    return sizes, [r.getMessage() for r in caplog.records
+                   if r.name == "graph_urpe.data.csv.checks"]
+
+
+ACYCLIC = ["C" * k for k in range(1, 9)] + ["C" * k + "O" for k in range(1, 9)] + \
+    ["C" * k + "N" for k in range(1, 9)] + ["C" * k + "Cl" for k in range(1, 9)] + \
+    ["O" + "C" * k + "O" for k in range(1, 5)]  # 36 molecules, all of the empty scaffold
+
+
+def test_a_scaffold_split_of_mostly_acyclic_molecules_warns_with_its_sizes(tmp_path, caplog):
+    # 36 acyclic molecules (one group: the empty scaffold, 90 %) and 4 ring systems: OGB's rule
+    # (train takes groups while within 80 %) sends the big group to valid: train 4, valid 36.
+    rings = ["c1ccccc1", "C1CCCCC1", "c1ccncc1", "C1CCOC1"]
+    sizes, messages = _scaffold_load(tmp_path, ACYCLIC + rings, caplog)
+    assert sizes == {"train": 4, "valid": 36, "test": 0}
+    assert len(messages) == 1 and "\n" not in messages[0]
+    assert messages[0].startswith("lopsided scaffold split")
+    assert "train 4 (10%), valid 36 (90%), test 0 (0%)" in messages[0]
+    assert "0.8 / 0.1 / 0.1" in messages[0] and "--data.init_args.split random" in messages[0]
+
+
+def test_a_balanced_scaffold_split_says_nothing(tmp_path, caplog):
+    # 8 acyclic molecules (20 %) and 32 ring molecules of 16 scaffolds: train 32, valid 4, test 4
+    rings = [f"{head}{ring}" for ring in ("c1ccccc1", "C1CCCCC1", "c1ccncc1", "C1CCOC1",
+                                          "c1ccoc1", "c1ccsc1", "C1CCNC1", "C1CC1",
+                                          "C1CCC1", "c1cnccn1", "c1ccc2ccccc2c1", "C1CCNCC1",
+                                          "C1COCCN1", "c1cc[nH]c1", "c1ncncn1", "C1CCCCCC1")
+             for head in ("C", "CC")]
+    sizes, messages = _scaffold_load(tmp_path, ACYCLIC[:8] + rings, caplog)
+    assert sizes["train"] >= 28 and sizes["valid"] > 0 and sizes["test"] > 0, sizes
+    assert messages == []

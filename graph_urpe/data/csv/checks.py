@@ -1,7 +1,8 @@
 """Warnings about a CSV dataset that trains but may not mean what the user thinks: a label column
-that is constant in the training split, and a molecule listed more than once within one split.
+that is constant in the training split, a molecule listed more than once within one split, and a
+scaffold split far from its fractions.
 
-Both go through the module's :mod:`logging` logger (``graph_urpe.data.csv.checks``), one line each,
+All go through the module's :mod:`logging` logger (``graph_urpe.data.csv.checks``), one line each,
 reason first, naming the file and the column or split.
 """
 
@@ -14,7 +15,7 @@ import numpy as np
 import torch
 from rdkit import Chem
 
-__all__ = ["warn_constant_labels", "warn_duplicate_smiles"]
+__all__ = ["warn_constant_labels", "warn_duplicate_smiles", "warn_lopsided_split"]
 
 log = logging.getLogger(__name__)
 
@@ -88,3 +89,35 @@ def warn_duplicate_smiles(smiles: Sequence[str], splits: Mapping[str, torch.Tens
             "than once; remove the duplicates or average their labels",
             surplus, len(idx), name, source, int(repeated.sum()), example, times)
     return found
+
+
+def warn_lopsided_split(sizes: Mapping[str, int], fractions: Sequence[float], source: str) -> bool:
+    """Warn when a scaffold split came out far from its fractions: training holds under half its
+    share, or a split with a positive fraction is empty.
+
+    The scaffold split keeps each Murcko-scaffold group whole and gives train only groups that
+    fit its share (:func:`~graph_urpe.data.csv.splits.scaffold_split`); a set dominated by one
+    group (mostly acyclic molecules, whose scaffold is empty; one ring system) sends that group to
+    valid or test.
+
+    Args:
+        sizes (Mapping[str, int]): molecules per split, keys ``train``, ``valid``, ``test``.
+        fractions (Sequence[float]): the train, valid and test fractions asked for.
+        source (str): the file, for the message.
+
+    Returns:
+        bool: True if it warned.
+    """
+    n = sum(sizes.values())
+    names = ("train", "valid", "test")
+    if n == 0 or not (sizes["train"] < 0.5 * fractions[0] * n or any(
+            sizes[name] == 0 and f > 0 for name, f in zip(names, fractions))):
+        return False
+    got = ", ".join(f"{name} {sizes[name]} ({sizes[name] / n:.0%})" for name in names)
+    asked = " / ".join(f"{f:g}" for f in fractions)
+    log.warning(
+        "lopsided scaffold split: %s gives %s against the fractions %s; the scaffold split keeps "
+        "each scaffold group whole and sends a group larger than train's share (mostly acyclic "
+        "molecules share the empty scaffold) to valid or test. Use a random split "
+        "(--data.init_args.split random) or your own split column", source, got, asked)
+    return True

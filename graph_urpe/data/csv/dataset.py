@@ -19,7 +19,11 @@ from tqdm.auto import tqdm
 
 from graph_urpe.choices import check_choice
 from graph_urpe.data.cache import CorruptCacheError, SafeCacheMixin
-from graph_urpe.data.csv.checks import warn_constant_labels, warn_duplicate_smiles
+from graph_urpe.data.csv.checks import (
+    warn_constant_labels,
+    warn_duplicate_smiles,
+    warn_lopsided_split,
+)
 from graph_urpe.data.csv.labels import CSVTask, label_matrix
 from graph_urpe.data.csv.reading import read_csv_file
 from graph_urpe.data.csv.row_errors import (
@@ -307,10 +311,13 @@ class SmilesCSVDataset(SafeCacheMixin, InMemoryDataset):
 
     def _check_train_labels(self) -> None:
         """Refuses label columns with fewer than :attr:`min_train_labels` labels in training;
-        warns (one line each) for a constant label column and for duplicate SMILES within a
-        split (:mod:`graph_urpe.data.csv.checks`)."""
+        warns (one line each) for a scaffold split far from its fractions, a constant label
+        column and duplicate SMILES within a split (:mod:`graph_urpe.data.csv.checks`)."""
         y = self._data.y.view(-1, self.num_tasks)
         train = self._split_idx["train"]
+        if self.split == "scaffold":
+            warn_lopsided_split({name: len(idx) for name, idx in self._split_idx.items()},
+                                self.split_fractions, self.csv_path)
         for t, column in enumerate(self.target_columns):
             observed = int((~torch.isnan(y[:, t])).sum())
             in_train = int((~torch.isnan(y[train, t])).sum())
