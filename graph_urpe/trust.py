@@ -238,15 +238,20 @@ def _check_lightning_state(ckpt: dict) -> None:
 
 
 def _check_vocabulary(vocabulary: Any) -> None:
-    """``None`` or ``{"atom": [[int, ...], ...], "bond": [[int, ...], ...]}`` (predict's
-    warnings read it)."""
+    """``None`` or ``{"atom": [[int, ...], ...], "bond": [[int, ...], ...]}`` and optionally
+    ``"max_atoms": int`` (predict's warnings read it; checkpoints before it have no size)."""
     if vocabulary is None:
         return
     form = ("training_vocabulary must map 'atom' and 'bond' to lists of lists of non-negative "
-            "integers")
-    if not isinstance(vocabulary, dict) or set(vocabulary) - {"atom", "bond"}:
+            "integers (and 'max_atoms', if present, to a non-negative integer)")
+    if not isinstance(vocabulary, dict) or set(vocabulary) - {"atom", "bond", "max_atoms"}:
         raise Refusal(form)
-    for columns in vocabulary.values():
+    largest = vocabulary.get("max_atoms", 0)
+    if not isinstance(largest, int) or isinstance(largest, bool) or largest < 0:
+        raise Refusal(form)
+    for key, columns in vocabulary.items():
+        if key == "max_atoms":
+            continue
         if not isinstance(columns, list) or not all(
                 isinstance(col, list) and all(isinstance(v, int) and not isinstance(v, bool)
                                               and v >= 0 for v in col) for col in columns):

@@ -147,7 +147,7 @@ def test_fit_writes_one_run_folder_tests_best_then_resumes_and_predicts(
     # Sulfur is in no training molecule (the first 10): predicted, and flagged.
     assert table["warning"].tolist()[:4] == ["", "", "", ""]
     assert "outside the training vocabulary: atom type" in table["warning"][4]
-    assert "1 outside the training vocabulary" in proc.stdout
+    assert "1 flagged: outside the training vocabulary" in proc.stdout
 
     # Every row failing: still one row per input with its error, and a non-zero exit.
     pred.unlink()

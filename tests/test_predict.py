@@ -27,7 +27,8 @@ def _naive(graphs):
     return {"atom": [sorted({int(v) for g in graphs for v in g.x[:, c]})
                      for c in range(graphs[0].x.size(1))],
             "bond": [sorted({int(v) for g in graphs for v in g.edge_attr[:, c]})
-                     for c in range(graphs[0].edge_attr.size(1))]}
+                     for c in range(graphs[0].edge_attr.size(1))],
+            "max_atoms": max(g.x.size(0) for g in graphs)}
 
 
 def test_training_vocabulary_reads_only_the_split_from_collated_storage():
@@ -58,6 +59,27 @@ def test_vocabulary_warnings_name_what_training_never_saw():
     assert "bond type TRIPLE" in warnings[3]  # a triple bond, never seen
     assert all(w.startswith("outside the training vocabulary: ") for w in warnings.values())
     assert vocabulary_warnings(graphs, None, "ogb") == {}  # an older checkpoint: no word
+
+
+def test_molecules_larger_than_every_training_molecule_are_flagged():
+    train = [smiles_to_graph(s, "ogb") for s in ("CCO", "CCCCCC", "c1ccccc1O")]  # at most 7 atoms
+    vocabulary = _naive(train)
+    assert vocabulary["max_atoms"] == 7
+    inputs = ["CCCCCCO", "CCCCCCCO", "C" * 40 + "[Cu]"]  # 7, 8 and 41 atoms
+    graphs = [smiles_to_graph(s, "ogb") for s in inputs]
+    for row, graph in enumerate(graphs):
+        graph.sample_id = row
+    warnings = vocabulary_warnings(graphs, vocabulary, "ogb")
+    assert 0 not in warnings  # as large as the largest training molecule: not flagged
+    assert warnings[1] == "larger than every training molecule: 8 atoms (training: at most 7)"
+    # both reasons, vocabulary first
+    assert warnings[2].startswith("outside the training vocabulary: element Cu")
+    assert warnings[2].endswith("; larger than every training molecule: 41 atoms (training: at "
+                                "most 7)")
+    # a checkpoint from before sizes were stored flags only the vocabulary
+    old = {k: v for k, v in vocabulary.items() if k != "max_atoms"}
+    older = vocabulary_warnings(graphs, old, "ogb")
+    assert list(older) == [2] and "larger" not in older[2]
 
 
 def test_prediction_table_has_row_error_and_warning_in_input_order():

@@ -154,11 +154,12 @@ def test_the_issue_exploit_is_refused_by_every_subcommand_and_plot(marker, tmp_p
 
 
 def test_a_checkpoint_of_fit_loads_and_keeps_its_configuration(tmp_path):
-    path = checkpoint(tmp_path / "good.ckpt", training_vocabulary={"atom": [[1, 2]], "bond": []})
+    vocabulary = {"atom": [[1, 2]], "bond": [], "max_atoms": 24}
+    path = checkpoint(tmp_path / "good.ckpt", training_vocabulary=vocabulary)
     module = GraphPropertyModule.load_from_checkpoint(path)
     assert len(module.model.encoder.layers) == 1
     assert module.hparams["model"]["init_args"]["embed_dim"] == 16  # saved again by a new fit
-    assert module.training_vocabulary == {"atom": [[1, 2]], "bond": []}
+    assert module.training_vocabulary == vocabulary
     for key, tensor in state_dict().items():
         torch.testing.assert_close(module.state_dict()[key], tensor, rtol=0, atol=0,
                                    equal_nan=True, msg=key)
@@ -280,6 +281,9 @@ def test_sizes_are_bounded_by_the_state_dict_before_anything_is_built(tmp_path):
     refused("big", match="outside the state dict", blob=torch.zeros(5 * 2**20))
     refused("vocabulary", match="training_vocabulary",
             training_vocabulary={"atom": "C", "bond": []})
+    for size in ("24", -1, True, 2.5):
+        refused("size", match="training_vocabulary",
+                training_vocabulary={"atom": [[1]], "bond": [], "max_atoms": size})
     path = tmp_path / "nostate.ckpt"
     torch.save({"hyper_parameters": hparams()}, path)
     with pytest.raises(ReceivedFileError, match="no state_dict"):

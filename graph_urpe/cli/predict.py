@@ -258,8 +258,8 @@ def _report(counts: dict[str, int], first_errors: list[tuple[int, str]], output:
         return
     failed = counts["failed"]
     failed_text = f"{failed} failed (reason in the 'error' column)" if failed else "0 failed"
-    flagged = (f"; {counts['flagged']} outside the training vocabulary (see the 'warning' "
-               "column)" if counts["flagged"] else "")
+    flagged = (f"; {counts['flagged']} flagged: outside the training vocabulary or larger than "
+               "every training molecule (see the 'warning' column)" if counts["flagged"] else "")
     resumed = (f" ({counts['resumed_chunks']} chunks from an interrupted run reused)"
                if counts["resumed_chunks"] else "")
     print(f"\nWrote predictions for {counts['rows']} input rows to {output}{resumed}: "

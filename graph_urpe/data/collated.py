@@ -16,7 +16,32 @@ import torch
 from torch import Tensor
 from torch_geometric.data import InMemoryDataset
 
-__all__ = ["collated_rows"]
+__all__ = ["collated_counts", "collated_rows"]
+
+
+def collated_counts(dataset: Any, key: str) -> Tensor | None:
+    r"""How many rows of attribute ``key`` each graph of ``dataset`` has (its node count for
+    ``"x"``), in dataset order, from the collated storage's slices.
+
+    Args:
+        dataset: a PyG :class:`~torch_geometric.data.InMemoryDataset`, or an indexed subset of
+            one (``dataset[idx]``).
+        key (str): an attribute stored per graph along dimension 0.
+
+    Returns:
+        Tensor or None: ``int64`` ``[number of graphs]``; :obj:`None` for another kind of dataset
+        or an attribute it does not store.
+    """
+    if not isinstance(dataset, InMemoryDataset):
+        return None
+    slices = dataset.slices
+    if slices is None or key not in slices or getattr(dataset._data, key, None) is None:
+        return None
+    bounds = slices[key]
+    index = dataset.indices()
+    index = index.long() if isinstance(index, Tensor) else \
+        torch.as_tensor(np.asarray(index, dtype=np.int64))
+    return (bounds[index + 1] - bounds[index]).long()
 
 
 def collated_rows(dataset: Any, key: str) -> Tensor | None:
@@ -43,7 +68,7 @@ def collated_rows(dataset: Any, key: str) -> Tensor | None:
     index = dataset.indices()
     index = index.long() if isinstance(index, Tensor) else \
         torch.as_tensor(np.asarray(index, dtype=np.int64))
-    start, length = bounds[index], bounds[index + 1] - bounds[index]
+    start, length = bounds[index], collated_counts(dataset, key)
     # Row r of graph g is storage row start[g] + r: one gather for all graphs.
     rows = torch.repeat_interleave(start - torch.cumsum(length, 0) + length, length)
     return getattr(storage, key)[rows + torch.arange(int(length.sum()))]

@@ -107,7 +107,7 @@ class TrainingStatistics:
 
     target_mean: list[float]
     target_std: list[float]
-    vocabulary: dict[str, list[list[int]]] | None
+    vocabulary: dict[str, Any] | None
     source: str
 
 

@@ -5,7 +5,8 @@ checkpoint was trained, and the training vocabulary that flags inputs outside it
   that cannot become a graph get an error instead, never dropped);
 * :func:`training_vocabulary` (at ``fit``, stored in the checkpoint as plain lists) and
   :func:`vocabulary_warnings`: atom / bond feature values never seen in training (an element, a
-  charge, a bond type: salts, metals, exotic elements).
+  charge, a bond type: salts, metals, exotic elements), and molecules with more atoms than any
+  training molecule (a 160-atom peptide predicted from FreeSolv's molecules of at most 24).
 
 The command that runs the prediction and writes the table is :mod:`graph_urpe.cli.predict`.
 """
@@ -18,7 +19,7 @@ from typing import Any
 import pandas as pd
 import torch
 
-from graph_urpe.data.collated import collated_rows
+from graph_urpe.data.collated import collated_counts, collated_rows
 from graph_urpe.data.csv.reading import iter_csv_file, read_csv_file
 from graph_urpe.data.processing import molecules_to_graphs
 
@@ -139,8 +140,9 @@ def _columns_seen(values: torch.Tensor) -> list[list[int]]:
     return [torch.unique(values[:, c]).tolist() for c in range(values.size(1))]
 
 
-def training_vocabulary(split: Any) -> dict[str, list[list[int]]] | None:
-    """The atom and bond feature values seen in a training split, per feature column.
+def training_vocabulary(split: Any) -> dict[str, Any] | None:
+    """The atom and bond feature values seen in a training split, per feature column, and its
+    largest molecule's atom count.
 
     Reads the collated storage of an in-memory PyG dataset (one pass over its tensors, no
     per-graph objects); any other dataset is walked graph by graph.
@@ -150,20 +152,24 @@ def training_vocabulary(split: Any) -> dict[str, list[list[int]]] | None:
             ``[E, F']``).
 
     Returns:
-        dict: ``{"atom": F lists, "bond": F' lists}`` of sorted ints (plain data, stored in the
-        checkpoint), or :obj:`None` if the graphs have no integer atom features.
+        dict: ``{"atom": F lists, "bond": F' lists}`` of sorted ints and ``"max_atoms"`` (the
+        most nodes of one training graph; 0 for an empty split): plain data, stored in the
+        checkpoint; :obj:`None` if the graphs have no integer atom features.
     """
     parts = {key: collated_rows(split, key) for key in ("x", "edge_attr")}
+    sizes = collated_counts(split, "x")
     if parts["x"] is None:
         graphs = [split[i] for i in range(len(split))]
         parts = {key: torch.cat([getattr(g, key) for g in graphs])
                  for key in ("x", "edge_attr") if graphs and getattr(graphs[0], key, None) is not None}
+        sizes = torch.tensor([int(g.num_nodes) for g in graphs], dtype=torch.long)
     x = parts.get("x")
     if x is None or x.is_floating_point():
         return None
     edges = parts.get("edge_attr")
     return {"atom": _columns_seen(x),
-            "bond": _columns_seen(edges) if edges is not None and len(edges) else []}
+            "bond": _columns_seen(edges) if edges is not None and len(edges) else [],
+            "max_atoms": int(sizes.max()) if len(sizes) else 0}
 
 
 def _describe(kind: str, featurization: str, column: int, value: int) -> str:
@@ -196,16 +202,20 @@ def _describe(kind: str, featurization: str, column: int, value: int) -> str:
 
 def vocabulary_warnings(graphs: list, vocabulary: dict | None,
                         featurization: str | None) -> dict[int, str]:
-    """``{row: warning}`` for inputs with atom or bond feature values never seen in training.
+    """``{row: warning}`` for inputs with atom or bond feature values never seen in training, or
+    with more atoms than any training molecule.
 
     Args:
         graphs (list): graphs with ``sample_id`` (the input row), ``x`` and ``edge_attr``.
         vocabulary (dict, optional): :func:`training_vocabulary` of the checkpoint (:obj:`None`:
-            a checkpoint written before it was stored; nothing is flagged).
+            a checkpoint written before it was stored; nothing is flagged; one without
+            ``max_atoms``, written before sizes were stored: no size is flagged).
         featurization (str, optional): ``"ogb"`` / ``"zinc"`` (names the features).
 
     Returns:
-        dict[int, str]: e.g. ``"outside the training vocabulary: element Cu, formal charge 1"``.
+        dict[int, str]: e.g. ``"outside the training vocabulary: element Cu, formal charge +1"``,
+        ``"larger than every training molecule: 160 atoms (training: at most 24)"``, or both
+        joined by ``"; "``.
     """
     if not vocabulary:
         return {}
@@ -221,7 +231,11 @@ def vocabulary_warnings(graphs: list, vocabulary: dict | None,
             for c, known in enumerate(seen[kind][:values.size(1)]):
                 for value in sorted(set(values[:, c].tolist()) - known):
                     unseen.append(_describe(kind, featurization or "", c, value))
-        if unseen:
-            warnings[int(graph.sample_id)] = ("outside the training vocabulary: "
-                                              + ", ".join(unseen))
+        parts = ["outside the training vocabulary: " + ", ".join(unseen)] if unseen else []
+        largest = vocabulary.get("max_atoms")
+        if largest and int(graph.num_nodes) > largest:
+            parts.append(f"larger than every training molecule: {int(graph.num_nodes)} atoms "
+                         f"(training: at most {largest})")
+        if parts:
+            warnings[int(graph.sample_id)] = "; ".join(parts)
     return warnings

@@ -233,7 +233,7 @@ class GraphPropertyModule(EnsembleMixin, TrustedLoadMixin, LightningModule):
         self._init_calibration()
         # The atom / bond feature values seen in training (plain lists; set at fit, kept in the
         # checkpoint): predict flags inputs outside them.
-        self.training_vocabulary: dict[str, list[list[int]]] | None = None
+        self.training_vocabulary: dict[str, Any] | None = None
         # Rows of (id, outputs, labels); multiclass rows hold the label in every column (the
         # collector keeps predictions and labels of one width).
         # (Regression and classification: values, then variances, with the labels twice.)

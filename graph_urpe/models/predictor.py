@@ -12,7 +12,7 @@ call it on SMILES or RDKit molecules; nothing is written to disk.
 The rows are those of ``graph-urpe predict`` (:func:`~graph_urpe.data.predictions.prediction_table`):
 ``row``, ``smiles``, per target ``<target>_pred`` and (regression) ``<target>_std``,
 ``<target>_lower``, ``<target>_upper``, then ``error`` (why a row has no prediction) and
-``warning`` (outside the training vocabulary). The molecules are featurised as the checkpoint
+``warning`` (outside the training vocabulary, or more atoms than any training molecule). The molecules are featurised as the checkpoint
 was trained (:func:`~graph_urpe.data.predict_inputs.featurize_inputs`); the predictions are the
 module's own (:meth:`~graph_urpe.models.ensemble.EnsembleMixin.predict_outputs`), so they equal
 ``graph-urpe predict``'s.

@@ -149,7 +149,7 @@ class BatchedGraphDataModule(LightningDataModule):
         """The training split (a PyG dataset), for :meth:`training_statistics`."""
         return self.splits["train"]
 
-    def training_vocabulary(self) -> dict[str, list[list[int]]] | None:
+    def training_vocabulary(self) -> dict[str, Any] | None:
         """The atom / bond feature values of the training split, for molecular data (a
         featurisation), else :obj:`None`."""
         if self.facts.featurization is None:
