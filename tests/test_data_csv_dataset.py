@@ -101,9 +101,9 @@ def test_splits(tmp_path, csv):
 def test_label_errors(tmp_path):
     path = tmp_path / "bad.csv"
     pd.DataFrame({"smiles": ["C", "CC"], "y": ["1.5", "abc"], "c": [0, 2]}).to_csv(path, index=False)
-    with pytest.raises(ValueError, match=r"non-numeric.*row 1: 'abc'"):
+    with pytest.raises(ValueError, match=r"1 non-numeric value \(row 1 \(CSV line 3\): 'abc'\)"):
         SmilesCSVDataset(str(tmp_path / "r1"), str(path), target_columns="y", log=False)
-    with pytest.raises(ValueError, match=r"must hold 0, 1.*row 1: 2.0"):
+    with pytest.raises(ValueError, match=r"must hold 0, 1.*row 1 \(CSV line 3\): 2.0"):
         SmilesCSVDataset(str(tmp_path / "r2"), str(path), target_columns="c",
                          task="classification", log=False)
     with pytest.raises(ValueError, match=r"label columns \['nope'\] not found"):
@@ -175,7 +175,7 @@ def test_infinite_labels_refused_by_row_and_large_labels_warned(tmp_path):
     path = tmp_path / "inf.csv"
     pd.DataFrame({"smiles": ["C", "CC", "CCC"], "y": ["1.5", "inf", "-inf"],
                   "big": [1.0, 2e12, 3.0]}).to_csv(path, index=False)
-    with pytest.raises(ValueError, match=r"'y'.*2 infinite values \(row 1: inf, row 2: -inf\)"
+    with pytest.raises(ValueError, match=r"'y'.*2 infinite values \(row 1 \(CSV line 3\): inf, row 2 \(CSV line 4\): -inf\)"
                                          r".*leave the cells empty"):
         SmilesCSVDataset(str(tmp_path / "r1"), str(path), target_columns="y", log=False)
     with pytest.warns(UserWarning, match=r"column 'big'.*1 values of magnitude above 1e\+06.*row 1"):

@@ -51,13 +51,15 @@ class RowError:
 
 
 def refuse_values(rows: Sequence[int], values: Sequence, head: str, kind: str, tail: str) -> None:
-    r"""Raise ``"<head> <n> <kind> (row i: value, ...)<tail>"`` when ``rows`` is not empty.
+    r"""Raise ``"<head> <n> <kind> (row i (CSV line i + 2): value, ...)<tail>"`` when ``rows`` is
+    not empty (rows of a CSV file with one header line, as :class:`RowError` numbers them).
 
     Args:
         rows (Sequence[int]): 0-based positions of the refused cells; the first 10 are shown.
         values (Sequence): the column's values, indexed by row (shown with :func:`repr`).
         head (str): what comes before the count, e.g. ``"label column 'y' of data.csv has"``.
-        kind (str): what the refused values are, e.g. ``"non-numeric values"``.
+        kind (str): what the refused values are, in the plural, e.g. ``"non-numeric values"``
+            (its last ``s`` dropped for one value).
         tail (str): the rest, usually the fix, e.g. ``"; leave a cell empty"``.
 
     Raises:
@@ -65,8 +67,9 @@ def refuse_values(rows: Sequence[int], values: Sequence, head: str, kind: str, t
     """
     if len(rows):
         first = np.asarray(rows[:10])
-        shown = ", ".join(f"row {i}: {v!r}" for i, v in
+        shown = ", ".join(f"row {i} (CSV line {i + 2}): {v!r}" for i, v in
                           zip(first.tolist(), np.asarray(values, dtype=object)[first].tolist()))
+        kind = kind.removesuffix("s") if len(rows) == 1 else kind
         raise ValueError(f"{head} {len(rows)} {kind} ({shown}){tail}")
 
 
