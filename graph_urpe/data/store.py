@@ -50,6 +50,7 @@ import numpy as np
 
 from graph_urpe.data.cache import CorruptCacheError
 from graph_urpe.files import atomic_write
+from graph_urpe.owned import open_no_follow, own_name, refuse_links
 
 STORE_FORMAT = 2
 """Version of the layout of ``store.json`` and the files it names (1 had no checksums)."""
@@ -134,6 +135,7 @@ class GraphStoreWriter:
     def __init__(self, folder: str, resume: bool = False) -> None:
         self.folder = folder
         os.makedirs(folder, exist_ok=True)
+        refuse_links(folder, depth=0, what="processed-data store")
         self.columns: dict[str, dict] = {}
         self.committed: dict = {}
         self.crcs: dict[str, int] = {}
@@ -146,30 +148,41 @@ class GraphStoreWriter:
         self.columns, self.committed, self.crcs = {}, {}, {}
 
     def _restore(self, state: dict) -> bool:
-        """Truncates every file to its committed size; :obj:`False` if one is shorter or the
-        kept bytes do not match the committed CRC-32 (with a warning naming the file)."""
-        crcs = state.get("crcs")
-        if not isinstance(crcs, dict) or set(crcs) != set(state["sizes"]):
+        """Truncates every file to its committed size; :obj:`False` if ``progress.json`` is not
+        one this writer wrote (a file name that is not one of its columns' plain base names, a
+        malformed column), a file is missing, a link or shorter, or the kept bytes do not match
+        the committed CRC-32 (with a warning naming the file)."""
+        columns, sizes, crcs = state.get("columns"), state.get("sizes"), state.get("crcs")
+        if not isinstance(columns, dict) or not isinstance(sizes, dict) or \
+                not isinstance(crcs, dict) or set(crcs) != set(sizes) or \
+                not isinstance(state.get("info"), dict):
             return False
-        for path, size in state["sizes"].items():
+        if not all(_column_spec_ok(name, spec) for name, spec in columns.items()):
+            return False
+        self.columns = columns
+        expected = {path for name in columns for path in self._files(name)}
+        if set(sizes) != expected or not all(
+                isinstance(sizes[p], int) and isinstance(crcs[p], int) for p in expected):
+            return False
+        for path, size in sizes.items():
             full = osp.join(self.folder, path)
-            if not osp.isfile(full) or osp.getsize(full) < size:
+            if osp.islink(full) or not osp.isfile(full) or osp.getsize(full) < size:
                 return False
-        for path, size in state["sizes"].items():
+        for path, size in sizes.items():
             full = osp.join(self.folder, path)
-            with open(full, "r+b") as handle:
+            with open_no_follow(full, "r+b") as handle:
                 handle.truncate(size)
             if file_crc32(full) != crcs[path]:
                 warnings.warn(f"dataset cache file {full} does not match the checksum of its "
                               "last completed chunk; processing starts again from the first row",
                               stacklevel=3)
                 return False
-        self.columns, self.committed, self.crcs = state["columns"], state["info"], dict(crcs)
+        self.committed, self.crcs = state["info"], dict(crcs)
         return True
 
     def _write(self, path: str, data: bytes, mode: str = "ab") -> None:
         """Writes (appends) :obj:`data` to file :obj:`path` of the folder, updating its CRC-32."""
-        with open(osp.join(self.folder, path), mode) as handle:
+        with open_no_follow(osp.join(self.folder, path), mode) as handle:
             handle.write(data)
         self.crcs[path] = zlib.crc32(data, self.crcs.get(path, 0) if mode == "ab" else 0)
 
@@ -254,7 +267,7 @@ class GraphStoreWriter:
         if spec["parts"] == 1:
             return
         target, crc = osp.join(self.folder, f"{name}.bin"), 0
-        with open(target, "wb") as out:
+        with open_no_follow(target, "wb") as out:
             for path in self._files(name)[1:]:
                 full, part_crc = osp.join(self.folder, path), 0
                 with open(full, "rb") as part:
@@ -282,6 +295,26 @@ class GraphStoreWriter:
         progress = osp.join(self.folder, PROGRESS)
         if osp.exists(progress):
             os.remove(progress)
+
+
+def _column_spec_ok(name: object, spec: object) -> bool:
+    """A column entry of ``progress.json`` / ``store.json`` as :meth:`GraphStoreWriter.append`
+    writes it: a plain name, a known kind, a NumPy dtype, non-negative integer sizes."""
+    if own_name(name) is None or not isinstance(spec, dict):
+        return False
+    shape, d = spec.get("shape"), spec.get("cat_dim")
+    if not isinstance(shape, list) or not all(isinstance(n, int) and n >= 0 for n in shape) or \
+            not isinstance(d, int) or not 0 <= d < max(len(shape), 1) or \
+            spec.get("kind") not in ("array", "str") or \
+            not isinstance(spec.get("graphs"), int) or spec["graphs"] < 0:
+        return False
+    if spec.get("parts") not in (1, math.prod(shape[:d])):
+        return False
+    try:
+        np.dtype(spec.get("dtype"))
+    except TypeError:
+        return False
+    return isinstance(spec.get("dtype"), str)
 
 
 def _write_json(path: str, value: dict) -> None:
@@ -349,16 +382,18 @@ def read_store(folder: str) -> tuple[dict[str, Column], dict]:
     if manifest is None or manifest.get("format") != STORE_FORMAT or not isinstance(
             manifest.get("columns"), dict) or not isinstance(manifest.get("sizes"), dict) or \
             not isinstance(manifest.get("crcs"), dict) or set(manifest["crcs"]) != set(
-                manifest["sizes"]):
+                manifest["sizes"]) or not all(
+                _column_spec_ok(n, spec) for n, spec in manifest["columns"].items()) or not all(
+                own_name(path) == path for path in manifest["sizes"]):
         raise CorruptCacheError(manifest_path, "not a readable store manifest")
     for path, size in manifest["sizes"].items():
-        full = osp.join(folder, osp.basename(path))
+        full = osp.join(folder, path)
         actual = osp.getsize(full) if osp.isfile(full) else None
         if actual != size:
             raise CorruptCacheError(full, f"{actual} bytes, the manifest says {size}"
                                     if actual is not None else "missing")
     for path, crc in manifest["crcs"].items():
-        full = osp.join(folder, osp.basename(path))
+        full = osp.join(folder, path)
         if file_crc32(full) != crc:
             raise CorruptCacheError(full, "its bytes changed: CRC-32 differs from the manifest's")
     try:

@@ -42,7 +42,7 @@ from graph_urpe.data.processing import (
 )
 from graph_urpe.data.store import MANIFEST, GraphStoreWriter, StringColumn, read_store
 from graph_urpe.data.stored_graphs import StoredGraphs
-from graph_urpe.files import exclusive_lock
+from graph_urpe.files import atomic_write, exclusive_lock
 
 MIN_TRAIN_LABELS = 5
 """Fewest observed labels per label column in the training split: with fewer, the training mean and
@@ -231,7 +231,7 @@ class SmilesCSVDataset(SafeCacheMixin, InMemoryDataset):
         key = json.dumps(self.config, sort_keys=True).encode()
         self.key = hashlib.sha256(key).hexdigest()[:16]
         super().__init__(root, transform, pre_transform, None, log=log, force_reload=force_reload)
-        (columns, _), = self._read_cache([self.processed_dir], reader=read_store)
+        columns, = self._read_cache([self.processed_dir], reader=self._read_own_store)
         self._graphs = StoredGraphs(columns, self.processed_paths[0])
         self._data, self.slices = self._graphs.data, self._graphs.slices
         self._split_idx = {name: torch.from_numpy(columns[f"split.{name}"].values)
@@ -406,8 +406,22 @@ class SmilesCSVDataset(SafeCacheMixin, InMemoryDataset):
         for name, idx in split.items():
             writer.append(f"split.{name}", idx.numpy(), [len(idx)])
         writer.finish({"config": self.config})
-        with open(osp.join(self.processed_dir, "config.json"), "w") as f:
+        with atomic_write(osp.join(self.processed_dir, "config.json"), "w") as f:
             json.dump({**self.config, "csv_path": self.csv_path}, f, indent=2)
+
+    def _read_own_store(self, folder: str) -> dict:
+        """The store's columns (:func:`~graph_urpe.data.store.read_store`) when its ``store.json``
+        records this CSV's SHA-256 and these options; a store built from another file or with
+        other options (copied into this key's folder) is a :class:`CorruptCacheError`, so it is
+        rebuilt from the CSV with a warning, never used. The CRC-32s of the store find damage,
+        not deliberate changes: a store is trusted like the CSV it was built from."""
+        columns, meta = read_store(folder)
+        recorded = meta.get("config") if isinstance(meta, dict) else None
+        if json.dumps(recorded, sort_keys=True) != json.dumps(self.config, sort_keys=True):
+            raise CorruptCacheError(osp.join(folder, MANIFEST), "it was built from another CSV "
+                                    f"or with other options than {self.csv_path} with these "
+                                    "options (its recorded SHA-256 and options differ)")
+        return columns
 
     def _featurise(self, smiles: list, labels) -> GraphStoreWriter:
         """Featurises the rows :attr:`chunk_rows` at a time into the store, resuming after the

@@ -18,6 +18,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from graph_urpe.files import atomic_write_csv
+
 REPORT_COLUMNS = ("row", "line", "smiles", "reason")
 
 SHOWN_SMILES = 40
@@ -94,12 +96,14 @@ class InvalidRowsError(ValueError):
 
 
 def write_row_errors(errors: Sequence[RowError], path: str | os.PathLike) -> None:
-    r"""Writes the rows as a CSV with columns ``row, line, smiles, reason`` (header only if none)."""
+    r"""Writes the rows as a CSV with columns ``row, line, smiles, reason`` (header only if
+    none), atomically (:func:`graph_urpe.files.atomic_write_csv`: a link at ``path`` is replaced,
+    never written through)."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     frame = pd.DataFrame(
         [(e.row, e.line, e.smiles, e.reason) for e in errors], columns=list(REPORT_COLUMNS)
     )
-    frame.to_csv(path, index=False)
+    atomic_write_csv(frame, os.fspath(path), index=False)
 
 
 def read_row_errors(path: str | os.PathLike) -> list[RowError]:
