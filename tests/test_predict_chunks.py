@@ -1,6 +1,6 @@
-"""``predict`` in chunks: the same table as one pass, rows written chunk by chunk, and a killed run
-resumed without predicting its finished chunks again; under DDP one writer per file
-(graph_urpe/cli/predict.py, graph_urpe/cli/prediction_parts.py)."""
+"""``predict`` in chunks: the one-pass table (predictions equal to float32 rounding), rows written
+chunk by chunk, and a killed run resumed without predicting its finished chunks again; under DDP
+one writer per file (graph_urpe/cli/predict.py, graph_urpe/cli/prediction_parts.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 
+import numpy as np
 import pandas as pd
 import pytest
 from lightning.pytorch.callbacks import Callback
@@ -20,6 +21,21 @@ from graph_urpe.data.modules.molecule import CSVDataModule
 from graph_urpe.models.graph import GraphPropertyModule
 
 INPUTS = ["CCO", "C1CC", "[Na+].[Cl-]", "CCCCCCCCCCCC", "c1ccccc1", "", "OCCO", "CCN", "CC(=O)O"]
+
+
+def assert_same_predictions(got, expected):
+    """Chunked against one-pass tables (read as text): every column equal, the prediction columns
+    (``<target>_pred`` / ``_std`` / ``_lower`` / ``_upper``) to float32 rounding. The batches
+    differ: the size-sorted batches are cut within a chunk, so a molecule meets other molecules
+    (and other padding) than in one pass, and the matrix products sum in another order (on an
+    AVX-512 CPU: 1.16018545627594 against 1.1601853370666504, one float32 step)."""
+    assert list(got.columns) == list(expected.columns)
+    numeric = [c for c in got.columns if c.rsplit("_", 1)[-1] in ("pred", "std", "lower", "upper")]
+    assert numeric
+    pd.testing.assert_frame_equal(got.drop(columns=numeric), expected.drop(columns=numeric))
+    for column in numeric:
+        a, b = (np.array([float(v) if v else np.nan for v in t[column]]) for t in (got, expected))
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6, equal_nan=True, err_msg=column)
 
 
 def _predict(tmp_path, loaded, chunk_rows, out, trainer_=None):
@@ -62,7 +78,7 @@ def test_chunks_give_the_one_pass_table_and_resume_after_a_kill(tmp_path, monkey
     parts = sorted(os.listdir(f"{out}.parts"))
     assert parts == ["manifest.json", "part-0000000.csv", "part-0000001.csv", "part-0000002.csv"]
     first = pd.read_csv(f"{out}.parts/part-0000002.csv", keep_default_na=False, dtype=str)
-    pd.testing.assert_frame_equal(first, expected.iloc[4:6].reset_index(drop=True))
+    assert_same_predictions(first, expected.iloc[4:6].reset_index(drop=True))
 
     # Started again: the three chunks are reused (predict runs for chunks 3 and 4 only).
     t2 = trainer(tmp_path)
@@ -72,7 +88,7 @@ def test_chunks_give_the_one_pass_table_and_resume_after_a_kill(tmp_path, monkey
     assert counts["resumed_chunks"] == 3 and len(calls2) == 2
     assert {k: counts[k] for k in ("rows", "predicted", "failed")} == \
         {"rows": 9, "predicted": 5, "failed": 4}
-    pd.testing.assert_frame_equal(pd.read_csv(out, keep_default_na=False, dtype=str), expected)
+    assert_same_predictions(pd.read_csv(out, keep_default_na=False, dtype=str), expected)
     assert not os.path.exists(f"{out}.parts")
 
 
@@ -121,7 +137,7 @@ def test_sigterm_stops_predict_after_the_chunk_with_status_143_and_keeps_its_chu
 
     counts = _predict(tmp_path, loaded, 2, out, trainer(tmp_path))
     assert counts["resumed_chunks"] == 3
-    pd.testing.assert_frame_equal(pd.read_csv(out, keep_default_na=False, dtype=str), expected)
+    assert_same_predictions(pd.read_csv(out, keep_default_na=False, dtype=str), expected)
 
 
 def test_parts_of_another_input_are_not_reused(tmp_path):
