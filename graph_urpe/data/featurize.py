@@ -87,11 +87,43 @@ class MoleculeError(ValueError):
     r"""A SMILES string that cannot be turned into a graph; the message says why."""
 
 
+def smiles_text(smiles: object) -> str:
+    r"""The SMILES text RDKit is given: ``smiles`` without its leading and trailing whitespace
+    (RDKit drops them itself), checked to hold no whitespace inside. RDKit reads the text after
+    a space, tab or line break as the molecule's name, so ``"CC O"`` would be ethane and
+    ``"c1ccccc1 CCCC"`` benzene: such a text is refused, never cut.
+
+    Args:
+        smiles (object): the SMILES cell (any type; only a non-blank string is a SMILES).
+
+    Returns:
+        str: the stripped text.
+
+    Raises:
+        MoleculeError: for an empty or non-string value (``"empty SMILES cell"``) or whitespace
+            inside the text (naming the character and its 0-based position in the stripped
+            text, and the fix).
+    """
+    if not isinstance(smiles, str) or not smiles.strip():
+        raise MoleculeError("empty SMILES cell")
+    text = smiles.strip()
+    inside = next((i for i, c in enumerate(text) if c.isspace()), None)
+    if inside is not None:
+        raise MoleculeError(
+            f"whitespace inside the SMILES ({text[inside]!r} at character {inside}): RDKit would "
+            "take the text after it as a name, not atoms; remove it (one molecule per cell, "
+            "fragments joined with '.')")
+    return text
+
+
 def parse_smiles(smiles: str) -> Chem.Mol:
     r"""Parses and sanitises a SMILES string with RDKit (hydrogens become implicit, except
-    isotope-labelled ones such as ``[2H]``).
+    isotope-labelled ones such as ``[2H]``): the one parse of every SMILES this package reads
+    (``fit``'s CSV, ``predict``, :class:`~graph_urpe.Predictor`, ``fingerprint``, ``explain``).
 
     Salts and other disconnected molecules (``.``), charges, isotopes and single atoms are accepted.
+    Leading and trailing whitespace is ignored; whitespace inside is refused
+    (:func:`smiles_text`).
 
     Args:
         smiles (str): the SMILES text.
@@ -100,16 +132,15 @@ def parse_smiles(smiles: str) -> Chem.Mol:
         rdkit.Chem.Mol: the sanitised molecule (at least one atom).
 
     Raises:
-        MoleculeError: for an empty or non-string value, a syntax error, a chemically invalid
-            structure (e.g. a pentavalent carbon; RDKit's message is included) or a molecule with no
-            atoms.
+        MoleculeError: for an empty or non-string value, whitespace inside the text, a syntax
+            error, a chemically invalid structure (e.g. a pentavalent carbon; RDKit's message is
+            included) or a molecule with no atoms.
     """
-    if not isinstance(smiles, str) or not smiles.strip():
-        raise MoleculeError("empty SMILES cell")
+    text = smiles_text(smiles)
     with rdBase.BlockLogs():
-        mol = Chem.MolFromSmiles(smiles)
+        mol = Chem.MolFromSmiles(text)
         if mol is None:
-            raw = Chem.MolFromSmiles(smiles, sanitize=False)
+            raw = Chem.MolFromSmiles(text, sanitize=False)
             if raw is None:
                 raise MoleculeError("invalid SMILES: syntax error")
             try:
@@ -132,13 +163,15 @@ def heavy_atom_count(smiles: str) -> int | None:
         smiles (str): the SMILES text.
 
     Returns:
-        int or None: the count, or :obj:`None` if the text does not parse (then
-        :func:`parse_smiles` says why).
+        int or None: the count, or :obj:`None` if :func:`parse_smiles` would refuse the text
+        before RDKit reads it, or RDKit cannot parse it (then :func:`parse_smiles` says why).
     """
-    if not isinstance(smiles, str):
+    try:
+        text = smiles_text(smiles)
+    except MoleculeError:
         return None
     with rdBase.BlockLogs():
-        mol = Chem.MolFromSmiles(smiles, sanitize=False)
+        mol = Chem.MolFromSmiles(text, sanitize=False)
     if mol is None:
         return None
     return sum(1 for a in mol.GetAtoms() if a.GetAtomicNum() != 1 or a.GetIsotope())

@@ -48,11 +48,12 @@ MIN_TRAIN_LABELS = 5
 """Fewest observed labels per label column in the training split: with fewer, the training mean and
 standard deviation (used to standardise regression targets) and any fit are meaningless."""
 
-CACHE_FORMAT = 6
+CACHE_FORMAT = 7
 """Version of what processing stores and refuses; part of the cache key, so caches written by
 code with other checks (format 1 accepted infinite labels; format 2 dropped blank lines, shifting
 the row numbers after them; format 3 had no ``canonical_keys.pt``; format 4 was one pickled
-``data.pt`` held in memory; format 5 had no checksums) are processed again."""
+``data.pt`` held in memory; format 5 had no checksums; format 6 read a SMILES with whitespace
+inside as the text before it, ``"CC\\nO"`` as ``CC``) are processed again."""
 
 CHUNK_ROWS = 50_000
 """Default rows featurised and written to disk at a time (about 0.5 GB of peak memory with the
