@@ -59,3 +59,27 @@ def test_a_semicolon_file_with_decimal_commas_trains_on_the_same_labels(tmp_path
     assert list(excel) == [s for s, _, _ in ROWS] and excel_split == plain_split
     np.testing.assert_allclose(list(excel.values()), LABELS, rtol=1e-6)  # float32 labels
     np.testing.assert_allclose(list(plain.values()), LABELS, rtol=1e-6)
+
+
+@pytest.mark.parametrize("line, fields", [("CCN,2.5", 2), ("CCN,2.5,train,x", 4)])
+def test_a_line_with_fewer_or_more_fields_than_the_header_is_refused_by_row_and_line(
+        tmp_path, line, fields):
+    """Before, pandas filled a short line's missing label with an empty cell (trained on as a
+    missing label) while it refused an extra field; both are refused now, naming the row and the
+    line (a quoted line break and a blank line before it counted), for fit and predict alike."""
+    path = tmp_path / "mols.csv"
+    path.write_text(f'smiles,logS,fold\nCCO,1.0,train\n"CC\nN",,train\n\n{line}\nOCCO,3,test\n')
+    message = (rf"{path} is not a well-formed CSV \(row 3 \(CSV line 6\) has {fields} fields, "
+               r"the header 3\): every line needs as many fields as the header")
+    with pytest.raises(ValueError, match=message):
+        SmilesCSVDataset(str(tmp_path / "root"), str(path), "smiles", ["logS"], split="fold",
+                         log=False, min_train_labels=1)
+    with pytest.raises(ValueError, match=message):
+        read_predict_inputs(str(path), None, "smiles")
+    with pytest.raises(ValueError, match=message):
+        next(iter_csv_file(str(path), 1))  # before the first chunk
+    # The same file with the cell left empty: read, the blank line a row of empty cells.
+    path.write_text(path.read_text().replace(line, "CCN,,train"))
+    frame = read_csv_file(str(path), keep_default_na=False, dtype=str, skip_blank_lines=False)
+    assert frame["smiles"].tolist() == ["CCO", "CC\nN", "", "CCN", "OCCO"]
+    assert frame["logS"].tolist() == ["1.0", "", "", "", "3"]

@@ -92,6 +92,38 @@ def test_chunks_give_the_one_pass_table_and_resume_after_a_kill(tmp_path, monkey
     assert not os.path.exists(f"{out}.parts")
 
 
+def test_a_different_input_with_the_same_size_and_time_reuses_no_chunk(tmp_path, monkeypatch):
+    """Before, parts were reused when the input had the same size and modification time: a
+    ``cp -p`` of another file got the killed run's predictions of the first. Now reuse is keyed
+    on the input's content (SHA-256)."""
+    _model, _dm, ckpt, _ = _fit_with_checkpoints(tmp_path, epochs=1)
+    loaded = GraphPropertyModule.load_from_checkpoint(ckpt.last_model_path, model=tiny_net())
+    out = tmp_path / "chunked.csv"
+    t = trainer(tmp_path)
+    real = t.predict
+    monkeypatch.setattr(t, "predict", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt)
+                        if os.path.exists(f"{out}.parts/part-0000002.csv") else real(*a, **k))
+    with pytest.raises(KeyboardInterrupt):
+        _predict(tmp_path, loaded, 2, out, t)
+    assert os.path.isfile(f"{out}.parts/part-0000002.csv")
+    # Another molecule of the same length in each row, the file's size and time put back.
+    csv = tmp_path / "to_predict.csv"
+    stat = csv.stat()
+    other = csv.read_text().replace(",CCO\n", ",CCN\n").replace("c1ccccc1", "c1ccncc1")
+    assert other != csv.read_text() and len(other) == stat.st_size
+    csv.write_text(other)
+    os.utime(csv, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert (csv.stat().st_size, csv.stat().st_mtime_ns) == (stat.st_size, stat.st_mtime_ns)
+    counts = _predict(tmp_path, loaded, 2, out, trainer(tmp_path))
+    assert counts["resumed_chunks"] == 0
+    chunked = pd.read_csv(out, keep_default_na=False, dtype=str)
+    assert chunked["smiles"].tolist()[:5] == ["CCN", "C1CC", "[Na+].[Cl-]", "CCCCCCCCCCCC",
+                                              "c1ccncc1"]
+    whole = tmp_path / "whole.csv"
+    _predict(tmp_path, loaded, 1000, whole)  # the new file in one pass
+    assert_same_predictions(chunked, pd.read_csv(whole, keep_default_na=False, dtype=str))
+
+
 class _TermDuringPredict(Callback):
     """Sends this process SIGTERM after the first batch of the ``at``-th ``trainer.predict``
     (Lightning's own SIGTERM handler is installed then)."""

@@ -325,8 +325,8 @@ def predict_smiles(trainer: Any, model: Any, datamodule: BatchedGraphDataModule,
     rows at once (:class:`~graph_urpe.cli.prediction_parts.PredictionParts`); at the end the
     chunks are joined into the output atomically. Memory is bounded by a chunk, a progress bar on
     stderr shows rows done, rate and ETA, and a killed run started again with the same input,
-    checkpoint and chunk size skips the chunks already written. A chunk where no input becomes a
-    graph still writes its error rows. A SIGTERM stops it once the chunk at hand is written (on
+    checkpoint (their content: SHA-256) and chunk size skips the chunks already written. A
+    chunk where no input becomes a graph still writes its error rows. A SIGTERM stops it once the chunk at hand is written (on
     every DDP rank), with one line on stderr saying how to resume.
 
     Args:

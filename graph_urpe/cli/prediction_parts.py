@@ -2,10 +2,11 @@
 across a kill, joined into the output file at the end.
 
 ``predict`` on a large input works through it in chunks of rows; each predicted chunk is written
-at once (atomically) as ``<output>.parts/part-<k>.csv``, beside a ``manifest.json`` naming the
-input, the checkpoint and the chunk size. A later run with the same manifest skips the chunks
-already written (a killed run resumes where it stopped); a run with another input, checkpoint or
-chunk size starts over. When every chunk is written they are joined into ``<output>`` through a
+at once (atomically) as ``<output>.parts/part-<k>.csv``, beside a ``manifest.json`` holding the
+SHA-256 of the input's and the checkpoint's content, the chunk size and the columns. A later run
+with the same manifest skips the chunks already written (a killed run resumes where it stopped);
+a run with another input (also one with the same size and modification time), checkpoint or chunk
+size starts over. When every chunk is written they are joined into ``<output>`` through a
 temporary file renamed over it (a reader never sees a half-written output) and the parts folder is
 removed. A chunk in which no input became a graph lacks the uncertainty columns a model may give
 (``<target>_std`` ...): it gets empty cells there.
@@ -14,6 +15,7 @@ removed. A chunk in which no input became a graph lacks the uncertainty columns 
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import os
 import os.path as osp
@@ -28,12 +30,20 @@ __all__ = ["PredictionParts", "file_identity"]
 
 
 def file_identity(path: str | None) -> dict | None:
-    """``{"path", "size", "mtime_ns"}`` of a file (what makes a saved part stale), or
-    :obj:`None` for no file."""
+    """``{"sha256": ...}`` of a file's content (what makes a saved part stale: a copy of another
+    file with the same size and modification time, ``cp -p``, is another input), or
+    :obj:`None` for no file. One streaming read of the file (about 1 s per GB).
+
+    Args:
+        path (str, optional): the file (the input CSV, the checkpoint).
+
+    Raises:
+        OSError: the file exists but cannot be read.
+    """
     if path is None or not osp.isfile(path):
         return None
-    stat = os.stat(path)
-    return {"path": osp.abspath(path), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+    with open(path, "rb") as handle:
+        return {"sha256": hashlib.file_digest(handle, "sha256").hexdigest()}
 
 
 class PredictionParts:
@@ -47,7 +57,7 @@ class PredictionParts:
     Args:
         output (str): the final CSV.
         manifest (dict): what the parts depend on (plain JSON data: input and checkpoint
-            identities, chunk size, columns). Parts written under another manifest are removed.
+            content hashes, :func:`file_identity`; chunk size, columns). Parts written under another manifest are removed.
         owner (bool, optional): whether this process writes (:obj:`False`: the other DDP
             ranks; :meth:`write`, :meth:`finish` and :meth:`discard` are refused).
             (default: :obj:`True`)

@@ -53,7 +53,8 @@ CACHE_FORMAT = 7
 code with other checks (format 1 accepted infinite labels; format 2 dropped blank lines, shifting
 the row numbers after them; format 3 had no ``canonical_keys.pt``; format 4 was one pickled
 ``data.pt`` held in memory; format 5 had no checksums; format 6 read a SMILES with whitespace
-inside as the text before it, ``"CC\\nO"`` as ``CC``) are processed again."""
+inside as the text before it, ``"CC\\nO"`` as ``CC``, and a line with fewer fields than the
+header as missing labels) are processed again."""
 
 CHUNK_ROWS = 50_000
 """Default rows featurised and written to disk at a time (about 0.5 GB of peak memory with the
