@@ -249,11 +249,10 @@ def _write_trials(study, space: list[SearchParameter], folder: str) -> None:
 
 
 def _create_study(optuna, folder: str, name: str, direction: str, metric: str, args):
-    from optuna.storages import JournalStorage
-    from optuna.storages.journal import JournalFileBackend
+    from graph_urpe.models.pruning import study_storage
 
     os.makedirs(folder, exist_ok=True)
-    storage = JournalStorage(JournalFileBackend(osp.join(folder, "study.jsonl")))
+    storage = study_storage(osp.join(folder, "study.jsonl"))
     existing = optuna.get_all_study_names(storage)
     study = optuna.create_study(storage=storage, study_name=existing[0] if existing else name,
                                 direction=direction, load_if_exists=True)

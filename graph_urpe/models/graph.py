@@ -34,6 +34,7 @@ from a network *instance* is loaded with ``load_from_checkpoint(path, model=net)
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -43,6 +44,7 @@ from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from lightning.pytorch.utilities import rank_zero_info
 from torch import Tensor, nn
 
+from graph_urpe.data.csv.labels import LARGE_LABEL
 from graph_urpe.data.facts import GraphData, TrainingStatistics
 from graph_urpe.models import finetune
 from graph_urpe.models.calibration import masked_gaussian_nll
@@ -81,7 +83,9 @@ __all__ = [
 #: Task types of :class:`GraphPropertyModule`; losses and monitored metrics it accepts.
 
 class NonFiniteLossError(RuntimeError):
-    """Training produced a NaN / infinite loss: the run is stopped instead of continuing."""
+    """Training produced a NaN / infinite loss: the run is stopped instead of continuing. The
+    message says what was seen (loss, step, learning rate, largest label, outputs, weights) and
+    blames the labels only when they are out of range."""
 
 
 class GraphPropertyModule(EnsembleMixin, TrustedLoadMixin, LightningModule):
@@ -175,7 +179,7 @@ class GraphPropertyModule(EnsembleMixin, TrustedLoadMixin, LightningModule):
             ``num_classes`` that is not the network's output count (or is given for another task),
             fine-tuning options out of range or given for a network without ``encoder``;
             ``pos_weight`` for a task other than classification, of the wrong length, or not
-            positive and finite;
+            positive and finite; ``target_names`` of another length than the targets;
             (in :meth:`setup`) for ``compile=True`` on a CPU run.
         NonFiniteLossError: (during training) when a loss is NaN or infinite.
     """
@@ -217,6 +221,13 @@ class GraphPropertyModule(EnsembleMixin, TrustedLoadMixin, LightningModule):
         # Label columns (the network's num_tasks are its outputs): one class label
         # (multiclass), else one per output.
         self.num_labels = 1 if task == "multiclass" else self.num_outputs // (1 + self.mve)
+        if target_names and len(target_names) != self.num_labels:  # empty: y0, y1, ...
+            shown = ", ".join(map(str, target_names[:4])) + (", ..." if len(target_names) > 4
+                                                             else "")
+            raise ValueError(
+                f"target_names lists {len(target_names)} name(s) ({shown}) for "
+                f"{self.num_labels} target(s) (the network's num_tasks): give one name per "
+                "target column.")
         self.optimizer = optimizer
         self.lr_scheduler = lr_scheduler
         # Kept out of the module registry: the compiled wrapper shares the model's parameters and
@@ -385,14 +396,45 @@ class GraphPropertyModule(EnsembleMixin, TrustedLoadMixin, LightningModule):
         loss = sum(self._loss(pred, target) for pred in outs)
         pred = outs[0]
         if not torch.isfinite(loss):
-            raise NonFiniteLossError(
-                f"training loss is {loss.item()} at epoch {self.current_epoch}, step "
-                f"{self.global_step}: the labels or the learning rate are out of range (check for "
-                "huge label values; lower the optimizer's lr). Training stopped; the last good "
-                "checkpoint is kept."
-            )
+            raise self._non_finite_loss(loss, outs, target)
         self.log("train/loss", loss / len(outs), prog_bar=True, batch_size=pred.shape[0])
         return loss
+
+    def _non_finite_loss(self, loss: Tensor, outs: Tensor, target: Tensor) -> NonFiniteLossError:
+        """The error for a NaN / infinite training loss, saying what was seen (the loss, the step,
+        the learning rate, the largest label as the loss sees it, whether the outputs and the
+        weights are finite) and blaming the labels only when they are out of range
+        (:data:`~graph_urpe.data.csv.labels.LARGE_LABEL`), else the learning rate (or, before
+        the first update, the starting weights)."""
+        scaled = self._scaled(target)
+        seen = scaled[~torch.isnan(scaled)].abs()
+        largest = seen.max().item() if seen.numel() else 0.0
+        lrs = [g["lr"] for opt in self.trainer.optimizers for g in opt.param_groups]
+        params = list(self.parameters())
+        broken = sum(not torch.isfinite(p).all().item() for p in params)
+        standardised = " (standardised)" if self.hparams.task == "regression" \
+            and self.hparams.get("standardize", True) else ""
+        seen_text = (f"training loss is {loss.item()} at epoch {self.current_epoch}, step "
+                     f"{self.global_step}, lr {max(lrs, default=float('nan')):.3g}; the batch's "
+                     f"largest |label|{standardised} is {largest:.3g}, its outputs are "
+                     f"{'' if torch.isfinite(outs).all() else 'not '}finite, "
+                     + (f"{broken} of {len(params)} weight tensors are not finite" if broken
+                        else "the weights are finite"))
+        if not math.isfinite(largest) or largest > LARGE_LABEL:
+            advice = ("the labels are out of range: check the label column for huge values "
+                      "(or rescale them)")
+        elif self.global_step == 0 and not self.trainer.ckpt_path:
+            advice = ("the labels are in range and no update was made yet: check the network's "
+                      "starting weights (--model.init_args.pretrained) and its settings")
+        else:
+            advice = ("the labels are in range, so the updates diverged: lower the optimizer's "
+                      "lr (--model.init_args.optimizer.init_args.lr)")
+            resumed = self.trainer.ckpt_path
+            if resumed and broken:
+                advice += (f"; this run resumed from {resumed}: if its optimizer state is not "
+                           "this model's, start a new fit")
+        return NonFiniteLossError(f"{seen_text}: {advice}. Training stopped; the last good "
+                                  "checkpoint is kept.")
 
     def _eval_step(self, batch, stage: str) -> None:
         pred = self._eval_rows(batch)

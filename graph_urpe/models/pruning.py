@@ -18,7 +18,7 @@ from typing import Any
 
 from lightning.pytorch import Callback, LightningModule, Trainer
 
-__all__ = ["PRUNED_AT", "TrialPruning", "build_pruner", "open_study"]
+__all__ = ["PRUNED_AT", "TrialPruning", "build_pruner", "open_study", "study_storage"]
 
 PRUNED_AT = "pruned_at_epoch"
 """The trial's user attribute set when the pruner stopped it (the epoch)."""
@@ -37,38 +37,116 @@ def build_pruner(settings: dict[str, Any]):
         optuna.pruners.BasePruner.
 
     Raises:
-        ValueError: for another pruner name.
+        ValueError: settings that are not a mapping, another pruner name, or (median) counts
+            that are not non-negative integers.
     """
     import optuna
 
-    if settings.get("name") == "none":
+    name = settings.get("name") if isinstance(settings, dict) else None
+    if name not in ("median", "none"):
+        raise ValueError(f"unknown pruner {str(settings)[:80]}: use name 'median' or 'none'.")
+    if name == "none":
         return optuna.pruners.NopPruner()
-    if settings.get("name") == "median":
-        return optuna.pruners.MedianPruner(n_startup_trials=settings["n_startup_trials"],
-                                           n_warmup_steps=settings["n_warmup_steps"])
-    raise ValueError(f"unknown pruner {settings.get('name')!r}: use 'median' or 'none'.")
+    counts = [settings.get(key) for key in ("n_startup_trials", "n_warmup_steps")]
+    if not all(type(n) is int and n >= 0 for n in counts):
+        raise ValueError(f"the median pruner needs n_startup_trials and n_warmup_steps as "
+                         f"non-negative integers, got {str(counts)[:80]}.")
+    return optuna.pruners.MedianPruner(n_startup_trials=counts[0], n_warmup_steps=counts[1])
+
+
+_REPLAY_ERRORS = (AssertionError, AttributeError, IndexError, KeyError, OverflowError,
+                  TypeError, ValueError)
+"""What Optuna's replay of a journal raises on a record it cannot apply."""
+
+
+def study_storage(path: str):
+    """The Optuna journal storage of the study file ``path`` (a new one if it does not exist).
+
+    The file is a study folder's, so it is data: every line must be a complete JSON object with
+    an integer ``op_code`` (checked before Optuna reads it), and Optuna's replay of the records
+    (which ends in an ``AssertionError``, ``KeyError``, ... on one it cannot apply) is followed
+    line by line, so a changed or corrupt file is refused in one line naming the file and line.
+    Nothing in it is imported or run: Optuna reads parameter distributions from a fixed table.
+
+    Args:
+        path (str): the study's ``study.jsonl``.
+
+    Returns:
+        optuna.storages.JournalStorage.
+
+    Raises:
+        graph_urpe.trust.ReceivedFileError: a line that is not a complete JSON record of a
+            study, or one Optuna's replay cannot apply.
+    """
+    import json
+
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+
+    from graph_urpe.trust import ReceivedFileError
+
+    fix = ("it was changed or cut short: remove that line and those after it, or start a new "
+           "search with another --name.")
+    try:
+        with open(path, "rb") as handle:
+            for number, line in enumerate(handle, start=1):
+                try:
+                    record = json.loads(line) if line.endswith(b"\n") else None
+                except (UnicodeDecodeError, ValueError):
+                    record = None
+                if not isinstance(record, dict) or type(record.get("op_code")) is not int:
+                    raise ReceivedFileError(path, f"line {number} is not a complete JSON record "
+                                            f"of an Optuna study; {fix}")
+    except FileNotFoundError:
+        pass  # a new study
+
+    class _Numbered(JournalFileBackend):
+        """Counts the records it hands to the replay (the file's line numbers)."""
+
+        line = 0
+
+        def read_logs(self, log_number_from: int):
+            for self.line, log in enumerate(super().read_logs(log_number_from),
+                                            start=log_number_from + 1):
+                yield log
+
+    backend = _Numbered(path)
+    try:
+        return JournalStorage(backend)
+    except _REPLAY_ERRORS as err:
+        raise ReceivedFileError(path, f"line {backend.line} is not a record Optuna can apply "
+                                f"to its study ({type(err).__name__}); {fix}") from None
 
 
 def open_study(path: str):
-    """The Optuna study kept in the journal file ``path``, with the pruner it was created with.
+    """The Optuna study kept in the journal file ``path`` (read by :func:`study_storage`), with
+    the pruner it was created with.
 
     Raises:
         FileNotFoundError: if ``path`` does not exist.
+        graph_urpe.trust.ReceivedFileError: a corrupt or changed file, one that holds no study,
+            or whose pruner settings :func:`build_pruner` refuses.
     """
     import os.path as osp
 
     import optuna
-    from optuna.storages import JournalStorage
-    from optuna.storages.journal import JournalFileBackend
+
+    from graph_urpe.trust import ReceivedFileError
 
     if not osp.isfile(path):
         raise FileNotFoundError(f"study file {path!r} not found: the trial of a graph-urpe hpopt "
                                 "search needs the study it belongs to.")
-    storage = JournalStorage(JournalFileBackend(path))
-    name = optuna.get_all_study_names(storage)[0]
-    probe = optuna.load_study(study_name=name, storage=storage)
-    return optuna.load_study(study_name=name, storage=storage,
-                             pruner=build_pruner(probe.user_attrs.get("pruner", {"name": "none"})))
+    storage = study_storage(path)
+    names = optuna.get_all_study_names(storage)
+    if not names:
+        raise ReceivedFileError(path, "it holds no study: run the trial from the graph-urpe "
+                                "hpopt search that wrote it.")
+    probe = optuna.load_study(study_name=names[0], storage=storage)
+    try:
+        pruner = build_pruner(probe.user_attrs.get("pruner", {"name": "none"}))
+    except ValueError as err:
+        raise ReceivedFileError(path, f"its study's pruner setting: {err}") from None
+    return optuna.load_study(study_name=names[0], storage=storage, pruner=pruner)
 
 
 class TrialPruning(Callback):
