@@ -184,7 +184,9 @@ def lock_run_folder(folder: str) -> object | None:
     path = osp.join(folder, ".lock")
     try:
         os.makedirs(folder, exist_ok=True)
-        handle = open(path, "a+")  # noqa: SIM115  (held for the process's life)
+        # held for the process's life; never through a link planted as .lock
+        handle = os.fdopen(os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND
+                                   | getattr(os, "O_NOFOLLOW", 0), 0o666), "a+")
     except OSError as err:
         raise _explain(err, path) from None
     try:

@@ -17,12 +17,14 @@ import os.path as osp
 import re
 from typing import IO
 
+from graph_urpe.files import OutputError
+
 __all__ = ["LinkRefusedError", "open_no_follow", "own_name", "refuse_links"]
 
 _PLAIN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,199}")
 
 
-class LinkRefusedError(OSError):
+class LinkRefusedError(OutputError):
     """A folder graph-urpe writes into holds a symbolic link (message names it and the fix)."""
 
 

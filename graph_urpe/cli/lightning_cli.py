@@ -61,6 +61,7 @@ from graph_urpe.cli.links import add_links
 from graph_urpe.cli.messages import CLIError
 from graph_urpe.cli.parser import GraphURPEArgumentParser
 from graph_urpe.cli.predict import PredictInputs, add_predict_arguments, predict_smiles
+from graph_urpe.cli.resume_state import RunCheckpoint, use_checked_restore
 from graph_urpe.cli.run import (
     AtomicCheckpointIO,
     LogsAtCheckpoint,
@@ -81,6 +82,7 @@ from graph_urpe.files import (
     remove_unused_run_folder,
 )
 from graph_urpe.received import shape_mismatch
+from graph_urpe.owned import refuse_links
 from graph_urpe.trust import read_checkpoint
 
 __all__ = ["GraphURPECLI", "run"]
@@ -297,6 +299,8 @@ class GraphURPECLI(LightningCLI):
         run_dir = self.run_dir
         if rank_zero:
             # one fit per folder (an explicit --version too); then what a killed one left
+            # a received run folder: nothing is written through a link planted in it
+            refuse_links(run_dir, depth=1, what="run folder")
             _HELD_LOCKS.append((run_dir, lock_run_folder(run_dir)))
             for part in (run_dir, osp.join(run_dir, "checkpoints")):
                 remove_stale_temporaries(part)
@@ -318,17 +322,17 @@ class GraphURPECLI(LightningCLI):
         mode = getattr(model, "metric_mode", "min")
         ckpt_dir = osp.join(run_dir, "checkpoints")
         callbacks = [
-            ModelCheckpoint(dirpath=ckpt_dir, filename="last", monitor=None, save_top_k=1,
-                            enable_version_counter=False, save_on_exception=True),
+            RunCheckpoint(dirpath=ckpt_dir, filename="last", monitor=None, save_top_k=1,
+                          save_on_exception=True),
             LearningRateMonitor(logging_interval="step"),
             RNGStateCheckpoint(),
             LogsAtCheckpoint(),
             self._run_folder,
         ]
         if metric is not None:
-            callbacks.insert(0, ModelCheckpoint(
+            callbacks.insert(0, RunCheckpoint(
                 dirpath=ckpt_dir, filename="best", monitor=f"val/{metric}", mode=mode,
-                save_top_k=1, enable_version_counter=False, auto_insert_metric_name=False))
+                save_top_k=1, auto_insert_metric_name=False))
         patience = config.get("early_stopping_patience")
         if patience is not None and metric is not None:
             callbacks.append(EarlyStopping(monitor=f"val/{metric}", mode=mode, patience=patience))
@@ -340,7 +344,7 @@ class GraphURPECLI(LightningCLI):
             TensorBoardLogger(root, name=name, version=version, default_hp_metric=False),
         ]
         kwargs["default_root_dir"] = run_dir
-        return use_exact_resume(super().instantiate_trainer(**kwargs))
+        return use_checked_restore(use_exact_resume(super().instantiate_trainer(**kwargs)))
 
     @property
     def run_dir(self) -> str:

@@ -14,8 +14,10 @@ What the run writes after training and prints at the end is :mod:`graph_urpe.cli
 from __future__ import annotations
 
 import csv
+import os
 import os.path as osp
 import random
+import warnings
 from typing import Any
 
 import numpy as np
@@ -60,6 +62,16 @@ class AtomicCheckpointIO(TorchCheckpointIO):
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path, storage_options=None) -> None:
         atomic_save(lambda tmp: torch.save(checkpoint, tmp), str(path))
+
+    def remove_checkpoint(self, path) -> None:
+        """Remove a checkpoint file: only a regular file (never a link or a folder, which
+        Lightning's removes recursively); anything else is left with a warning."""
+        path = str(path)
+        if osp.islink(path) or not osp.isfile(path):
+            warnings.warn(f"not removing {path}: not a checkpoint file this run wrote",
+                          stacklevel=2)
+            return
+        os.unlink(path)
 
     def load_checkpoint(self, path, map_location: Any = None,
                         weights_only: bool | None = None) -> dict[str, Any]:
