@@ -76,7 +76,8 @@ def test_chunks_give_the_one_pass_table_and_resume_after_a_kill(tmp_path, monkey
         _predict(tmp_path, loaded, 2, out, t)
     assert not out.exists()  # the output appears only whole
     parts = sorted(os.listdir(f"{out}.parts"))
-    assert parts == ["manifest.json", "part-0000000.csv", "part-0000001.csv", "part-0000002.csv"]
+    assert parts == ["made-by-graph-urpe-predict", "manifest.json", "part-0000000.csv",
+                     "part-0000001.csv", "part-0000002.csv"]
     first = pd.read_csv(f"{out}.parts/part-0000002.csv", keep_default_na=False, dtype=str)
     assert_same_predictions(first, expected.iloc[4:6].reset_index(drop=True))
 
@@ -165,7 +166,8 @@ def test_sigterm_stops_predict_after_the_chunk_with_status_143_and_keeps_its_chu
     assert "run the same command again to resume" in err
     assert not out.exists()
     assert sorted(os.listdir(f"{out}.parts")) == \
-        ["manifest.json", "part-0000000.csv", "part-0000001.csv", "part-0000002.csv"]
+        ["made-by-graph-urpe-predict", "manifest.json", "part-0000000.csv", "part-0000001.csv",
+         "part-0000002.csv"]
 
     counts = _predict(tmp_path, loaded, 2, out, trainer(tmp_path))
     assert counts["resumed_chunks"] == 3
@@ -201,7 +203,54 @@ def test_only_the_owner_writes_and_readers_trust_only_their_manifest(tmp_path):
                  other.discard):
         with pytest.raises(RuntimeError, match="only the owner"):
             call()
-    assert sorted(os.listdir(owner.folder)) == ["manifest.json", "part-0000000.csv"]
+    assert sorted(os.listdir(owner.folder)) == ["made-by-graph-urpe-predict", "manifest.json",
+                                                "part-0000000.csv"]
+
+
+def test_a_parts_folder_predict_did_not_make_is_neither_removed_nor_reused(tmp_path, capsys,
+                                                                           monkeypatch):
+    """Before, ``predict --output results.csv`` removed an existing ``results.csv.parts/`` with
+    all it held. Now predict removes or reuses only a parts folder holding its marker file; a
+    user's folder of that name, or a link there to a folder outside, stays as it is, and the
+    command stops with one line naming it."""
+    from graph_urpe.cli import main
+    from graph_urpe.files import OutputError
+    from tests.test_trust import checkpoint
+
+    monkeypatch.chdir(tmp_path)
+    ckpt = checkpoint(tmp_path / "model.ckpt")
+    out = tmp_path / "results.csv"
+    mine = tmp_path / "results.csv.parts"
+    mine.mkdir()
+    (mine / "manifest.json").write_text("{}")
+    (mine / "thesis.tex").write_text("victim")
+    outside = tmp_path.parent / f"{tmp_path.name}-outside"  # outside the work folder
+    outside.mkdir()
+    (outside / "data.csv").write_text("victim")
+    (tmp_path / "linked.csv.parts").symlink_to(outside, target_is_directory=True)
+    for output, message in ((out, "exists but predict did not make it"),
+                            (tmp_path / "linked.csv", "is a symbolic link")):
+        with pytest.raises(SystemExit) as stop:
+            main(["predict", "--ckpt_path", str(ckpt), "--smiles", "CCO",
+                  "--output", str(output)])
+        err = capsys.readouterr().err
+        assert stop.value.code == 2 and message in err and f"{output}.parts" in err
+        assert len(err.strip().splitlines()) == 2  # the line and the debugging hint
+        assert not output.exists()
+    assert sorted(os.listdir(mine)) == ["manifest.json", "thesis.tex"]
+    assert (mine / "thesis.tex").read_text() == "victim"
+    assert sorted(os.listdir(outside)) == ["data.csv"]
+    assert (outside / "data.csv").read_text() == "victim"
+    with pytest.raises(OutputError, match="move it away or choose another --output"):
+        PredictionParts(str(out), {"input": None})
+    # A folder predict made is its own: reused under its manifest, removed once joined.
+    other = str(tmp_path / "other.csv")
+    parts = PredictionParts(other, {"input": None})
+    assert sorted(os.listdir(parts.folder)) == ["made-by-graph-urpe-predict", "manifest.json"]
+    parts.write(0, pd.DataFrame({"row": [0]}))
+    assert PredictionParts(other, {"input": None}).resumed == 1
+    parts.finish(1)
+    assert not os.path.exists(parts.folder) and os.path.isfile(other)
 
 
 @pytest.mark.slow  # a CLI fit, then predict in one process and with DDP over 2 processes

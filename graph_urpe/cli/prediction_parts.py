@@ -8,13 +8,16 @@ with the same manifest skips the chunks already written (a killed run resumes wh
 a run with another input (also one with the same size and modification time), checkpoint or chunk
 size starts over. When every chunk is written they are joined into ``<output>`` through a
 temporary file renamed over it (a reader never sees a half-written output) and the parts folder is
-removed. A chunk in which no input became a graph lacks the uncertainty columns a model may give
+removed. predict makes the parts folder with a marker file (:data:`MARK`) and removes or reuses
+only a folder that holds it: a user's folder named ``<output>.parts`` is left as it is and the
+command stops with one line. A chunk in which no input became a graph lacks the uncertainty columns a model may give
 (``<target>_std`` ...): it gets empty cells there.
 """
 
 from __future__ import annotations
 
 import csv
+import errno
 import hashlib
 import json
 import os
@@ -24,9 +27,14 @@ import shutil
 
 import pandas as pd
 
-from graph_urpe.files import atomic_write, atomic_write_csv
+from graph_urpe.files import OutputError, atomic_write, atomic_write_csv
+from graph_urpe.owned import refuse_links
 
-__all__ = ["PredictionParts", "file_identity"]
+__all__ = ["MARK", "PredictionParts", "file_identity"]
+
+MARK = "made-by-graph-urpe-predict"
+"""The file predict writes into every parts folder it makes: a ``<output>.parts`` without it
+(a user's folder of that name) is never removed nor reused."""
 
 
 def file_identity(path: str | None) -> dict | None:
@@ -57,7 +65,8 @@ class PredictionParts:
     Args:
         output (str): the final CSV.
         manifest (dict): what the parts depend on (plain JSON data: input and checkpoint
-            content hashes, :func:`file_identity`; chunk size, columns). Parts written under another manifest are removed.
+            content hashes, :func:`file_identity`; chunk size, columns). Parts written under
+            another manifest are removed.
         owner (bool, optional): whether this process writes (:obj:`False`: the other DDP
             ranks; :meth:`write`, :meth:`finish` and :meth:`discard` are refused).
             (default: :obj:`True`)
@@ -67,6 +76,9 @@ class PredictionParts:
         resumed (int): parts found from an earlier run with the same manifest.
 
     Raises:
+        graph_urpe.files.OutputError: (the owner) ``<output>.parts`` exists without :data:`MARK`
+            (a folder or file predict did not make: never removed nor reused), or is or holds a
+            symbolic link (:func:`graph_urpe.owned.refuse_links`).
         RuntimeError: :meth:`write`, :meth:`finish` or :meth:`discard` called by a reader.
     """
 
@@ -75,9 +87,11 @@ class PredictionParts:
         self.folder = f"{output}.parts"
         self.manifest = json.loads(json.dumps(manifest))
         self.owner = bool(owner)
+        if self.owner:
+            self._claim()
         path = osp.join(self.folder, "manifest.json")
         previous = None
-        if osp.isfile(path):
+        if self._marked() and osp.isfile(path):
             try:
                 with open(path, encoding="utf-8") as handle:
                     previous = json.load(handle)
@@ -85,14 +99,35 @@ class PredictionParts:
                 previous = None
         # A reader trusts parts only under its own manifest: stale ones are (being) removed.
         self._trusted = self.owner or previous == self.manifest
-        if self.owner:
-            if previous != self.manifest and osp.isdir(self.folder):
-                shutil.rmtree(self.folder)  # another input, checkpoint or chunk size: start over
-            os.makedirs(self.folder, exist_ok=True)
-            if previous != self.manifest:
-                with atomic_write(path) as handle:
-                    json.dump(self.manifest, handle, indent=1)
-        self.resumed = len(self._written()) if self._trusted and osp.isdir(self.folder) else 0
+        if self.owner and previous != self.manifest:
+            shutil.rmtree(self.folder)  # its own, of another input, checkpoint or chunk size
+            self._claim()
+            with atomic_write(path) as handle:
+                json.dump(self.manifest, handle, indent=1)
+        self.resumed = len(self._written()) if self._trusted and self._marked() else 0
+
+    def _marked(self) -> bool:
+        """Whether the parts folder exists and holds :data:`MARK` (predict made it)."""
+        return osp.isdir(self.folder) and osp.isfile(osp.join(self.folder, MARK))
+
+    def _claim(self) -> None:
+        """Make the parts folder with its :data:`MARK`, or check that the existing one has it."""
+        if not osp.lexists(self.folder):
+            try:
+                os.makedirs(self.folder)
+                with open(osp.join(self.folder, MARK), "x", encoding="utf-8") as handle:
+                    handle.write(f"made by graph-urpe predict for {osp.abspath(self.output)}: "
+                                 "its chunks, removed with this folder once the output is "
+                                 "written\n")
+            except OSError as err:
+                raise OutputError(err.errno, f"cannot make {self.folder}: {err.strerror}; "
+                                  "choose another --output") from None
+            return
+        refuse_links(self.folder, depth=0, what="parts folder")
+        if not self._marked():
+            raise OutputError(errno.EEXIST, (
+                f"{self.folder} exists but predict did not make it (no {MARK} file in it): it "
+                "is neither removed nor reused; move it away or choose another --output"))
 
     def _written(self) -> list[int]:
         return sorted(int(m.group(1)) for name in os.listdir(self.folder)
@@ -124,9 +159,11 @@ class PredictionParts:
         return pd.read_csv(self.path(index), keep_default_na=False, dtype=str)
 
     def discard(self) -> None:
-        """Remove the parts folder (nothing to join)."""
+        """Remove the parts folder (nothing to join); only a folder predict made (with its
+        :data:`MARK`), checked again."""
         self._own("remove the parts")
-        shutil.rmtree(self.folder, ignore_errors=True)
+        if self._marked():
+            shutil.rmtree(self.folder, ignore_errors=True)
 
     def finish(self, count: int) -> None:
         """Join chunks ``0 .. count - 1`` into the output (header once), atomically, and remove
@@ -137,6 +174,8 @@ class PredictionParts:
             graph_urpe.files.OutputError: file-system errors (names the path).
         """
         self._own("join the parts")
+        if not self._marked():
+            raise RuntimeError(f"{self.folder} lost its {MARK} file: not joined nor removed")
         missing = [i for i in range(count) if not self.done(i)]
         if missing:
             raise RuntimeError(f"prediction chunks {missing[:5]} are missing in {self.folder}")
