@@ -174,3 +174,71 @@ def test_an_unchanged_checkpoint_still_resumes(tmp_path, trained):
     done = torch.load(tmp_path / "mine" / "tiny" / "version_0" / "checkpoints" / "last.ckpt",
                       weights_only=True)
     assert done["epoch"] == 2
+
+
+def _leaves(value, path=()):
+    """Every (path, leaf) of a nested checkpoint section."""
+    if isinstance(value, dict):
+        for key, child in value.items():
+            yield from _leaves(child, (*path, key))
+    elif isinstance(value, list):
+        for i, child in enumerate(value):
+            yield from _leaves(child, (*path, i))
+    else:
+        yield path, value
+
+
+def _fuzz_values(victim):
+    from hypothesis import strategies as st
+
+    return st.one_of(
+        st.none(), st.booleans(), st.integers(-2**40, 2**40), st.floats(), st.text(max_size=8),
+        st.sampled_from([str(victim), f"local://{victim}", "../../../../victim", "/", ""]),
+        st.builds(lambda n, d: torch.zeros(n, dtype=d), st.integers(0, 5),
+                  st.sampled_from([torch.float32, torch.int64, torch.uint8])),
+        st.lists(st.integers(0, 3), max_size=3), st.dictionaries(st.text(max_size=4),
+                                                                 st.integers(), max_size=2))
+
+
+def test_fuzzed_lightning_states_resume_or_are_refused_in_one_line(tmp_path, trained):
+    """Hypothesis replaces one leaf of the callbacks', loops', optimizers' or schedulers' state
+    (paths to a victim included): every resume either trains on or stops with one line, and the
+    victim folder survives."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    config, run = trained
+    folder, _ = victims(tmp_path)
+    base = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
+    sections = ["callbacks", "loops", "optimizer_states", "lr_schedulers"]
+    leaves = [(s, p) for s in sections for p, _ in _leaves(base[s])]
+
+    @settings(max_examples=30, deadline=None, derandomize=True, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(data=st.data())
+    def resume_one(data):
+        section, path = data.draw(st.sampled_from(leaves))
+        ckpt = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
+        node = ckpt[section]
+        for key in path[:-1]:
+            node = node[key]
+        node[path[-1]] = data.draw(_fuzz_values(folder))
+        received = tmp_path / "fuzz.ckpt"
+        torch.save(ckpt, received)
+        code = 0
+        import contextlib
+        import io
+
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            try:
+                main(resume(config, str(received), tmp_path / "r", epochs=3))
+            except SystemExit as exit_info:
+                code = exit_info.code
+        assert code in (0, 2), (section, path, err.getvalue()[-800:])
+        assert "Traceback" not in err.getvalue()
+        if code == 2:
+            assert "refusing" in err.getvalue() or "error:" in err.getvalue()
+        assert (folder / "data.txt").read_text() == "precious\n"
+
+    resume_one()

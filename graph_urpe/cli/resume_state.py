@@ -129,9 +129,9 @@ def _difference(expected: Any, found: Any, where: str) -> str | None:
             if problem:
                 return problem
         return None
-    if expected is None or found is None:
-        # optional values (a score not yet seen, a scheduler's unset field): None or a number
-        if found is None or isinstance(found, (int, float, torch.Tensor)):
+    if expected is None or (found is None and isinstance(expected, float)):
+        # an optional number (Python's pending Gaussian, a score not yet seen): None or a number
+        if found is None or (isinstance(found, (int, float)) and not isinstance(found, bool)):
             return None
         return f"{where} is {type(found).__name__}, this version writes None or a number"
     kinds = {bool: (bool,), int: (int,), float: (int, float), str: (str,)}

@@ -103,13 +103,24 @@ class RNGStateCheckpoint(Callback):
         return states
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        version, state, gauss = state_dict["python"]
-        random.setstate((version, tuple(state), gauss))
-        name, keys, *rest = state_dict["numpy"]
-        np.random.set_state((name, keys.numpy().astype(np.uint32), *rest))
-        torch.set_rng_state(state_dict["torch"])
-        if "cuda" in state_dict and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(state_dict["cuda"])
+        """Restore the generators (their form was checked against :meth:`state_dict`'s by
+        :mod:`graph_urpe.cli.resume_state`).
+
+        Raises:
+            ValueError: a value the generators refuse (one line)."""
+        try:
+            version, state, gauss = state_dict["python"]
+            random.setstate((version, tuple(state), gauss))
+            name, keys, *rest = state_dict["numpy"]
+            np.random.set_state((name, keys.numpy().astype(np.uint32), *rest))
+            torch.set_rng_state(state_dict["torch"])
+            if "cuda" in state_dict and torch.cuda.is_available():
+                torch.cuda.set_rng_state_all(state_dict["cuda"])
+        except (TypeError, ValueError, OverflowError, RuntimeError, KeyError) as err:
+            first = (str(err).strip().splitlines() or [""])[0][:200]
+            raise ValueError(f"the checkpoint's random-number generator states are not valid "
+                             f"({type(err).__name__}: {first}): resume from a last.ckpt this "
+                             "version's `graph-urpe fit` wrote") from None
 
 
 class ExactResumeFitLoop(_FitLoop):
