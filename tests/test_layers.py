@@ -408,3 +408,16 @@ def test_pyg_operations_on_misread_pairs_are_exact_or_refused():
         run(cut)
     with torch.no_grad():
         torch.testing.assert_close(run(PRE(cut)), conv(cut.x, cut.edge_index))
+
+
+def test_integer_node_features_are_refused_with_what_to_do():
+    """``from_smiles`` gives integer atom categories: one line saying to embed them (issue 43)."""
+    from torch_geometric.utils import from_smiles
+
+    data = from_smiles("CCO")
+    conv = URPEGraphConv(data.x.shape[1], 1)
+    with pytest.raises(TypeError, match=r"floating-point node features .*torch.int64.*embedded "
+                                        r"first.*CategoricalEncoder"):
+        conv(data.x, data.edge_index)
+    out = conv(data.x.float(), data.edge_index)
+    assert out.shape == data.x.shape and out.dtype == torch.float32

@@ -380,6 +380,13 @@ class URPEGraphConv(nn.Module):
                 f"{type(x).__name__}: for graphs without node features pass e.g. "
                 f"torch.ones(num_nodes, {self.channels}) or an embedding of the node degrees"
             )
+        if not x.is_floating_point():
+            raise TypeError(
+                f"x must hold floating-point node features [num_nodes, {self.channels}], got "
+                f"{x.dtype}: integer features (e.g. torch_geometric.utils.from_smiles's atom "
+                "categories) must be embedded first, e.g. graph_urpe.nn.CategoricalEncoder or "
+                f"torch.nn.Embedding(num_categories, {self.channels}) per column, summed"
+            )
         if x.dim() != 2 or x.shape[-1] != self.channels:
             raise ValueError(
                 f"x must have shape [num_nodes, {self.channels}] for "
