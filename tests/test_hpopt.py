@@ -198,3 +198,42 @@ def test_search_scores_the_last_checkpoint_when_fit_tests_it_within_the_epoch_ca
         curve = val_curve(tmp_path / "runs" / "tiny-hpopt" / f"version_{row.trial}")
         assert row.epochs in (2, 3) and len(curve) == row.epochs
         assert row.value == pytest.approx(curve[-1])  # last.ckpt's, what fit tests
+
+
+def test_a_continued_study_whose_best_trial_names_a_payload_is_refused_in_one_line(
+        tmp_path, capsys, monkeypatch, one_thread):
+    """Issue 39 case 4: the study folder is data; its best trial's config.yaml names a class
+    outside the registry, so hpopt refuses best.yaml in one line and never imports it."""
+    monkeypatch.chdir(tmp_path)
+    mark = tmp_path / "MARKER"
+    (tmp_path / "payload_xyz.py").write_text(
+        f"import pathlib\npathlib.Path({str(mark)!r}).write_text('imported')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    config = tiny_config(tmp_path)
+    folder = tmp_path / "runs" / "tiny-hpopt"
+    (folder / "version_0").mkdir(parents=True)
+    planted = yaml.safe_load((tmp_path / "tiny.yaml").read_text())
+    planted["model"]["class_path"] = "payload_xyz.Evil"
+    planted["model"]["init_args"]["optimizer"] = {"init_args": {"lr": 1e-3}}  # as fit writes
+    (folder / "version_0" / "config.yaml").write_text(yaml.safe_dump(planted))
+    lr = optuna.distributions.FloatDistribution(1e-3, 1e-2, log=True)
+    storage = optuna.storages.JournalStorage(
+        optuna.storages.journal.JournalFileBackend(str(folder / "study.jsonl")))
+    study = optuna.create_study(storage=storage, study_name="tiny", direction="minimize")
+    study.set_user_attr("metric", "mae")
+    study.set_user_attr("pruner", {"name": "none"})
+    study.add_trial(optuna.trial.create_trial(value=1e-9, params={"lr": 2e-3},
+                                              distributions={"lr": lr}))
+    (tmp_path / "space.yaml").write_text(
+        "lr: {options: [model.init_args.optimizer.init_args.lr], low: 1.0e-3, high: 1.0e-2, "
+        "log: true}\n")
+    with pytest.raises(SystemExit) as info:
+        main(["hpopt", "--config", config, "--trials", "1", "--space", "space.yaml",
+              "--pruner", "none", "--", "--trainer.max_epochs", "1"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert info.value.code == 2 and "Traceback" not in "\n".join(err)
+    assert err[-2].startswith(f"graph-urpe: error: refusing {folder / 'version_0' / 'config.yaml'}"
+                              ": model names 'payload_xyz.Evil', which is not in graph-urpe's "
+                              "registry"), err
+    assert not mark.exists() and not (folder / "best.yaml").exists()
+    assert (folder / "version_1" / "metrics.csv").exists()  # the new trial ran as usual

@@ -25,10 +25,19 @@ in place of the configuration's; ``--trainer.max_epochs N`` after ``--`` caps it
 
 Beside the runs: ``study.jsonl`` (the Optuna study, a journal of JSON lines: running the same
 command again continues it), ``trials.csv`` (every trial: state, objective, epochs, values, run
-folder) and ``best.yaml``: the best trial's resolved configuration (its ``config.yaml`` without
-the search's own settings) that ``graph-urpe fit --config best.yaml`` trains again, tests, and
-(on the same machine, with the seed it holds) reproduces to the trial's validation metric.
-Sampler: Optuna's TPE, seeded (``--sampler-seed``).
+folder) and ``best.yaml``: the best trial's resolved configuration (its ``config.yaml`` with the
+values the study recorded for it, without the search's own settings) that ``graph-urpe fit
+--config best.yaml`` trains again, tests, and (on the same machine, with the seed it holds)
+reproduces to the trial's validation metric. Sampler: Optuna's TPE, seeded (``--sampler-seed``).
+
+What is trusted: the ``--config`` files, the options after ``--`` and the ``--space`` file are
+the user's, trusted like a script (a space may set any fit option, ``trainer.callbacks``
+included, and jsonargparse builds what the values name). Everything in the study folder is data
+(it may come from someone else, and a search continues it): ``study.jsonl`` is read by
+:func:`~graph_urpe.models.pruning.study_storage` (a corrupt line refused by its number), and
+``best.yaml`` is built by :func:`write_best_config` through the checks of a received
+checkpoint, so a trial configuration or recorded value naming a class outside graph-urpe's
+registry is refused in one line, before anything it names is imported.
 """
 
 from __future__ import annotations
@@ -76,7 +85,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--trials", type=int, default=20,
                         help="trials to run (added to those of an existing study; default: 20)")
     parser.add_argument("--space", default=None,
-                        help="search space file (YAML; default: --print-space's)")
+                        help="search space file (YAML; default: --print-space's); trusted like "
+                        "a --config: the fit builds whatever classes its values name")
     parser.add_argument("--name", default=None,
                         help="run name (default: the config's); trials go to "
                         "<default_root_dir>/<name>-hpopt")
@@ -198,35 +208,88 @@ def _option_value(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
-def write_best_config(run_dir: str, path: str, name: str, header: Sequence[str]) -> str:
+def write_best_config(run_dir: str, path: str, name: str, header: Sequence[str],
+                      values: dict[str, Any]) -> str:
     """Write the configuration of the trial in ``run_dir`` as an experiment file for
-    ``graph-urpe fit --config``: its resolved ``config.yaml`` with the search's own settings
-    taken out (the pruning callback, the trial's version, ``test_after_fit: false``) and the run
-    name ``name``.
+    ``graph-urpe fit --config``, built as data: its ``config.yaml`` read as a received run
+    folder's (:func:`graph_urpe.trust.read_run_config`), the values the study recorded for the
+    trial set at their options, the search's own settings taken out (the pruning callback, the
+    trial's version, ``ckpt_path``, ``test_after_fit: false``) and the run name ``name``; then
+    every class it names checked as a received checkpoint's are (:mod:`graph_urpe.received`):
+    the model and data in canonical form (registry classes, values of the declared types), the
+    trainer's arguments plain values of the types ``Trainer`` declares, Lightning's own
+    ``optimizer`` / ``lr_scheduler`` absent or registry classes, the other keys plain values.
+    Nothing the files name is imported.
 
     Args:
         run_dir (str): the trial's run folder.
         path (str): the file to write (atomically).
         name (str): the ``name`` a fit of it runs under.
-        header (Sequence[str]): comment lines at the top.
+        header (Sequence[str]): comment lines at the top (line breaks in one become spaces:
+            they may show values the study recorded).
+        values (dict[str, Any]): dotted fit option -> the value the study recorded for the trial
+            (e.g. ``{"model.init_args.optimizer.init_args.lr": 0.002}``).
 
     Returns:
         str: ``path``.
+
+    Raises:
+        graph_urpe.trust.UntrustedFileError: the trial's configuration or recorded values name a
+            class outside graph-urpe's registry, a dotted name where a class may stand, or a
+            value of another type than declared (nothing written).
+        graph_urpe.trust.ReceivedFileError: its ``config.yaml`` is not a run's configuration,
+            or lacks an option the study recorded.
     """
     import yaml
+    from lightning.pytorch import Trainer
 
     from graph_urpe.files import atomic_write
+    from graph_urpe.received import Refusal, check_arguments, check_class
+    from graph_urpe.trust import ReceivedFileError, UntrustedFileError, read_run_config
 
-    with open(osp.join(run_dir, "config.yaml"), encoding="utf-8") as handle:
-        config = yaml.safe_load(handle)
+    source = osp.join(run_dir, "config.yaml")
+    config = read_run_config(source)
+    for option, value in values.items():
+        *parents, last = option.split(".")
+        node = config
+        for key in parents:
+            node = node.get(key) if isinstance(node, dict) else None
+        if not isinstance(node, dict) or last not in node:
+            raise ReceivedFileError(source, f"it has no {option}, which the study recorded for "
+                                    "this trial: the run folder is not this search's; start a "
+                                    "new search with another --name.")
+        node[last] = value
     trainer = config.get("trainer") or {}
-    callbacks = [cb for cb in (trainer.get("callbacks") or [])
-                 if not (isinstance(cb, dict) and cb.get("class_path") == PRUNING_CALLBACK)]
-    trainer["callbacks"] = callbacks or None
+    if isinstance(trainer, dict) and isinstance(trainer.get("callbacks"), list):
+        callbacks = [cb for cb in trainer["callbacks"]
+                     if not (isinstance(cb, dict) and cb.get("class_path") == PRUNING_CALLBACK)]
+        trainer["callbacks"] = callbacks or None
     for key in ("version", "ckpt_path", "test_after_fit"):
         config.pop(key, None)
     config["name"] = name
-    text = "".join(f"# {line}\n" for line in header) + yaml.safe_dump(config, sort_keys=False)
+    try:
+        for key, value in config.items():
+            if key == "model":
+                config[key] = check_class(value, "module", key)
+            elif key == "data" and value is not None:
+                config[key] = check_class(value, "data", key)
+            elif key == "trainer":
+                config[key] = check_arguments(Trainer, trainer, key)
+            elif key in ("optimizer", "lr_scheduler") and value is not None:
+                config[key] = check_class(value, "optimizer" if key == "optimizer"
+                                          else "scheduler", key)
+            elif value is not None and not isinstance(value, (bool, int, float, str)):
+                raise Refusal(f"{key} holds {str(value)[:80]}; only a plain value may stand here")
+    except Refusal as err:
+        recorded = next((o for o in values if str(err).startswith(o)), None)
+        if recorded is not None:  # the study's value, set at that option
+            err = f"{err} (the value study.jsonl records for this trial)"
+        raise UntrustedFileError(source, f"{err}; nothing in it was run. A "
+                                 "study folder is data: its configurations may name only "
+                                 "classes of graph-urpe's registry (graph_urpe.registry) with "
+                                 "plain values. best.yaml was not written.") from None
+    text = "".join(f"# {' '.join(line.splitlines())}\n" for line in header) \
+        + yaml.safe_dump(config, sort_keys=False)
     with atomic_write(path) as handle:
         handle.write(text)
     return path
@@ -388,12 +451,14 @@ def _report(optuna, study, space, folder: str, name: str, metric: str) -> int:
     run_dir = osp.join(folder, f"version_{best.number}")
     chosen = ", ".join(f"{k}={v}" for k, v in best.params.items())
     states = [t.state.name.lower() for t in study.get_trials(deepcopy=False)]
+    values = {option: best.params[p.name] for p in space if p.name in best.params
+              for option in p.options}
     path = write_best_config(run_dir, osp.join(folder, "best.yaml"), name, [
         (f"Best of {len(states)} trials of graph-urpe hpopt: trial {best.number}, "
          f"val/{metric} {best.value:.6g} ({run_dir})."),
         f"Values: {chosen}.",
         f"Train and test it: graph-urpe fit --config {osp.join(folder, 'best.yaml')}",
-    ])
+    ], values)
     print("=" * 72)
     print(f"Trials: {len(states)} ({states.count('complete')} finished, "
           f"{states.count('pruned')} pruned, {states.count('fail')} failed): "
