@@ -12,13 +12,15 @@ difference between the prediction and the prediction of the same graph without a
 they add up to that difference. Writes ``OUT/attributions.csv`` (one row per input molecule,
 target and atom: ``row``, ``smiles``, ``target``, ``prediction``, ``baseline``, ``atom``,
 ``element``, ``attribution``, and ``error`` for inputs that could not be used, one row each, never
-dropped) and ``OUT/row<R>_<target>.png`` per molecule and target (blue: the atom raises the
-prediction, red: it lowers it).
+dropped: invalid SMILES, too large, or a prediction or attribution that is not finite) and
+``OUT/row<R>_<target>.png`` per molecule and target (blue: the atom raises the prediction, red:
+it lowers it).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os.path as osp
 import sys
 from collections.abc import Sequence
@@ -92,10 +94,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise CLIError("graph-urpe explain needs Captum: pip install 'graph-urpe[explain]' "
                        "(or pip install captum).") from None
     import pandas as pd
+    import torch
 
     from graph_urpe.data.csv.reading import csv_header
     from graph_urpe.data.featurize import parse_smiles
     from graph_urpe.data.predict_inputs import featurize_inputs, read_predict_inputs
+    from graph_urpe.data.predictions import NOT_FINITE
     from graph_urpe.files import atomic_write_csv, check_writable
     from graph_urpe.transforms import pair_pre_transform
     from graph_urpe.viz.attribution import atom_attributions, draw_attributions
@@ -127,12 +131,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     by_row = {int(g.sample_id): g for g in graphs}
     rows = []
     for row, text in enumerate(smiles):
-        if row not in by_row:
-            rows.append({"row": row, "smiles": text, "error": errors.get(row, "not featurised")})
+        results = {} if row not in by_row else {
+            name: atom_attributions(module, by_row[row], names.index(name), args.steps)
+            for name in targets}
+        broken = next((what for r in results.values() for what, ok in (
+            ("prediction", math.isfinite(r.prediction) and math.isfinite(r.baseline)),
+            ("attribution", bool(torch.isfinite(r.atoms).all()))) if not ok), None)
+        if broken is not None:
+            errors[row] = NOT_FINITE.format(what=broken)
+        if row in errors:
+            rows.append({"row": row, "smiles": text, "error": errors[row]})
             continue
         mol = parse_smiles(text)
-        for name in targets:
-            result = atom_attributions(module, by_row[row], names.index(name), args.steps)
+        for name, result in results.items():
             figure = draw_attributions(text, result.atoms, osp.join(out, f"row{row}_{name}.png"))
             top = int(result.atoms.abs().argmax())
             print(f"row {row} {text}: {name} {result.prediction:.4g} (without atom identities "
@@ -148,7 +159,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     table = pd.DataFrame(rows, columns=columns)
     table["atom"] = table["atom"].astype("Int64")  # error rows have none
     atomic_write_csv(table, table_path)
-    failed = len(smiles) - len(by_row)
-    print(f"Explained {len(by_row)} of {len(smiles)} molecules ({failed} failed: see the error "
-          f"column) for {', '.join(targets)}: {osp.abspath(table_path)}")
-    return 2 if not by_row else 0
+    failed = len(errors)
+    print(f"Explained {len(smiles) - failed} of {len(smiles)} molecules ({failed} failed: see the "
+          f"error column) for {', '.join(targets)}: {osp.abspath(table_path)}")
+    return 2 if failed == len(smiles) else 0

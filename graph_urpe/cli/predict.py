@@ -102,21 +102,12 @@ class SmilesPredictionWriter(BasePredictionWriter):
     def tabulate(self, rows, predictions, uncertainty: dict | None = None) -> pd.DataFrame:
         """The table (:func:`~graph_urpe.data.predictions.prediction_table`) of ``rows``
         (``[G]`` positions in ``frame``), ``predictions`` ``[G, T]`` and the optional
-        ``uncertainty`` ``{"std" | "lower" | "upper": [G, T]}``; its ``row`` column holds the
-        input row numbers (``frame.index``)."""
+        ``uncertainty`` ``{"std" | "lower" | "upper": [G, T]}`` (a row whose outputs are broken
+        gets its reason in ``error``: :func:`~graph_urpe.data.predictions.output_errors`); its
+        ``row`` column holds the input row numbers (``frame.index``)."""
         frame = self.frame.reset_index(drop=True)
-        # A prediction that is not finite (broken weights or statistics) is an error in its row.
-        predictions = np.array(predictions, dtype=np.float64)
-        broken = ~np.isfinite(predictions.reshape(len(predictions), -1)).all(axis=1) \
-            if len(predictions) else np.zeros(0, dtype=bool)
-        predictions[broken] = np.nan
-        uncertainty = {k: np.where(broken.reshape(-1, *[1] * (np.ndim(v) - 1)), np.nan, v)
-                       for k, v in (uncertainty or {}).items()} or None
-        errors = dict(self.errors)
-        for row in np.asarray(rows)[broken].tolist():
-            errors[int(row)] = ("the model's prediction is not finite (NaN or infinite): the "
-                                "checkpoint's weights are broken; use another checkpoint")
-        table = prediction_table(frame, rows, predictions, errors, self.target_names,
+        # Broken outputs (not finite, a negative std, an inverted interval) are row errors there.
+        table = prediction_table(frame, rows, predictions, self.errors, self.target_names,
                                  self.warnings, uncertainty)
         if "row" not in self.frame.columns:
             table["row"] = self.frame.index.to_numpy()
@@ -347,10 +338,10 @@ def predict_smiles(trainer: Any, model: Any, datamodule: BatchedGraphDataModule,
         dict: ``{"rows", "predicted", "failed", "flagged", "resumed_chunks"}`` counts.
 
     Raises:
-        ValueError: no input could be predicted (after writing their error rows; a prediction
-            that is not finite is an error in its row), the input CSV cannot be read, lacks the
-            SMILES column or has columns named like the output's, or the model was not trained
-            on molecules.
+        ValueError: no input could be predicted (after writing their error rows; an output
+            that is not finite, a negative std or an inverted interval is an error in its row),
+            the input CSV cannot be read, lacks the SMILES column or has columns named like
+            the output's, or the model was not trained on molecules.
         graph_urpe.files.OutputError: the output path cannot be written, or is one of the inputs
             (the checkpoint, the input CSV).
         SystemExit: status 143 after a SIGTERM (the chunks written are kept).

@@ -6,11 +6,13 @@
 * :func:`print_fit_summary`: how training ended (epochs done of planned; stopped by the time
   limit, early stopping or an interrupt, and what that means), the test metrics with their
   bootstrap interval and calibration, whether they are leaderboard numbers
-  (:mod:`graph_urpe.cli.leaderboard`), the run folder.
+  (:mod:`graph_urpe.cli.leaderboard`), the run folder; then :func:`check_test_outputs` refuses
+  test outputs that are not finite (exit status 2, one line).
 """
 
 from __future__ import annotations
 
+import math
 import os.path as osp
 from typing import Any
 
@@ -29,6 +31,7 @@ SMALL_TEST_SPLIT = 20
 """Below this many test graphs the end-of-fit summary warns that the test metrics say little."""
 
 __all__ = [
+    "check_test_outputs",
     "how_training_ended",
     "print_fit_summary",
     "test_prediction_table",
@@ -268,6 +271,10 @@ def print_fit_summary(trainer: Trainer, metrics: dict[str, float] | None, run_di
             in the checkpoint lines (default: :obj:`None`).
         seeds_command (str, optional): the ``graph-urpe seeds`` command that repeats this run
             over seeds, printed after the test metric's interval (default: :obj:`None`).
+
+    Raises:
+        ValueError: after the summary, test outputs that are not finite
+            (:func:`check_test_outputs`).
     """
     run_dir = osp.abspath(run_dir)
     lines = ["", "=" * 72, f"Training {how_training_ended(trainer)}"]
@@ -340,3 +347,42 @@ def print_fit_summary(trainer: Trainer, metrics: dict[str, float] | None, run_di
     lines.append(f"Run folder: {run_dir}  (TensorBoard: tensorboard --logdir {osp.dirname(run_dir)})")
     lines.append("=" * 72)
     print("\n".join(lines))
+    if metrics:
+        check_test_outputs(trainer.lightning_module, metrics, run_dir)
+
+
+def check_test_outputs(model: LightningModule, metrics: dict[str, float], run_dir: str) -> None:
+    """Refuse a test whose outputs are not finite: the test loss, or a test prediction or
+    variance (``model.test_outputs``), NaN or infinite. A metric that is undefined on the split
+    (R2 of one label, ROC-AUC of one class) is NaN from finite outputs and is not refused. Labels
+    near float32's limit (``3e38``) overflow once standardised and gave NaN metrics with exit
+    status 0.
+
+    Args:
+        model (LightningModule): after ``test`` (its ``test_outputs``: ``(ids [R], outputs
+            [R, num_outputs], labels [R, num_outputs])``, where it has them).
+        metrics (dict[str, float]): the test results (``test/<metric>``).
+        run_dir (str): the run folder (its ``test_predictions.csv`` is named).
+
+    Raises:
+        ValueError: one line naming the metrics that are not finite, how many test rows have
+            outputs that are not finite, the largest label and the fix.
+    """
+    outputs = getattr(model, "test_outputs", None)
+    _, pred, target = outputs if outputs is not None else (None, torch.zeros(0, 1),
+                                                           torch.zeros(0, 1))
+    pred, target = pred.detach().float().cpu(), target.detach().double().cpu()
+    broken_rows = int((~torch.isfinite(pred)).any(dim=1).sum()) if len(pred) else 0
+    loss = metrics.get("test/loss", 0.0)
+    if broken_rows == 0 and math.isfinite(loss):
+        return
+    names = sorted(k[5:] for k, v in metrics.items()
+                   if k.startswith("test/") and not math.isfinite(v))
+    labels = target[~torch.isnan(target)].abs()
+    largest = f"; the largest |label| is {float(labels.max()):.3g}" if len(labels) else ""
+    raise ValueError(
+        f"the test metrics are not finite ({', '.join(names)}): {broken_rows} of {len(pred)} "
+        f"test rows have predictions that are not finite (see "
+        f"{osp.join(run_dir, 'test_predictions.csv')}){largest}. Labels near float32's limit "
+        "(3.4e38) overflow once standardised: rescale them (e.g. their log or other units) and "
+        "fit again; otherwise training diverged: lower the learning rate.")

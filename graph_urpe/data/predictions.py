@@ -1,10 +1,11 @@
 """The prediction table for SMILES inputs: one output row per input row, in input order.
 
 Rows that could not become a graph (invalid SMILES, an atom the featurisation cannot type, a graph
-larger than the limit) or whose prediction is not finite keep their place with empty predictions
-and the reason in ``error``. The input's own columns are kept as they are: an input column named
-like one the table adds (:func:`output_columns`) is refused (:func:`check_output_columns`), never
-overwritten.
+larger than the limit) or whose outputs are broken (:func:`output_errors`: a prediction or
+uncertainty that is not finite, a negative std, an interval whose lower end is above its upper
+end) keep their place with empty predictions and the reason in ``error``. The input's own columns
+are kept as they are: an input column named like one the table adds (:func:`output_columns`) is
+refused (:func:`check_output_columns`), never overwritten.
 """
 
 from __future__ import annotations
@@ -12,7 +13,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-__all__ = ["UNCERTAINTY_KEYS", "check_output_columns", "output_columns", "prediction_table"]
+__all__ = ["NOT_FINITE", "UNCERTAINTY_KEYS", "check_output_columns", "output_columns",
+           "output_errors", "prediction_table"]
+
+NOT_FINITE = ("the model's {what} is not finite (NaN or infinite): the checkpoint's weights or "
+              "statistics are broken; use another checkpoint")
+"""The reason of a row whose model output is not finite (``{what}``: e.g. ``prediction``), the
+same in ``predict``, :class:`~graph_urpe.Predictor`, ``fingerprint`` and ``explain``."""
 
 UNCERTAINTY_KEYS = ("std", "lower", "upper")
 """Suffixes of the uncertainty columns an ensemble's table adds after each ``<target>_pred``."""
@@ -40,6 +47,48 @@ def check_output_columns(columns: list[str], target_names: list[str], source: st
                          "the input so that none of your values is overwritten.")
 
 
+def output_errors(predictions: np.ndarray, target_names: list[str],
+                  uncertainty: dict[str, np.ndarray] | None = None) -> dict[int, str]:
+    """Positions of the predicted rows whose outputs cannot be given, with the reason: a
+    prediction or uncertainty that is not finite (:data:`NOT_FINITE`), a negative ``std``, or
+    ``lower > upper``. A checkpoint with broken weights or calibration buffers (a negative
+    ``uncertainty_scale`` or ``interval_factor``) gives such rows.
+
+    Args:
+        predictions (numpy.ndarray): ``[G, T]`` predictions.
+        target_names (list[str]): ``T`` names (name the column in the reason).
+        uncertainty (dict[str, numpy.ndarray], optional): ``{"std" | "lower" | "upper": [G, T]}``
+            (default: :obj:`None`).
+
+    Returns:
+        dict[int, str]: position in ``predictions`` (``0 .. G-1``) -> the first problem of that
+        row.
+    """
+    columns = {"pred": np.asarray(predictions, dtype=np.float64),
+               **{k: np.asarray(v, dtype=np.float64) for k, v in (uncertainty or {}).items()}}
+    found: dict[int, str] = {}
+
+    def note(bad: np.ndarray, reason) -> None:
+        for g, t in np.argwhere(bad).tolist():
+            found.setdefault(g, reason(g, t))
+
+    for key, values in columns.items():
+        note(~np.isfinite(values), lambda g, t, key=key: NOT_FINITE.format(
+            what="prediction" if key == "pred" else f"{target_names[t]}_{key}"))
+    if "std" in columns:
+        std = columns["std"]
+        note(std < 0, lambda g, t: (
+            f"the model's {target_names[t]}_std is negative ({std[g, t]:.4g}): the checkpoint's "
+            "calibration is broken; use another checkpoint"))
+    if "lower" in columns and "upper" in columns:
+        lower, upper = columns["lower"], columns["upper"]
+        note(lower > upper, lambda g, t: (
+            f"the model's interval is inverted ({target_names[t]}_lower {lower[g, t]:.4g} > "
+            f"{target_names[t]}_upper {upper[g, t]:.4g}): the checkpoint's calibration is "
+            "broken; use another checkpoint"))
+    return found
+
+
 def prediction_table(
     frame: pd.DataFrame,
     rows: np.ndarray,
@@ -57,7 +106,8 @@ def prediction_table(
         frame (pandas.DataFrame): the input table (``N`` rows, in input order).
         rows (numpy.ndarray): ``[G]`` input row numbers of the predicted graphs.
         predictions (numpy.ndarray): ``[G, T]`` predictions aligned with ``rows``.
-        errors (dict[int, str]): input row -> reason, for rows without a graph.
+        errors (dict[int, str]): input row -> reason, for rows without a graph; the rows whose
+            outputs are broken (:func:`output_errors`) are added.
         target_names (list[str]): ``T`` names.
         warnings (dict[int, str], optional): input row -> why the prediction is doubtful.
             (default: :obj:`None`)
@@ -66,7 +116,8 @@ def prediction_table(
             ``lower``, ``upper`` (the 95 % interval). (default: :obj:`None`)
 
     Returns:
-        pandas.DataFrame: ``N`` rows in input order; predictions empty (NaN) where ``error`` is set.
+        pandas.DataFrame: ``N`` rows in input order; predictions and uncertainty empty (NaN)
+        where ``error`` is set.
 
     Raises:
         ValueError: an input column is named like an output column (:func:`check_output_columns`).
@@ -76,17 +127,21 @@ def prediction_table(
                          tuple(uncertainty or ()))
     out = frame.copy()
     out.insert(0, "row", np.arange(len(frame)))
+    rows = np.asarray(rows, dtype=np.int64)
+    broken = output_errors(predictions, target_names, uncertainty)
+    errors = {**errors, **{int(rows[g]): reason for g, reason in broken.items()}}
+    kept = np.ones(len(rows), dtype=bool)
+    kept[list(broken)] = False
     columns = {"pred": predictions, **(uncertainty or {})}
     for key, array in columns.items():
         values = np.full((len(frame), len(target_names)), np.nan)
-        if len(rows):
-            values[rows] = array
+        values[rows[kept]] = np.asarray(array, dtype=np.float64)[kept]
         columns[key] = values
     for t, name in enumerate(target_names):
         for key, values in columns.items():
             out[f"{name}_{key}"] = values[:, t]
     reason = [errors.get(i, "") for i in range(len(frame))]
-    missing = sorted(set(range(len(frame))) - set(np.asarray(rows).tolist()) - set(errors))
+    missing = sorted(set(range(len(frame))) - set(rows.tolist()) - set(errors))
     if missing:
         raise RuntimeError(f"rows {missing[:10]} got neither a prediction nor an error.")
     out["error"] = reason

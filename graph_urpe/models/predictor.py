@@ -29,7 +29,7 @@ import torch
 from torch_geometric.loader import DataLoader
 
 from graph_urpe.data.predict_inputs import featurize_inputs, vocabulary_warnings
-from graph_urpe.data.predictions import prediction_table
+from graph_urpe.data.predictions import NOT_FINITE, prediction_table
 from graph_urpe.models.graph import GraphPropertyModule
 from graph_urpe.transforms import pair_pre_transform
 
@@ -126,7 +126,9 @@ class Predictor:
 
         Returns:
             pandas.DataFrame: ``N`` rows in input order (see the module docstring); rows that
-            could not be predicted have empty values and the reason in ``error``.
+            could not be predicted have empty values and the reason in ``error`` (also an output
+            that is not finite, a negative std or an inverted interval:
+            :func:`~graph_urpe.data.predictions.output_errors`).
 
         Raises:
             TypeError: ``molecules`` is one string, one molecule or a table, not a sequence of
@@ -158,7 +160,8 @@ class Predictor:
 
         Returns:
             pandas.DataFrame: ``N`` rows in input order: ``row``, ``smiles``, ``fp_0`` ...
-            ``fp_<D-1>`` (float32; empty where ``error`` is set) and ``error``.
+            ``fp_<D-1>`` (float32; empty where ``error`` is set: also a fingerprint that is not
+            finite, from broken weights) and ``error``.
 
         Raises:
             ValueError: for a member the model does not have, or see
@@ -182,7 +185,11 @@ class Predictor:
             width = vectors[0].shape[1]
         values = np.full((len(frame), width), np.nan, dtype=np.float32)
         if vectors:
-            values[torch.cat(rows).numpy()] = torch.cat(vectors).numpy()
+            embedded, found = torch.cat(rows).numpy(), torch.cat(vectors).numpy()
+            finite = np.isfinite(found).all(axis=1)
+            values[embedded[finite]] = found[finite]
+            errors = {**errors, **{int(r): NOT_FINITE.format(what="fingerprint")
+                                   for r in embedded[~finite]}}
         table = pd.DataFrame(values, columns=[f"fp_{i}" for i in range(width)])
         table.insert(0, "smiles", frame["smiles"])
         table.insert(0, "row", np.arange(len(frame)))
