@@ -143,6 +143,14 @@ def _rng(ckpt):
     ckpt["callbacks"][key]["numpy"][1] = torch.zeros(3, dtype=torch.int64)
 
 
+def _no_optimizer(ckpt):
+    del ckpt["optimizer_states"]
+
+
+def _no_scheduler(ckpt):
+    del ckpt["lr_schedulers"]
+
+
 def _two_schedulers(ckpt):
     ckpt["lr_schedulers"] = ckpt["lr_schedulers"] * 2
 
@@ -153,6 +161,8 @@ def _two_schedulers(ckpt):
     (_loops, "loops.fit_loop.epoch_progress.current.completed"),
     (_rng, "callbacks[RNGStateCheckpoint].numpy[1]"),
     (_two_schedulers, "lr_schedulers is not a list of 1 states"),
+    (_no_optimizer, "optimizer_states are missing (saved without its training state"),
+    (_no_scheduler, "lr_schedulers are missing"),
 ])
 def test_a_changed_lightning_state_is_refused_with_one_line(tmp_path, trained, capsys, edit,
                                                             named):

@@ -81,8 +81,8 @@ from graph_urpe.files import (
     remove_stale_temporaries,
     remove_unused_run_folder,
 )
-from graph_urpe.received import shape_mismatch
 from graph_urpe.owned import refuse_links
+from graph_urpe.received import shape_mismatch
 from graph_urpe.trust import read_checkpoint
 
 __all__ = ["GraphURPECLI", "run"]

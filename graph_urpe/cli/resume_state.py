@@ -80,11 +80,11 @@ class RunCheckpoint(ModelCheckpoint):
             elif path not in ("", None):
                 dropped.append(name)
         best_k = state_dict.get("best_k_models") or {}
-        kept = {self.own_path: v for k, v in (best_k.items() if isinstance(best_k, dict) else ())
-                if self._own(k) and _scalar(v)}
-        if isinstance(best_k, dict) and len(kept) != len(best_k):
+        items = list(best_k.items()) if isinstance(best_k, dict) else [(None, None)]
+        own = [v for k, v in items if self._own(k) and _scalar(v)]
+        if len(own) != len(items):
             dropped.append("best_k_models")
-        self.best_k_models = kept
+        self.best_k_models = {self.own_path: own[0]} if own else {}
         if dropped:
             warnings.warn(f"the checkpoint's {self.filename} record ({', '.join(dropped)}) names "
                           f"other files than this run's {self.own_path}: not restored (the "
@@ -204,8 +204,9 @@ def training_state_difference(trainer: Trainer, checkpoint: dict, part: str) -> 
     for name, live in (("optimizer_states", trainer.optimizers),
                        ("lr_schedulers", [c.scheduler for c in trainer.lr_scheduler_configs])):
         found = checkpoint.get(name)
-        if found is None:  # refused before, with the fix (trust.require_training_state)
-            continue
+        if found is None:
+            return (f"{name} are missing (saved without its training state, as "
+                    "save_weights_only writes)")
         if not isinstance(found, list) or len(found) != len(live):
             return f"{name} is not a list of {len(live)} states as this version writes"
         for i, (obj, state) in enumerate(zip(live, found)):
