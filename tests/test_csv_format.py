@@ -83,3 +83,21 @@ def test_a_line_with_fewer_or_more_fields_than_the_header_is_refused_by_row_and_
     frame = read_csv_file(str(path), keep_default_na=False, dtype=str, skip_blank_lines=False)
     assert frame["smiles"].tolist() == ["CCO", "CC\nN", "", "CCN", "OCCO"]
     assert frame["logS"].tolist() == ["1.0", "", "", "", "3"]
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".csv.gz"])
+def test_a_byte_that_is_not_utf8_is_named_by_line_column_and_file_offset(tmp_path, suffix):
+    """Issue 43: the decoder said 'position 0' for a byte at byte 16, and 'position 4' for one on
+    line 3,002; the message names the line, the column and the byte of the file (hand-counted)."""
+    import gzip
+
+
+    text = b"smiles,name\nCCO,\xe9t\n"  # 'smiles,name\n' is 12 bytes, 'CCO,' 4 more: byte 16
+    many = b"smiles,y\n" + b"CCO,1\n" * 3000 + b"CCN,\xff\n"  # the bad byte: line 3,002
+    for data, line, column, offset in ((text, 2, 5, 16), (many, 3002, 5, 9 + 6 * 3000 + 4)):
+        path = tmp_path / f"f{line}{suffix}"
+        path.write_bytes(gzip.compress(data) if suffix.endswith(".gz") else data)
+        with pytest.raises(ValueError, match=(rf"is not UTF-8 text \(byte 0x[0-9a-f]{{2}} on line "
+                                              rf"{line:,}, column {column} \(byte {offset:,} of "
+                                              r"the file\)")):
+            read_csv_file(str(path))

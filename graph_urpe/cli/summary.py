@@ -328,7 +328,8 @@ def print_fit_summary(trainer: Trainer, metrics: dict[str, float] | None, run_di
     invalid = loaded.invalid_rows if loaded is not None else []
     if invalid:
         where = loaded.invalid_rows_path
-        lines.append(f"Skipped rows: {len(invalid)}" + (f" (listed in {where})" if where else "")
+        lines.append(f"Skipped rows: {len(invalid)}"
+                     + (f" (listed in {osp.abspath(where)})" if where else "")
                      + "; see splits.csv for each row's fate.")
     # Read the files, not the callbacks: testing best.ckpt restores the callbacks' states of
     # the moment best.ckpt was written.

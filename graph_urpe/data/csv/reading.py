@@ -43,9 +43,35 @@ def _refuse_unreadable(path: str) -> None:
 
 
 def _not_text(path: str, err: UnicodeDecodeError) -> ValueError:
-    return ValueError(f"{path} is not UTF-8 text (byte 0x{err.object[err.start]:02x} at position "
-                      f"{err.start}: a binary file, or UTF-16 / Latin-1 text): save it as a "
-                      "UTF-8 CSV.")
+    """One line naming the first byte of ``path`` that is not UTF-8: its CSV line, the byte's
+    place in that line (1-based) and in the file (0-based, of the decompressed text). The
+    decoder's own position is within the block it was decoding, so the file is read again, line
+    by line, to find it."""
+    where = f"byte 0x{err.object[err.start]:02x}"
+    located = _first_bad_byte(path)
+    if located is not None:
+        line, column, offset, byte = located
+        where = f"byte 0x{byte:02x} on line {line:,}, column {column} (byte {offset:,} of the file)"
+    return ValueError(f"{path} is not UTF-8 text ({where}: a binary file, or UTF-16 / Latin-1 "
+                      "text): save it as a UTF-8 CSV.")
+
+
+def _first_bad_byte(path: str) -> tuple[int, int, int, int] | None:
+    """``(line, column, offset, byte)`` of the first byte of ``path`` that is not UTF-8, or
+    :obj:`None` when it cannot be read again."""
+    opener = _OPENERS.get(osp.splitext(path)[1].lower(), open)
+    offset = 0
+    try:
+        with opener(path, "rb") as handle:
+            for number, raw in enumerate(handle, start=1):
+                try:
+                    raw.decode("utf-8")
+                except UnicodeDecodeError as err:
+                    return number, err.start + 1, offset + err.start, raw[err.start]
+                offset += len(raw)
+    except (OSError, EOFError, lzma.LZMAError):
+        return None
+    return None
 
 
 _DECIMAL_COMMA = re.compile(r"[-+]?\d+,\d+([eE][-+]?\d+)?")
