@@ -128,3 +128,73 @@ def test_refuse_links_and_own_name(tmp_path):
     assert target.read_text() == "keep me\n"
     assert [own_name(n) for n in ("x.bin", "a-1.slices.bin", "../x", "/x", "a/b", "..", ".x",
                                   "", 3, None)] == ["x.bin", "a-1.slices.bin"] + [None] * 8
+
+
+def _leaf_paths(value, path=()):
+    if isinstance(value, dict):
+        for key, child in value.items():
+            yield from _leaf_paths(child, (*path, key))
+    elif isinstance(value, list):
+        for i, child in enumerate(value):
+            yield from _leaf_paths(child, (*path, i))
+    else:
+        yield path
+
+
+def test_fuzzed_store_files_are_used_restarted_or_refused_and_touch_nothing_outside(tmp_path):
+    """Hypothesis changes one value or key of a store's ``progress.json`` or ``store.json``
+    (paths to a victim, names with separators, huge and negative sizes): the writer resumes or
+    starts again, :func:`read_store` reads or raises :class:`CorruptCacheError`, and the victim
+    outside the store keeps its bytes and is the only file there."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from graph_urpe.data.cache import CorruptCacheError
+    from graph_urpe.data.store import MANIFEST, read_store
+
+    target = victim(tmp_path)
+    folder = tmp_path / "store"
+    folder.mkdir()
+    writer = GraphStoreWriter(str(folder))
+    writer.append("y", np.arange(6, dtype=np.float32), [2, 4])
+    writer.append("pairs", np.arange(12, dtype=np.int32).reshape(2, 6), [2, 4], cat_dim=1)
+    writer.commit({"rows": 2})
+    progress = json.loads((folder / PROGRESS).read_text())
+    writer.finish({"config": {}})
+    manifest = json.loads((folder / MANIFEST).read_text())
+    files = {p.name: p.read_bytes() for p in folder.iterdir()}
+    hostile = st.one_of(
+        st.sampled_from([str(target), "../outside/victim.txt", "../outside", "/", "..", "",
+                         "y.bin", "x/../../outside/victim.txt"]),
+        st.integers(-2**62, 2**62), st.none(), st.booleans(), st.text(max_size=6),
+        st.lists(st.integers(-3, 3), max_size=3))
+
+    @settings(max_examples=60, deadline=None, derandomize=True, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(data=st.data())
+    def one(data):
+        for name, content in files.items():  # the store as written
+            (folder / name).write_bytes(content)
+        which, base = data.draw(st.sampled_from([(PROGRESS, progress), (MANIFEST, manifest)]))
+        changed = json.loads(json.dumps(base))
+        path = data.draw(st.sampled_from(sorted(_leaf_paths(changed), key=str)))
+        node = changed
+        for key in path[:-1]:
+            node = node[key]
+        if isinstance(node, dict) and data.draw(st.booleans()):
+            node[data.draw(hostile.filter(lambda k: isinstance(k, str)))] = node.pop(path[-1])
+        else:
+            node[path[-1]] = data.draw(hostile)
+        (folder / which).write_text(json.dumps(changed))
+        if which == PROGRESS:
+            os.remove(folder / MANIFEST)
+            GraphStoreWriter(str(folder), resume=True)
+        else:
+            try:
+                read_store(str(folder))
+            except CorruptCacheError:
+                pass
+        assert target.read_text() == "keep me\n"
+        assert sorted(os.listdir(tmp_path / "outside")) == ["victim.txt"]
+
+    one()
