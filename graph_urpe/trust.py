@@ -215,7 +215,7 @@ def _check_lightning_state(ckpt: dict) -> None:
             major = int(str(version).split(".")[0]) if isinstance(version, str) else 0
         except ValueError:
             major = 0
-        if major < 2:
+        if major != 2:
             raise Refusal(f"pytorch-lightning_version {str(version)[:40]!r} is not a Lightning 2 "
                           "version this graph-urpe writes")
     loops = ckpt.get("loops")

@@ -82,6 +82,26 @@ def test_a_received_checkpoint_cannot_make_fit_delete_a_path(tmp_path, trained, 
     assert (tmp_path / "mine" / "tiny" / "version_0" / "checkpoints" / "last.ckpt").is_file()
 
 
+def test_a_folder_named_like_a_checkpoint_in_a_received_run_folder_is_refused(tmp_path, trained,
+                                                                              capsys):
+    import shutil
+
+    config, run = trained
+    root = tmp_path / "received_runs"
+    shutil.copytree(run.parent, root / "tiny")
+    best = root / "tiny" / "version_0" / "checkpoints" / "best.ckpt"
+    best.unlink()
+    best.mkdir()
+    (best / "keep.txt").write_text("precious\n")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["fit", "--config", config, "--test_after_fit", "false", "--trainer.max_epochs",
+              "4", "--trainer.default_root_dir", str(root), "--ckpt_path", "last"])
+    assert exit_info.value.code == 2
+    assert "best.ckpt is a folder where the run keeps its checkpoint file" in \
+        capsys.readouterr().err
+    assert (best / "keep.txt").read_text() == "precious\n"
+
+
 def test_resuming_a_received_run_folder_with_ckpt_path_last_deletes_nothing_outside(tmp_path,
                                                                                    trained):
     import shutil
@@ -151,6 +171,22 @@ def _no_scheduler(ckpt):
     del ckpt["lr_schedulers"]
 
 
+def _no_loops(ckpt):
+    del ckpt["loops"]
+
+
+def _no_rng(ckpt):
+    del ckpt["callbacks"][next(k for k in ckpt["callbacks"] if k.startswith("RNGState"))]
+
+
+def _negative_counter(ckpt):
+    ckpt["loops"]["fit_loop"]["epoch_progress"]["current"]["completed"] = -10**12
+
+
+def _future_lightning(ckpt):
+    ckpt["pytorch-lightning_version"] = "99.0"
+
+
 def _two_schedulers(ckpt):
     ckpt["lr_schedulers"] = ckpt["lr_schedulers"] * 2
 
@@ -161,6 +197,12 @@ def _two_schedulers(ckpt):
     (_loops, "loops.fit_loop.epoch_progress.current.completed"),
     (_rng, "callbacks[RNGStateCheckpoint].numpy[1]"),
     (_two_schedulers, "lr_schedulers is not a list of 1 states"),
+    (_no_loops, "loops are missing"),
+    (_no_rng, "callbacks[RNGStateCheckpoint] is missing"),
+    (_negative_counter, "epoch_progress.current.completed is -1000000000000"),
+    (_future_lightning, "is not a Lightning 2 version"),
+    (lambda c: c.update(global_step=-3), "global_step is -3"),
+    (lambda c: c.update(epoch="x"), "epoch is x"),
     (_no_optimizer, "optimizer_states are missing (saved without its training state"),
     (_no_scheduler, "lr_schedulers are missing"),
 ])
@@ -173,7 +215,7 @@ def test_a_changed_lightning_state_is_refused_with_one_line(tmp_path, trained, c
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err
-    (line,) = [line for line in err.splitlines() if f"refusing {ckpt}: its " in line]
+    (line,) = [line for line in err.splitlines() if f"refusing {ckpt}: " in line]
     assert named in line
 
 

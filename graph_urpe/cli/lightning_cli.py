@@ -301,6 +301,11 @@ class GraphURPECLI(LightningCLI):
             # one fit per folder (an explicit --version too); then what a killed one left
             # a received run folder: nothing is written through a link planted in it
             refuse_links(run_dir, depth=1, what="run folder")
+            for own in ("best.ckpt", "last.ckpt"):
+                if osp.isdir(osp.join(run_dir, "checkpoints", own)):
+                    raise CLIError(f"{osp.join(run_dir, 'checkpoints', own)} is a folder where "
+                                   "the run keeps its checkpoint file: remove it, or start a new "
+                                   "version")
             _HELD_LOCKS.append((run_dir, lock_run_folder(run_dir)))
             for part in (run_dir, osp.join(run_dir, "checkpoints")):
                 remove_stale_temporaries(part)

@@ -29,6 +29,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.trainer.connectors.checkpoint_connector import _CheckpointConnector
 from lightning.pytorch.trainer.states import TrainerFn
 
+from graph_urpe.cli.run import RNGStateCheckpoint
 from graph_urpe.trust import ReceivedFileError
 
 __all__ = ["RunCheckpoint", "training_state_difference", "use_checked_restore"]
@@ -88,7 +89,7 @@ class RunCheckpoint(ModelCheckpoint):
         if dropped:
             warnings.warn(f"the checkpoint's {self.filename} record ({', '.join(dropped)}) names "
                           f"other files than this run's {self.own_path}: not restored (the "
-                          "checkpoint writer removes only its own file)", stacklevel=2)
+                          "checkpoint writer removes only its own file)", stacklevel=1)
 
     def _should_remove_checkpoint(self, trainer: Trainer, previous: str, current: str) -> bool:
         return (previous != current and self._own(previous) and osp.isfile(previous)
@@ -138,6 +139,8 @@ def _difference(expected: Any, found: Any, where: str) -> str | None:
     allowed = next((v for k, v in kinds.items() if type(expected) is k), (type(expected),))
     if type(found) not in allowed or (bool not in allowed and isinstance(found, bool)):
         return f"{where} is {type(found).__name__}, this version writes {type(expected).__name__}"
+    if type(expected) is int and expected >= 0 and found < 0:  # counters, sizes, indices
+        return f"{where} is {found}, this version writes a count (never negative)"
     return None
 
 
@@ -186,21 +189,27 @@ def training_state_difference(trainer: Trainer, checkpoint: dict, part: str) -> 
         if not isinstance(states, dict):
             return "callbacks is not a mapping of callback states"
         for callback in trainer.callbacks:
-            key = callback.state_key
-            if key not in states or isinstance(callback, RunCheckpoint):
+            key, live = callback.state_key, callback.state_dict()
+            if isinstance(callback, RunCheckpoint) or not (live or key in states):
                 continue
-            problem = _difference(callback.state_dict(), states[key], f"callbacks[{key}]")
+            if key not in states:
+                if isinstance(callback, RNGStateCheckpoint):  # every fit writes it: exact resume
+                    return f"callbacks[{key}] is missing (every fit of this version writes it)"
+                continue  # a callback added at resume (e.g. early stopping) starts afresh
+            problem = _difference(live, states[key], f"callbacks[{key}]")
             if problem:
                 return problem
         return None
+    for key in ("epoch", "global_step"):
+        value = checkpoint.get(key)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            return f"{key} is {str(value)[:20]}, this version writes a count (never negative)"
     loops = checkpoint.get("loops")
-    if loops is not None:
-        if not isinstance(loops, dict):
-            return "loops is not a mapping of loop states"
-        problem = _difference(trainer.fit_loop.state_dict(), loops.get("fit_loop"),
-                              "loops.fit_loop")
-        if problem:
-            return problem
+    if not isinstance(loops, dict):
+        return "loops are missing or not a mapping of loop states (this version writes them)"
+    problem = _difference(trainer.fit_loop.state_dict(), loops.get("fit_loop"), "loops.fit_loop")
+    if problem:
+        return problem
     for name, live in (("optimizer_states", trainer.optimizers),
                        ("lr_schedulers", [c.scheduler for c in trainer.lr_scheduler_configs])):
         found = checkpoint.get(name)

@@ -36,6 +36,7 @@ pages into the page cache that the memory maps then share.
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -49,7 +50,7 @@ from typing import Any
 import numpy as np
 
 from graph_urpe.data.cache import CorruptCacheError
-from graph_urpe.files import atomic_write
+from graph_urpe.files import OutputError, atomic_write
 from graph_urpe.owned import open_no_follow, own_name, refuse_links
 
 STORE_FORMAT = 2
@@ -135,7 +136,7 @@ class GraphStoreWriter:
     def __init__(self, folder: str, resume: bool = False) -> None:
         self.folder = folder
         os.makedirs(folder, exist_ok=True)
-        refuse_links(folder, depth=0, what="processed-data store")
+        _refuse_links_at(folder)
         self.columns: dict[str, dict] = {}
         self.committed: dict = {}
         self.crcs: dict[str, int] = {}
@@ -144,7 +145,11 @@ class GraphStoreWriter:
             return
         for name in os.listdir(folder):
             if name.endswith(".bin") or name in (PROGRESS, MANIFEST):
-                os.remove(osp.join(folder, name))
+                path = osp.join(folder, name)
+                if osp.isdir(path):
+                    raise OutputError(errno.EISDIR, f"{path} is a folder where the processed-data "
+                                      "store keeps a file: remove it, or use a fresh data root")
+                os.remove(path)
         self.columns, self.committed, self.crcs = {}, {}, {}
 
     def _restore(self, state: dict) -> bool:
@@ -297,6 +302,15 @@ class GraphStoreWriter:
             os.remove(progress)
 
 
+def _refuse_links_at(folder: str) -> None:
+    """A store folder, its parent (``processed/``, which graph-urpe makes) and its files are no
+    symbolic links (:class:`~graph_urpe.owned.LinkRefusedError` otherwise)."""
+    parent = osp.dirname(osp.abspath(folder))
+    if osp.islink(parent):
+        refuse_links(parent, depth=0, what="data root")
+    refuse_links(folder, depth=0, what="processed-data store")
+
+
 def _column_spec_ok(name: object, spec: object) -> bool:
     """A column entry of ``progress.json`` / ``store.json`` as :meth:`GraphStoreWriter.append`
     writes it: a plain name, a known kind, a NumPy dtype, non-negative integer sizes."""
@@ -375,6 +389,7 @@ def read_store(folder: str) -> tuple[dict[str, Column], dict]:
             one of another size or CRC-32 than recorded, or slices that do not cover their
             column.
     """
+    _refuse_links_at(folder)
     manifest_path = osp.join(folder, MANIFEST)
     if not osp.exists(manifest_path):
         raise FileNotFoundError(f"no finished store in {folder} ({MANIFEST} is missing)")
