@@ -10,6 +10,7 @@ import os.path as osp
 import numpy as np
 import pandas as pd
 import pytest
+from test_received_run_state import _leaves
 
 from graph_urpe.data.csv.dataset import SmilesCSVDataset
 from graph_urpe.data.store import PROGRESS, STORE_FORMAT, GraphStoreWriter
@@ -130,17 +131,6 @@ def test_refuse_links_and_own_name(tmp_path):
                                   "", 3, None)] == ["x.bin", "a-1.slices.bin"] + [None] * 8
 
 
-def _leaf_paths(value, path=()):
-    if isinstance(value, dict):
-        for key, child in value.items():
-            yield from _leaf_paths(child, (*path, key))
-    elif isinstance(value, list):
-        for i, child in enumerate(value):
-            yield from _leaf_paths(child, (*path, i))
-    else:
-        yield path
-
-
 def test_fuzzed_store_files_are_used_restarted_or_refused_and_touch_nothing_outside(tmp_path):
     """Hypothesis changes one value or key of a store's ``progress.json`` or ``store.json``
     (paths to a victim, names with separators, huge and negative sizes): the writer resumes or
@@ -177,7 +167,7 @@ def test_fuzzed_store_files_are_used_restarted_or_refused_and_touch_nothing_outs
             (folder / name).write_bytes(content)
         which, base = data.draw(st.sampled_from([(PROGRESS, progress), (MANIFEST, manifest)]))
         changed = json.loads(json.dumps(base))
-        path = data.draw(st.sampled_from(sorted(_leaf_paths(changed), key=str)))
+        path = data.draw(st.sampled_from(sorted((p for p, _ in _leaves(changed)), key=str)))
         node = changed
         for key in path[:-1]:
             node = node[key]
