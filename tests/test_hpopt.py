@@ -4,6 +4,7 @@ validation metric."""
 
 from __future__ import annotations
 
+import copy
 import json
 
 import optuna
@@ -98,8 +99,8 @@ def test_objective_is_the_tested_checkpoints_validation_metric(tmp_path):
     assert _objective(str(tmp_path), "rocauc", "max", "last") == (0.7, 3)
     # What fit tests: the template regression tests last.ckpt (test_checkpoint: auto).
     template = ["--config", "csv/template", "--data.init_args.path", "x.csv"]
-    assert _probe(template)[1:] == ("mae", "min", "last")
-    assert _probe([*template, "--data.init_args.task", "classification"])[1:] == (
+    assert _probe(template)[1:4] == ("mae", "min", "last")
+    assert _probe([*template, "--data.init_args.task", "classification"])[1:4] == (
         "rocauc", "max", "best")
     assert _probe([*template, "--test_checkpoint", "best"])[3] == "best"
 
@@ -171,6 +172,30 @@ def test_search_writes_trials_and_a_best_config_that_reproduces_its_trial(
     assert written["trainer"]["callbacks"] is None  # the search's pruning callback is gone
     assert written["model"]["init_args"]["model"]["init_args"]["dropout"] == 0.1  # after --
 
+    # best.yaml's base is the search's configuration as a fit saves it: a trial's config.yaml
+    # is that with its values and the search's own settings (and Trainer.fit's arguments).
+    saved = _probe(["--config", config, "--model.init_args.model.init_args.dropout", "0.1"])[4]
+    for row in trials.itertuples():
+        trial = yaml.safe_load((folder / f"version_{row.trial}" / "config.yaml").read_text())
+        expected = copy.deepcopy(saved)
+        expected["model"]["init_args"]["optimizer"]["init_args"]["lr"] = trial["model"][
+            "init_args"]["optimizer"]["init_args"]["lr"]
+        expected["trainer"]["max_epochs"] = row.epochs
+        expected["trainer"]["callbacks"] = [{
+            "class_path": "graph_urpe.models.pruning.TrialPruning",
+            "init_args": {"study": str(folder / "study.jsonl"), "trial": row.trial}}]
+        expected.update(name="tiny-hpopt", version=row.trial, test_after_fit=False,
+                        ckpt_path=None, weights_only=None)
+        assert trial == expected
+        assert trial["model"]["init_args"]["optimizer"]["init_args"]["lr"] == pytest.approx(
+            row.lr)
+    best_trial = yaml.safe_load((folder / f"version_{best.trial}" / "config.yaml").read_text())
+    for key in ("version", "test_after_fit", "ckpt_path", "weights_only"):
+        del best_trial[key]
+    best_trial.update(name="tiny")
+    best_trial["trainer"]["callbacks"] = None
+    assert written == best_trial
+
     # The best configuration, trained again, reproduces its trial's validation metric (and
     # is tested this time).
     main(["fit", "--config", str(folder / "best.yaml")])
@@ -198,42 +223,3 @@ def test_search_scores_the_last_checkpoint_when_fit_tests_it_within_the_epoch_ca
         curve = val_curve(tmp_path / "runs" / "tiny-hpopt" / f"version_{row.trial}")
         assert row.epochs in (2, 3) and len(curve) == row.epochs
         assert row.value == pytest.approx(curve[-1])  # last.ckpt's, what fit tests
-
-
-def test_a_continued_study_whose_best_trial_names_a_payload_is_refused_in_one_line(
-        tmp_path, capsys, monkeypatch, one_thread):
-    """Issue 39 case 4: the study folder is data; its best trial's config.yaml names a class
-    outside the registry, so hpopt refuses best.yaml in one line and never imports it."""
-    monkeypatch.chdir(tmp_path)
-    mark = tmp_path / "MARKER"
-    (tmp_path / "payload_xyz.py").write_text(
-        f"import pathlib\npathlib.Path({str(mark)!r}).write_text('imported')\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    config = tiny_config(tmp_path)
-    folder = tmp_path / "runs" / "tiny-hpopt"
-    (folder / "version_0").mkdir(parents=True)
-    planted = yaml.safe_load((tmp_path / "tiny.yaml").read_text())
-    planted["model"]["class_path"] = "payload_xyz.Evil"
-    planted["model"]["init_args"]["optimizer"] = {"init_args": {"lr": 1e-3}}  # as fit writes
-    (folder / "version_0" / "config.yaml").write_text(yaml.safe_dump(planted))
-    lr = optuna.distributions.FloatDistribution(1e-3, 1e-2, log=True)
-    storage = optuna.storages.JournalStorage(
-        optuna.storages.journal.JournalFileBackend(str(folder / "study.jsonl")))
-    study = optuna.create_study(storage=storage, study_name="tiny", direction="minimize")
-    study.set_user_attr("metric", "mae")
-    study.set_user_attr("pruner", {"name": "none"})
-    study.add_trial(optuna.trial.create_trial(value=1e-9, params={"lr": 2e-3},
-                                              distributions={"lr": lr}))
-    (tmp_path / "space.yaml").write_text(
-        "lr: {options: [model.init_args.optimizer.init_args.lr], low: 1.0e-3, high: 1.0e-2, "
-        "log: true}\n")
-    with pytest.raises(SystemExit) as info:
-        main(["hpopt", "--config", config, "--trials", "1", "--space", "space.yaml",
-              "--pruner", "none", "--", "--trainer.max_epochs", "1"])
-    err = capsys.readouterr().err.strip().splitlines()
-    assert info.value.code == 2 and "Traceback" not in "\n".join(err)
-    assert err[-2].startswith(f"graph-urpe: error: refusing {folder / 'version_0' / 'config.yaml'}"
-                              ": model names 'payload_xyz.Evil', which is not in graph-urpe's "
-                              "registry"), err
-    assert not mark.exists() and not (folder / "best.yaml").exists()
-    assert (folder / "version_1" / "metrics.csv").exists()  # the new trial ran as usual

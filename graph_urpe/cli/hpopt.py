@@ -25,19 +25,22 @@ in place of the configuration's; ``--trainer.max_epochs N`` after ``--`` caps it
 
 Beside the runs: ``study.jsonl`` (the Optuna study, a journal of JSON lines: running the same
 command again continues it), ``trials.csv`` (every trial: state, objective, epochs, values, run
-folder) and ``best.yaml``: the best trial's resolved configuration (its ``config.yaml`` with the
-values the study recorded for it, without the search's own settings) that ``graph-urpe fit
---config best.yaml`` trains again, tests, and (on the same machine, with the seed it holds)
-reproduces to the trial's validation metric. Sampler: Optuna's TPE, seeded (``--sampler-seed``).
+folder) and ``best.yaml``: this search's own configuration (its ``--config`` files and the
+options after ``--``, resolved as a fit saves its ``config.yaml``) with the values the study
+recorded for the best trial, without the search's own settings, that ``graph-urpe fit --config
+best.yaml`` trains again, tests, and (on the same machine, with the seed it holds) reproduces to
+the trial's validation metric. Sampler: Optuna's TPE, seeded (``--sampler-seed``).
 
 What is trusted: the ``--config`` files, the options after ``--`` and the ``--space`` file are
 the user's, trusted like a script (a space may set any fit option, ``trainer.callbacks``
 included, and jsonargparse builds what the values name). Everything in the study folder is data
 (it may come from someone else, and a search continues it): ``study.jsonl`` is read by
 :func:`~graph_urpe.models.pruning.study_storage` (a corrupt line refused by its number), and
-``best.yaml`` is built by :func:`write_best_config` through the checks of a received
-checkpoint, so a trial configuration or recorded value naming a class outside graph-urpe's
-registry is refused in one line, before anything it names is imported.
+:func:`write_best_config` builds ``best.yaml`` from the search's configuration, never from a
+trial's ``config.yaml`` (not read at all), with the best trial's recorded values each checked
+against its search parameter (one of its choices, or a number in its range): a value the space
+cannot draw is refused in one line naming ``study.jsonl``, the trial and the parameter, and no
+``best.yaml`` is written.
 """
 
 from __future__ import annotations
@@ -113,10 +116,13 @@ def _import_optuna():
     return optuna
 
 
-def _probe(fit_args: list[str]) -> tuple[Any, str, str, str]:
+def _probe(fit_args: list[str]) -> tuple[Any, str, str, str, dict]:
     """The resolved configuration of ``graph-urpe fit FIT_ARGS`` (parsed and instantiated as
-    ``fit`` does, nothing trained or written), its monitored metric and direction, and the
-    checkpoint it tests (``"best"`` / ``"last"``)."""
+    ``fit`` does, nothing trained or written), its monitored metric and direction, the
+    checkpoint it tests (``"best"`` / ``"last"``), and the configuration as plain data, as a fit
+    run saves it into its ``config.yaml`` (without the arguments of ``Trainer.fit``:
+    ``ckpt_path``, ``weights_only``), the base of ``best.yaml``."""
+    import yaml
     from lightning.pytorch import LightningDataModule, LightningModule
 
     from graph_urpe.cli.configs import DEFAULT_CONFIG, resolve_config_args
@@ -143,7 +149,9 @@ def _probe(fit_args: list[str]) -> tuple[Any, str, str, str]:
         raise CLIError(f"{type(cli.model).__name__} names no monitored metric: graph-urpe hpopt "
                        "searches models of graph_urpe.models.GraphPropertyModule.")
     tested = tested_checkpoint(cli.config.get("test_checkpoint"), cli.model.hparams.get("task"))
-    return cli.config, metric, cli.model.metric_mode, tested
+    # What SaveConfigCallback writes into a run's config.yaml (parser.save, skip_none=False).
+    saved = yaml.safe_load(cli.parser.dump(cli.config, skip_none=False))
+    return cli.config, metric, cli.model.metric_mode, tested, saved
 
 
 def _check_space(space: list[SearchParameter], config: Any) -> list[SearchParameter]:
@@ -208,58 +216,96 @@ def _option_value(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
-def write_best_config(run_dir: str, path: str, name: str, header: Sequence[str],
-                      values: dict[str, Any]) -> str:
-    """Write the configuration of the trial in ``run_dir`` as an experiment file for
-    ``graph-urpe fit --config``, built as data: its ``config.yaml`` read as a received run
-    folder's (:func:`graph_urpe.trust.read_run_config`), the values the study recorded for the
-    trial set at their options, the search's own settings taken out (the pruning callback, the
-    trial's version, ``ckpt_path``, ``test_after_fit: false``) and the run name ``name``; then
-    every class it names checked as a received checkpoint's are (:mod:`graph_urpe.received`):
-    the model and data in canonical form (registry classes, values of the declared types), the
-    trainer's arguments plain values of the types ``Trainer`` declares, Lightning's own
-    ``optimizer`` / ``lr_scheduler`` absent or registry classes, the other keys plain values.
-    Nothing the files name is imported.
+def _recorded_value_fault(param: SearchParameter, value: Any) -> str | None:
+    """Why ``value`` is not a value ``param`` can take (:obj:`None` when it is one): one of its
+    choices (same type and value), or a number in its range (an int for an int range, on its
+    ``step`` grid)."""
+    if param.choices is not None:
+        if any(type(value) is type(c) and value == c for c in param.choices):
+            return None
+        return f"not one of its choices {list(param.choices)}"
+    integer = isinstance(param.low, int) and isinstance(param.high, int)
+    kinds = (int,) if integer else (int, float)
+    if type(value) not in kinds or not math.isfinite(value):
+        return f"not {'an int' if integer else 'a number'} in its range [{param.low}, {param.high}]"
+    if not param.low <= value <= param.high:
+        return f"outside its range [{param.low}, {param.high}]"
+    if param.step:
+        steps = (value - param.low) / param.step
+        if abs(steps - round(steps)) > 1e-6:
+            return f"not on its grid {param.low} + k * {param.step}"
+    return None
+
+
+def write_best_config(config: dict[str, Any], path: str, name: str, header: Sequence[str],
+                      space: Sequence[SearchParameter], recorded: dict[str, Any],
+                      study_file: str, trial: int) -> str:
+    """Write this search's configuration with the values the study recorded for a trial as an
+    experiment file for ``graph-urpe fit --config``.
+
+    ``config`` is the search's own fit configuration (the user's ``--config`` files and options,
+    trusted like a script; :func:`_probe` gives it as a fit run saves it). The recorded values
+    come from ``study.jsonl``, which is data: each is checked against its search parameter (the
+    user's space, trusted) before use: one of a choice parameter's choices (type and value), a
+    number within a range parameter's ``[low, high]`` (an int for an int range, on its
+    ``step``'s grid). They are set at their parameter's options; a parameter the trial does not
+    record keeps the configuration's value, a recorded one outside ``space`` is not used. Then
+    the search's own settings are taken out (its pruning callback, ``version``, ``ckpt_path``,
+    ``test_after_fit``) and ``name`` is set. Nothing of the trial's run folder is read (its
+    ``config.yaml`` is data too) and nothing the values name is imported.
 
     Args:
-        run_dir (str): the trial's run folder.
+        config (dict[str, Any]): the search's fit configuration (plain data; not modified).
         path (str): the file to write (atomically).
         name (str): the ``name`` a fit of it runs under.
         header (Sequence[str]): comment lines at the top (line breaks in one become spaces:
             they may show values the study recorded).
-        values (dict[str, Any]): dotted fit option -> the value the study recorded for the trial
-            (e.g. ``{"model.init_args.optimizer.init_args.lr": 0.002}``).
+        space (Sequence[SearchParameter]): the search space.
+        recorded (dict[str, Any]): parameter name -> the value ``study_file`` records for the
+            trial (e.g. ``{"lr": 0.002}``).
+        study_file (str): the study's ``study.jsonl``, for messages.
+        trial (int): the trial's number, for messages.
 
     Returns:
         str: ``path``.
 
     Raises:
-        graph_urpe.trust.UntrustedFileError: the trial's configuration or recorded values name a
-            class outside graph-urpe's registry, a dotted name where a class may stand, or a
-            value of another type than declared (nothing written).
-        graph_urpe.trust.ReceivedFileError: its ``config.yaml`` is not a run's configuration,
-            or lacks an option the study recorded.
+        graph_urpe.trust.UntrustedFileError: a recorded value is not one its search parameter
+            can take (nothing written).
+        CLIError: a parameter's option is not in ``config``.
     """
+    import copy
+
     import yaml
-    from lightning.pytorch import Trainer
 
     from graph_urpe.files import atomic_write
-    from graph_urpe.received import Refusal, check_arguments, check_class
-    from graph_urpe.trust import ReceivedFileError, UntrustedFileError, read_run_config
+    from graph_urpe.trust import UntrustedFileError
 
-    source = osp.join(run_dir, "config.yaml")
-    config = read_run_config(source)
-    for option, value in values.items():
-        *parents, last = option.split(".")
-        node = config
-        for key in parents:
-            node = node.get(key) if isinstance(node, dict) else None
-        if not isinstance(node, dict) or last not in node:
-            raise ReceivedFileError(source, f"it has no {option}, which the study recorded for "
-                                    "this trial: the run folder is not this search's; start a "
-                                    "new search with another --name.")
-        node[last] = value
-    trainer = config.get("trainer") or {}
+    config = copy.deepcopy(config)
+    for param in space:
+        if param.name not in recorded:
+            continue
+        value = recorded[param.name]
+        fault = _recorded_value_fault(param, value)
+        if fault is not None:
+            shown = repr(value)
+            shown = shown if len(shown) <= 80 else shown[:77] + "..."
+            raise UntrustedFileError(study_file, f"trial {trial} records {shown} for search "
+                                     f"parameter {param.name!r}, {fault}; nothing it names was "
+                                     "imported. A study folder is data: a recorded value must be "
+                                     "one the search space can draw (a study of another space: "
+                                     "start a new search with another --name). best.yaml was "
+                                     "not written.")
+        for option in param.options:
+            *parents, last = option.split(".")
+            node = config
+            for key in parents:
+                node = node.get(key) if isinstance(node, dict) else None
+            if not isinstance(node, dict) or last not in node:
+                raise CLIError(f"search parameter {param.name!r}: the fit configuration has no "
+                               f"option --{option}; best.yaml was not written.")
+            node[last] = value
+    trainer = config.get("trainer")
     if isinstance(trainer, dict) and isinstance(trainer.get("callbacks"), list):
         callbacks = [cb for cb in trainer["callbacks"]
                      if not (isinstance(cb, dict) and cb.get("class_path") == PRUNING_CALLBACK)]
@@ -267,27 +313,6 @@ def write_best_config(run_dir: str, path: str, name: str, header: Sequence[str],
     for key in ("version", "ckpt_path", "test_after_fit"):
         config.pop(key, None)
     config["name"] = name
-    try:
-        for key, value in config.items():
-            if key == "model":
-                config[key] = check_class(value, "module", key)
-            elif key == "data" and value is not None:
-                config[key] = check_class(value, "data", key)
-            elif key == "trainer":
-                config[key] = check_arguments(Trainer, trainer, key)
-            elif key in ("optimizer", "lr_scheduler") and value is not None:
-                config[key] = check_class(value, "optimizer" if key == "optimizer"
-                                          else "scheduler", key)
-            elif value is not None and not isinstance(value, (bool, int, float, str)):
-                raise Refusal(f"{key} holds {str(value)[:80]}; only a plain value may stand here")
-    except Refusal as err:
-        recorded = next((o for o in values if str(err).startswith(o)), None)
-        if recorded is not None:  # the study's value, set at that option
-            err = f"{err} (the value study.jsonl records for this trial)"
-        raise UntrustedFileError(source, f"{err}; nothing in it was run. A "
-                                 "study folder is data: its configurations may name only "
-                                 "classes of graph-urpe's registry (graph_urpe.registry) with "
-                                 "plain values. best.yaml was not written.") from None
     text = "".join(f"# {' '.join(line.splitlines())}\n" for line in header) \
         + yaml.safe_dump(config, sort_keys=False)
     with atomic_write(path) as handle:
@@ -369,7 +394,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     fit_args = [a for c in args.config for a in ("--config", c)] + extra
     if args.name:
         fit_args += ["--name", args.name]
-    config, metric, mode, checkpoint = _probe(fit_args)
+    config, metric, mode, checkpoint, saved = _probe(fit_args)
     from graph_urpe.models.pruning import PRUNED_AT
 
     space = _check_space(space, config)
@@ -437,10 +462,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"graph-urpe hpopt: trial {trial.number} {objective} {value:.4g} "
                   f"({validations} validations; {run_dir})", flush=True)
         _write_trials(study, space, folder)
-    return _report(optuna, study, space, folder, name, metric)
+    return _report(optuna, study, space, folder, name, metric, saved)
 
 
-def _report(optuna, study, space, folder: str, name: str, metric: str) -> int:
+def _report(optuna, study, space, folder: str, name: str, metric: str,
+            saved: dict[str, Any]) -> int:
     complete = [t for t in study.get_trials(deepcopy=False)
                 if t.state == optuna.trial.TrialState.COMPLETE]
     if not complete:
@@ -449,16 +475,16 @@ def _report(optuna, study, space, folder: str, name: str, metric: str) -> int:
         return 2
     best = study.best_trial
     run_dir = osp.join(folder, f"version_{best.number}")
-    chosen = ", ".join(f"{k}={v}" for k, v in best.params.items())
     states = [t.state.name.lower() for t in study.get_trials(deepcopy=False)]
-    values = {option: best.params[p.name] for p in space if p.name in best.params
-              for option in p.options}
-    path = write_best_config(run_dir, osp.join(folder, "best.yaml"), name, [
+    # The study's values (data) go into best.yaml checked against the space: the header shows
+    # only those of this search's parameters.
+    chosen = ", ".join(f"{p.name}={best.params[p.name]}" for p in space if p.name in best.params)
+    path = write_best_config(saved, osp.join(folder, "best.yaml"), name, [
         (f"Best of {len(states)} trials of graph-urpe hpopt: trial {best.number}, "
          f"val/{metric} {best.value:.6g} ({run_dir})."),
         f"Values: {chosen}.",
         f"Train and test it: graph-urpe fit --config {osp.join(folder, 'best.yaml')}",
-    ], values)
+    ], space, best.params, osp.join(folder, "study.jsonl"), best.number)
     print("=" * 72)
     print(f"Trials: {len(states)} ({states.count('complete')} finished, "
           f"{states.count('pruned')} pruned, {states.count('fail')} failed): "
