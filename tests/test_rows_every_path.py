@@ -70,7 +70,8 @@ def test_fit_reports_a_quoted_line_break_by_row_and_trains_without_it(tmp_path):
                          featurization="zinc", strict=True, min_train_labels=1)
     assert [e.row for e in refused.value.errors] == [1, 4]
     assert all("whitespace inside the SMILES" in e.reason for e in refused.value.errors)
-    assert "row 1 (CSV line 3) 'CC\\nO': whitespace inside the SMILES ('\\n' at character 2)" \
+    assert "row 1 (CSV line 3) 'CC\\nO': invalid SMILES: whitespace inside the SMILES ('\\n' at " \
+        "character 2)" \
         in str(refused.value)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -85,10 +86,10 @@ def test_predict_predictor_fingerprint_and_explain_refuse_whitespace_by_row(
     from graph_urpe import Predictor
 
     inputs = [*SPACED, "CCO"]
-    expected = ["whitespace inside the SMILES"] * len(SPACED) + [""]
+    expected = ["invalid SMILES: whitespace inside the SMILES"] * len(SPACED) + [""]
 
     def errors(table):
-        return [e[:28] for e in table["error"].tolist()]
+        return [e[:44] for e in table["error"].tolist()]
 
     # predict, --smiles and CSV (the line break quoted in its cell)
     main(["predict", "--ckpt_path", checkpoint, "--smiles", *inputs,

@@ -101,8 +101,8 @@ def smiles_text(smiles: object) -> str:
 
     Raises:
         MoleculeError: for an empty or non-string value (``"empty SMILES cell"``) or whitespace
-            inside the text (naming the character and its 0-based position in the stripped
-            text, and the fix).
+            inside the text (``"invalid SMILES: whitespace inside ..."``, naming the character
+            and its 0-based position in the stripped text, and the fix).
     """
     if not isinstance(smiles, str) or not smiles.strip():
         raise MoleculeError("empty SMILES cell")
@@ -110,7 +110,8 @@ def smiles_text(smiles: object) -> str:
     inside = next((i for i, c in enumerate(text) if c.isspace()), None)
     if inside is not None:
         raise MoleculeError(
-            f"whitespace inside the SMILES ({text[inside]!r} at character {inside}): RDKit would "
+            f"invalid SMILES: whitespace inside the SMILES ({text[inside]!r} at character "
+            f"{inside}): RDKit would "
             "take the text after it as a name, not atoms; remove it (one molecule per cell, "
             "fragments joined with '.')")
     return text

@@ -183,8 +183,19 @@ def task_runner(num_workers: int) -> Iterator[Callable[[Callable[[Any], Any], It
         if num_workers == 0:
             yield map
             return
-        with multiprocessing.get_context().Pool(num_workers) as pool:
+        pool = multiprocessing.get_context().Pool(num_workers)
+        try:
             yield lambda fn, tasks: pool.imap(fn, tasks)
+        except BaseException:
+            pool.terminate()
+            raise
+        else:
+            # Workers leave on the closed queue's sentinels; terminate() (Pool's __exit__) holds
+            # the task queue's lock while it sends SIGTERM, so a worker that outlives SIGTERM
+            # (a Python handler inherited at fork) waited on that lock for ever.
+            pool.close()
+        finally:
+            pool.join()
 
 
 def rows_to_columns(items: Sequence[tuple[int, Any, np.ndarray | None]], featurization: str,
