@@ -15,7 +15,7 @@ from torch_geometric.data import Batch
 from graph_urpe.data.featurize import smiles_to_graph
 from graph_urpe.models.calibration import fit_platt, platt_targets
 from graph_urpe.transforms import AddShortestPathDistance
-from tests.test_tasks_graph import SMILES, datamodule, module, trainer
+from tests.test_models_graph import SMILES, datamodule, module, trainer
 
 
 def synthetic(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -96,7 +96,7 @@ def test_module_calibrates_on_validation_and_uses_it_for_test_and_predict(tmp_pa
     # The validation log loss of the fitted buffers is not above the raw logits'.
     vbatch = Batch.from_data_list([AddShortestPathDistance()(smiles_to_graph(SMILES[i], "zinc"))
                                    for i in (10, 11, 12)])  # the validation rows
-    labels = torch.tensor([[1.0], [0.0], [1.0]])  # len(smiles) > 5 (tests.test_tasks_graph)
+    labels = torch.tensor([[1.0], [0.0], [1.0]])  # len(smiles) > 5 (tests.test_models_graph)
     with torch.no_grad():
         logits = model(vbatch).float()
     bce = torch.nn.functional.binary_cross_entropy_with_logits

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from lightning.pytorch.callbacks import Callback
-from test_tasks_graph import _fit_with_checkpoints, tiny_net, trainer
+from test_models_graph import _fit_with_checkpoints, tiny_net, trainer
 
 from graph_urpe.cli.predict import PredictInputs, predict_smiles
 from graph_urpe.cli.prediction_parts import PredictionParts

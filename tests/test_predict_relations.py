@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from test_tasks_graph import _fit_with_checkpoints, tiny_net, trainer
+from test_models_graph import _fit_with_checkpoints, tiny_net, trainer
 from torch import nn
 from torch_geometric.loader import DataLoader
 

@@ -25,7 +25,7 @@ from graph_urpe.models.graph import GraphPropertyModule, NonFiniteLossError
 from graph_urpe.models.pruning import open_study, study_storage
 from graph_urpe.trust import ReceivedFileError, read_checkpoint
 from tests.test_hpopt import tiny_config
-from tests.test_tasks_graph import SMILES, datamodule, tiny_net, trainer
+from tests.test_models_graph import SMILES, datamodule, tiny_net, trainer
 from tests.test_trust import checkpoint, hparams
 
 
