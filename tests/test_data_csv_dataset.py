@@ -283,3 +283,20 @@ def test_blank_lines_and_empty_smiles_keep_row_numbers_equal_to_csv_lines(tmp_pa
     skipped = table[table["split"] == "skipped"].set_index("row")["reason"]
     assert skipped[3] == "empty SMILES cell" and skipped[6] == "empty SMILES cell"
     assert table.loc[table["row"] == 7, "smiles"].item() == "CCCCCCCCCCCC"
+
+
+@pytest.mark.parametrize("bad", [0, -3, 1.5, True, "12", "many"])
+def test_one_node_limit_check_for_every_reader(tmp_path, csv, bad):
+    """Issue 40: the CSV dataset, the data modules and the featuriser share one check."""
+    from graph_urpe.data.modules.molecule import CSVDataModule
+    from graph_urpe.data.processing import check_max_graph_nodes, molecules_to_graphs
+
+    assert check_max_graph_nodes(None) is None and check_max_graph_nodes(7.0) == 7
+    message = rf"max_graph_nodes must be a positive integer or None, got {bad!r}"
+    for build in (lambda: check_max_graph_nodes(bad),
+                  lambda: molecules_to_graphs(["CCO"], max_graph_nodes=bad, num_workers=0),
+                  lambda: SmilesCSVDataset(str(tmp_path), csv, "smiles", ["a"],
+                                           max_graph_nodes=bad),
+                  lambda: CSVDataModule(path=csv, target_columns=["a"], max_graph_nodes=bad)):
+        with pytest.raises(ValueError, match=re.escape(message)):
+            build()

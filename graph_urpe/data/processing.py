@@ -294,6 +294,24 @@ def _row_to_graph(item: tuple[int, Any, np.ndarray | None], featurization: str,
     return data
 
 
+def check_max_graph_nodes(max_graph_nodes: int | None) -> int | None:
+    r"""The node limit as an ``int`` (or :obj:`None`: no limit), the one check of every reader.
+
+    Raises:
+        ValueError: a value that is not a positive integer.
+    """
+    if max_graph_nodes is None:
+        return None
+    try:
+        whole = not isinstance(max_graph_nodes, bool) and int(max_graph_nodes) == max_graph_nodes
+    except (TypeError, ValueError):
+        whole = False
+    if not whole or max_graph_nodes < 1:
+        raise ValueError(f"max_graph_nodes must be a positive integer or None, got "
+                         f"{max_graph_nodes!r}")
+    return int(max_graph_nodes)
+
+
 def molecules_to_graphs(
     smiles: Sequence[str],
     labels: np.ndarray | None = None,
@@ -357,8 +375,7 @@ def molecules_to_graphs(
             labels = labels[:, None]
         if labels.ndim != 2 or labels.shape[0] != n:
             raise ValueError(f"labels must have shape [{n}, T], got {list(labels.shape)}")
-    if max_graph_nodes is not None and max_graph_nodes < 1:
-        raise ValueError(f"max_graph_nodes must be a positive integer or None, got {max_graph_nodes}")
+    max_graph_nodes = check_max_graph_nodes(max_graph_nodes)
     rows = list(range(n)) if rows is None else [int(r) for r in rows]
     items = [(rows[i], smiles[i], None if labels is None else labels[i]) for i in range(n)]
     fn = functools.partial(_row_to_graph, featurization=featurization, max_graph_nodes=max_graph_nodes,

@@ -36,6 +36,7 @@ from graph_urpe.data.csv.splits import column_split, random_split, scaffold_spli
 from graph_urpe.data.featurize import Featurization
 from graph_urpe.data.processing import (
     PROGRESS_MIN_ITEMS,
+    check_max_graph_nodes,
     resolve_num_workers,
     rows_to_columns,
     task_runner,
@@ -192,8 +193,7 @@ class SmilesCSVDataset(SafeCacheMixin, InMemoryDataset):
             raise FileNotFoundError(f"CSV file not found: {csv_path}")
         check_choice("task", task, CSVTask)
         check_choice("featurization", featurization, Featurization)
-        if max_graph_nodes is not None and int(max_graph_nodes) < 1:
-            raise ValueError(f"max_graph_nodes must be a positive integer or None, got {max_graph_nodes}")
+        max_graph_nodes = check_max_graph_nodes(max_graph_nodes)
         self.csv_path = osp.abspath(csv_path)
         self.smiles_column = smiles_column
         self.target_columns = [target_columns] if isinstance(target_columns, str) \
@@ -207,7 +207,7 @@ class SmilesCSVDataset(SafeCacheMixin, InMemoryDataset):
         self.split_fractions = tuple(float(f) for f in split_fractions)
         self.seed = int(seed)
         self.featurization = featurization
-        self.max_graph_nodes = None if max_graph_nodes is None else int(max_graph_nodes)
+        self.max_graph_nodes = max_graph_nodes
         self.strict = bool(strict)
         self.num_workers = num_workers
         if int(min_train_labels) < 1:

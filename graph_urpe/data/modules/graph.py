@@ -34,6 +34,7 @@ from graph_urpe.data.indexed import IndexedDataset
 from graph_urpe.data.predict_inputs import (
     training_vocabulary,
 )
+from graph_urpe.data.processing import check_max_graph_nodes
 from graph_urpe.data.registry import DatasetFamily, DatasetSplits, LoadOptions
 from graph_urpe.data.sampler import (
     DEFAULT_MAX_CELLS,
@@ -286,12 +287,8 @@ class GraphDataModule(BatchedGraphDataModule):
         super().__init__(batch_size, max_nodes_per_batch, max_cells_per_batch, num_workers, seed,
                          bucketing)
         self.pre_transform = pair_pre_transform(resistance)
-        if max_graph_nodes is not None and max_graph_nodes < 1:
-            raise ValueError(
-                f"max_graph_nodes must be a positive integer or None, got {max_graph_nodes}."
-            )
         self.root = root
-        self.max_graph_nodes = max_graph_nodes
+        self.max_graph_nodes = check_max_graph_nodes(max_graph_nodes)
         self.strict = strict
         self.download = download
         self.processing_workers = processing_workers
