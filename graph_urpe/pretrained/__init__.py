@@ -15,10 +15,11 @@ included, and 256 Morgan count bits) of 40,000 MOSES molecules, 1,800 updates (i
 Fine-tune from it with ``--model.init_args.pretrained moses-rdkit`` (plus the attention kind its
 metadata names, if not URPE).
 
-``moses-gd-rpe`` (file ``moses_gd_rpe_4x64.pt``): the same size reading Graphormer-GD's relations
-(``relations: [spd, resistance]``) with RPE attention, pretrained on 429 labels of 500,000 MOSES
+``moses-gd-urpe`` and ``moses-gd-rpe`` (files ``moses_gd_urpe_4x64.pt``, ``moses_gd_rpe_4x64.pt``):
+the same size reading Graphormer-GD's relations (``relations: [spd, resistance]``), URPE and its
+RPE twin, pretrained on 429 labels of 500,000 MOSES
 molecules, 8,000 updates of 128 (issue 44; data: ``datasets/README.md`` section 6b, run:
-``benchmarks/README.md`` section 13d). Its URPE twin is resumed from ``benchmarks/state/``.
+``benchmarks/README.md`` section 13d).
 Fine-tuning either (with ``relations`` and the data's ``resistance: true``) is issue 44's part B.
 """
 
@@ -30,7 +31,8 @@ __all__ = ["DEFAULT", "SHIPPED", "available", "resolve"]
 
 SHIPPED: dict[str, str] = {"moses-descriptors": "moses_descriptors_4x64.pt",
                            "moses-rdkit": "moses_rdkit_4x64.pt",
-                           "moses-gd-rpe": "moses_gd_rpe_4x64.pt"}
+                           "moses-gd-rpe": "moses_gd_rpe_4x64.pt",
+                           "moses-gd-urpe": "moses_gd_urpe_4x64.pt"}
 """Shipped encoder names and their files in this folder."""
 
 DEFAULT = "moses-descriptors"
