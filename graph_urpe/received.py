@@ -23,7 +23,6 @@ import collections.abc as cabc
 import functools
 import inspect
 import math
-import sys
 import types
 import typing
 from typing import Any, Literal, Self, Union
@@ -35,9 +34,8 @@ from torch.utils._device import _device_constructors
 
 from graph_urpe.registry import CLASSES, COUNTS, RegisteredClass, lookup
 
-__all__ = ["MAX_NODES", "Refusal", "SizeRefusal", "build", "check_arguments", "check_class",
-           "check_module_hparams", "check_sizes", "count_nodes", "module_kwargs",
-           "shape_mismatch"]
+__all__ = ["MAX_NODES", "Refusal", "SizeRefusal", "build", "check_class", "check_module_hparams",
+           "check_sizes", "count_nodes", "module_kwargs", "shape_mismatch"]
 
 MAX_NODES = 100_000
 """Most containers and values walked in a received configuration (shared references counted at
@@ -308,66 +306,6 @@ def _plain_any(value: Any, where: str) -> Any:
             raise Refusal(f"{where} names a class where no class may stand")
         return {k: _plain_any(v, f"{where}.{k}") for k, v in value.items()}
     raise Refusal(f"{where} holds {_show(value)}; only plain values may stand here")
-
-
-def check_arguments(cls: type, args: Any, where: str) -> dict[str, Any]:
-    r"""Check the keyword arguments of a class outside the registry that a received
-    configuration holds (Lightning's ``Trainer`` in a run's ``config.yaml``) as
-    :func:`check_class` checks a registry class's: every key a parameter of ``cls.__init__``,
-    every value of the type it declares. Where the type admits a library class (a logger,
-    callback, profiler, plugin, strategy), only its plain alternatives may stand (``null``,
-    ``true``, a name such as ``simple``), never a class entry nor a dotted name (which
-    jsonargparse would import to resolve).
-
-    Args:
-        cls (type): the class (not built here).
-        args: its keyword arguments as received (a mapping).
-        where (str): their key path, named in errors.
-
-    Returns:
-        dict: the checked plain values.
-
-    Raises:
-        Refusal: not a mapping, an unknown argument, a value of another type, a class entry or
-            a dotted name where a class may stand.
-    """
-    if not isinstance(args, dict):
-        raise Refusal(f"{where} must be a mapping of {cls.__name__}'s arguments, not "
-                      f"{_show(args)}")
-    params: dict[str, Any] = {}
-    _collect(cls, params, False, None, defaults_only=False)
-    out = {}
-    for name, value in args.items():
-        at = f"{where}.{name}"
-        if name not in params:
-            raise Refusal(f"{at}: {cls.__name__} has no argument {_show(name)}")
-        out[name] = _check_value(value, params[name], at)
-        dotted = next((v for v in _strings(out[name]) if "." in v), None)
-        if dotted is not None and _admits_library_class(params[name]):
-            raise Refusal(f"{at} holds {_show(dotted)}, a dotted name where {cls.__name__} "
-                          "takes a class: a received file may not name classes here")
-    return out
-
-
-def _strings(value: Any) -> list[str]:
-    """The strings in a checked plain value (nested lists and mappings included)."""
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [s for v in value for s in _strings(v)]
-    if isinstance(value, dict):
-        return [s for v in value.values() for s in _strings(v)]
-    return []
-
-
-def _admits_library_class(hint: Any) -> bool:
-    """Whether an annotation admits a class of a library (not one of Python's own value types
-    such as :class:`pathlib.Path` or :class:`datetime.timedelta`), which jsonargparse resolves
-    from a dotted name by importing it."""
-    if isinstance(hint, type) and typing.get_origin(hint) is None:
-        root = hint.__module__.split(".")[0]
-        return root != "builtins" and root not in sys.stdlib_module_names
-    return any(_admits_library_class(a) for a in typing.get_args(hint))
 
 
 # ------------------------------------------------------------------------------- building
