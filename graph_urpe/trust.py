@@ -36,6 +36,7 @@ from typing import Any
 
 import torch
 
+from graph_urpe.pretrained import ENCODER_FORMAT
 from graph_urpe.received import (
     MAX_NODES,
     Refusal,
@@ -58,7 +59,6 @@ __all__ = [
     "read_run_data",
 ]
 
-_ENCODER_FORMAT = "graph-urpe-encoder/1"
 _EXTRA_BYTES = 16 * 2**20
 
 
@@ -177,7 +177,7 @@ def read_checkpoint(path: Any, map_location: Any = "cpu") -> CheckedCheckpoint:
     checked = CheckedCheckpoint(ckpt)
     try:
         count_nodes(ckpt, 10 * MAX_NODES, "the checkpoint")
-        if ckpt.get("format") == _ENCODER_FORMAT:
+        if ckpt.get("format") == ENCODER_FORMAT:
             check_module_hparams(ckpt.get("encoder_args"), "encoder_args")
             check_module_hparams(ckpt.get("metadata"), "metadata")
             return checked

@@ -5,7 +5,7 @@ import os
 import pytest
 import torch
 
-from graph_urpe.models.finetune import ENCODER_FORMAT
+from graph_urpe.pretrained import ENCODER_FORMAT
 from graph_urpe.pretrained import SHIPPED, available, resolve
 
 

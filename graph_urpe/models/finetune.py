@@ -25,10 +25,10 @@ from lightning.pytorch.callbacks import Callback
 from torch import Tensor, nn
 
 from graph_urpe.models.optim import parameter_groups
+from graph_urpe.pretrained import ENCODER_FORMAT, available, resolve
 from graph_urpe.trust import read_checkpoint
 
 __all__ = [
-    "ENCODER_FORMAT",
     "EncoderFreezing",
     "EncoderMismatchError",
     "PretrainedEncoder",
@@ -39,9 +39,6 @@ __all__ = [
     "read_pretrained_encoder",
     "set_encoder_frozen",
 ]
-
-ENCODER_FORMAT = "graph-urpe-encoder/1"
-"""Value of the ``format`` key of an encoder file (:func:`read_pretrained_encoder`)."""
 
 _PREFIX = "model.encoder."
 _FACTS = ("featurization", "atom_categories", "bond_categories", "embed_dim", "num_layers",
@@ -98,7 +95,6 @@ def read_pretrained_encoder(source: str) -> PretrainedEncoder:
             or (:class:`graph_urpe.trust.UntrustedFileError`) holds pickled objects or names a
             class outside the allow-list (:func:`graph_urpe.trust.read_checkpoint`).
     """
-    from graph_urpe.pretrained import available, resolve
 
     path = resolve(source)
     if path is None:

@@ -27,13 +27,17 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["DEFAULT", "SHIPPED", "available", "resolve"]
+__all__ = ["DEFAULT", "ENCODER_FORMAT", "SHIPPED", "available", "resolve"]
 
 SHIPPED: dict[str, str] = {"moses-descriptors": "moses_descriptors_4x64.pt",
                            "moses-rdkit": "moses_rdkit_4x64.pt",
                            "moses-gd-rpe": "moses_gd_rpe_4x64.pt",
                            "moses-gd-urpe": "moses_gd_urpe_4x64.pt"}
 """Shipped encoder names and their files in this folder."""
+
+ENCODER_FORMAT = "graph-urpe-encoder/1"
+"""Value of the ``format`` key of an encoder file (written by :mod:`graph_urpe.pretrained.export`,
+read by :func:`graph_urpe.models.finetune.read_pretrained_encoder`)."""
 
 DEFAULT = "moses-descriptors"
 """The encoder the CSV template fine-tunes from."""

@@ -18,8 +18,7 @@ import os
 
 import torch
 
-from graph_urpe.models.finetune import ENCODER_FORMAT
-from graph_urpe.pretrained import SHIPPED
+from graph_urpe.pretrained import ENCODER_FORMAT, SHIPPED
 
 _HEAD_ARGS = ("num_tasks", "level", "readout")
 DEFAULT_OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), SHIPPED["moses-descriptors"])
