@@ -65,3 +65,21 @@ def test_nn_does_not_reach_upper_floors():
     graph = _import_graph()
     reached = nx.descendants(graph, "nn")
     assert not reached & {"data", "models", "cli"}, sorted(reached)
+
+
+def test_importing_the_layers_loads_only_torch_and_pyg():
+    # what a PyG user imports must not pull the training stack (Lightning, RDKit, scikit-learn,
+    # jsonargparse, OGB) nor graph_urpe's data / models / cli floors
+    import subprocess
+    import sys
+
+    code = ("import sys, graph_urpe.nn, graph_urpe.transforms; "
+            "print(' '.join(sorted(sys.modules)))")
+    loaded = set(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                check=True).stdout.split())
+    tops = {name.split(".")[0] for name in loaded}
+    assert not tops & {"lightning", "pytorch_lightning", "rdkit", "sklearn", "jsonargparse",
+                       "ogb", "optuna", "captum"}, sorted(tops)
+    assert {"torch", "torch_geometric", "graph_urpe"} <= tops
+    floors = {name.split(".")[1] for name in loaded if name.startswith("graph_urpe.")}
+    assert not floors & {"data", "models", "cli"}, sorted(floors)
