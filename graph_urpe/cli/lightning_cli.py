@@ -238,7 +238,7 @@ class GraphURPECLI(LightningCLI):
         self.classical = None
         state = ckpt.get("callbacks", {}).get("ClassicalBaseline") if isinstance(
             ckpt.get("callbacks"), dict) else None
-        if state:  # received data: checked before use
+        if state is not None and not (isinstance(state, dict) and not state):  # checked data
             try:
                 self.classical = ClassicalModel.from_state(state)
             except ValueError as err:

@@ -292,7 +292,8 @@ def state_problem(state: Any, num_tasks: int | None = None) -> str | None:
     keys = {"format", "task", "train_fingerprints", "train_rows", "similarity_threshold", "tasks"}
     if not isinstance(state, dict) or set(state) != keys:
         return f"state is not a mapping of {sorted(keys)}"
-    if state["format"] != STATE_FORMAT or state["task"] not in ("regression", "classification"):
+    if not isinstance(state["format"], str) or not isinstance(state["task"], str) or state[
+            "format"] != STATE_FORMAT or state["task"] not in ("regression", "classification"):
         return (f"format / task {str(state['format'])[:40]!r} / {str(state['task'])[:20]!r} is "
                 f"not {STATE_FORMAT!r} with regression or classification")
     fps, rows = state["train_fingerprints"], state["train_rows"]

@@ -16,9 +16,10 @@ is restored (:meth:`ClassicalBaseline.state_difference`).
 each molecule to its nearest training molecule. The threshold is chosen on the validation rows
 from the classical model's error there (regression: absolute error over the training std;
 classification: :math:`|y - p|`; averaged over a row's labels): among the 10th, 20th, ..., 50th
-percentiles of their similarities, the largest one below which the mean error is at least
-:data:`ERROR_RATIO` times the mean error above it; when none is, the smallest validation
-similarity (the edge of what was validated). ``predict`` warns (one line) for the molecules
+percentiles of their similarities, the one with the largest ratio of the mean error below it to
+the mean error above it, if that ratio is at least :data:`ERROR_RATIO`; otherwise the smallest
+validation similarity (the edge of what was validated). At least 10 labelled validation rows
+are needed (else no threshold, no warning). ``predict`` warns (one line) for the molecules
 below it (:func:`classical_columns`).
 """
 
@@ -93,12 +94,12 @@ def similarity_threshold(similarity: np.ndarray, error: np.ndarray) -> float:
     s, e = similarity[keep], error[keep]
     if len(s) < 10:
         return float("nan")
-    chosen = float(s.min())
+    chosen, best = float(s.min()), ERROR_RATIO
     for q in (10, 20, 30, 40, 50):
         t = float(np.percentile(s, q))
         below, above = e[s < t], e[s >= t]
-        if len(below) and len(above) and below.mean() >= ERROR_RATIO * above.mean():
-            chosen = t
+        if len(below) and len(above) and below.mean() >= best * above.mean():
+            chosen, best = t, below.mean() / max(above.mean(), 1e-300)
     return chosen
 
 
