@@ -39,7 +39,8 @@ from graph_urpe.models.classical import ClassicalModel, state_problem
 from graph_urpe.models.metrics import epoch_metrics
 
 __all__ = ["ERROR_RATIO", "MAX_TRAIN_MOLECULES", "METHOD_NAMES", "ClassicalBaseline",
-           "classical_columns", "count_outside_domain", "similarity_threshold", "split_molecules"]
+           "classical_columns", "count_outside_domain", "row_errors", "similarity_threshold",
+           "split_molecules"]
 
 MAX_TRAIN_MOLECULES = 20_000
 """Above this many training molecules the classical model is skipped (one line says so)."""
@@ -70,8 +71,19 @@ def split_molecules(split: Any, num_tasks: int) -> tuple[list[str], np.ndarray, 
     return [str(data.smiles[int(i)]) for i in idx], labels, rows
 
 
-def _errors(pred: np.ndarray, target: np.ndarray, model: ClassicalModel) -> np.ndarray:
-    """``[N]`` mean error of each row over its labelled, modelled columns (NaN if none)."""
+def row_errors(pred: np.ndarray, target: np.ndarray, model: ClassicalModel) -> np.ndarray:
+    """The error of each row that :func:`similarity_threshold` reads.
+
+    Args:
+        pred (numpy.ndarray): ``[N, T]`` the model's predictions.
+        target (numpy.ndarray): ``[N, T]`` labels, NaN = missing.
+        model (ClassicalModel): the model (its task; regression: the training stds).
+
+    Returns:
+        numpy.ndarray: ``[N]`` mean over the row's labelled, modelled columns of the absolute
+        error over the training std (regression) or :math:`|y - p|` (classification); NaN if
+        none.
+    """
     error = np.abs(pred - target)
     if model.task == "regression":
         error = error / np.array([e["std"] for e in model.tasks])
@@ -155,7 +167,7 @@ class ClassicalBaseline(Callback):
         smiles, target, _ = split_molecules(splits["valid"], tasks)
         pred, similarity, _ = model.predict_with_neighbours(ecfp4(smiles))
         model.similarity_threshold = similarity_threshold(similarity,
-                                                          _errors(pred, target, model))
+                                                          row_errors(pred, target, model))
         self._val_scores = _scores(model, pred, target) if len(smiles) else None
         self.model, self.cpu_seconds = model, time.process_time() - start
         chosen = ", ".join(f"{e['C']:g}" for e in model.tasks)
