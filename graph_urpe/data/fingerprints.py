@@ -63,15 +63,17 @@ def unpack_bits(packed: np.ndarray, n_bits: int = ECFP4_BITS) -> np.ndarray:
     return np.unpackbits(np.asarray(packed, dtype=np.uint8), axis=1, count=n_bits)
 
 
-def tanimoto_kernel(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def tanimoto_kernel(a: np.ndarray, b: np.ndarray, block: int = 2048) -> np.ndarray:
     """Tanimoto similarity of every row of :obj:`a` with every row of :obj:`b`.
 
-    The intersections are one float32 matrix product (exact: counts up to ``D`` <= 2^24), the
-    ratio float64.
+    The intersections are float32 matrix products (exact: counts up to ``D`` <= 2^24), the ratio
+    float64, in blocks of :obj:`block` rows of :obj:`a`: besides the ``[N, M]`` result, memory
+    of ``block x M x 12`` bytes.
 
     Args:
         a (numpy.ndarray): ``[N, D]`` 0/1 rows.
         b (numpy.ndarray): ``[M, D]`` 0/1 rows.
+        block (int, optional): rows of :obj:`a` at a time. (default: :obj:`2048`)
 
     Returns:
         numpy.ndarray: ``[N, M]`` float64 in ``[0, 1]``; 1 where both fingerprints are empty.
@@ -82,7 +84,16 @@ def tanimoto_kernel(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[1]:
         raise ValueError(f"fingerprints of shapes {list(a.shape)} and {list(b.shape)}: give two "
                          "[N, D] arrays of the same D")
-    a32, b32 = a.astype(np.float32), b.astype(np.float32)
-    inter = (a32 @ b32.T).astype(np.float64)
-    union = a32.sum(1, dtype=np.float64)[:, None] + b32.sum(1, dtype=np.float64)[None, :] - inter
-    return np.divide(inter, union, out=np.ones_like(inter), where=union > 0)
+    b32 = b.astype(np.float32)
+    b_count = b32.sum(1, dtype=np.float64)
+    out = np.empty((len(a), len(b)))
+    for start in range(0, len(a), block):
+        a32 = a[start:start + block].astype(np.float32)
+        part = out[start:start + block]
+        part[:] = a32 @ b32.T
+        union = a32.sum(1, dtype=np.float64)[:, None] + b_count[None, :] - part
+        empty = union <= 0
+        union[empty] = 1.0
+        part /= union
+        part[empty] = 1.0
+    return out

@@ -170,7 +170,8 @@ class ClassicalModel:
         tasks = []
         for t in range(labels.shape[1]):
             keep = np.flatnonzero(~np.isnan(labels[:, t]))
-            entry = fit_task(kernel[np.ix_(keep, keep)], labels[keep, t], task, seed)
+            sub = kernel if len(keep) == len(kernel) else kernel[np.ix_(keep, keep)]
+            entry = fit_task(sub, labels[keep, t], task, seed)
             entry["support"] = keep[entry["support"]]  # indices into all N training molecules
             tasks.append(entry)
         return cls(task, pack_bits(bits), np.asarray(rows, dtype=np.int64), tasks)
