@@ -83,10 +83,10 @@ from graph_urpe.files import (
     remove_unused_run_folder,
 )
 from graph_urpe.models.classical import ClassicalModel
-from graph_urpe.models.classical_baseline import ClassicalBaseline
+from graph_urpe.models.classical_baseline import ClassicalBaseline, classical_from_checkpoint
 from graph_urpe.owned import refuse_links
 from graph_urpe.received import shape_mismatch
-from graph_urpe.trust import ReceivedFileError, read_checkpoint
+from graph_urpe.trust import read_checkpoint
 
 __all__ = ["GraphURPECLI", "run"]
 
@@ -235,16 +235,7 @@ class GraphURPECLI(LightningCLI):
                 "file (fit prints the best and last checkpoint paths), or 'last' to resume.")
         ckpt = read_checkpoint(ckpt_path)
         self.training_vocabulary = ckpt.get("training_vocabulary")
-        self.classical = None
-        state = ckpt.get("callbacks", {}).get("ClassicalBaseline") if isinstance(
-            ckpt.get("callbacks"), dict) else None
-        if state is not None and not (isinstance(state, dict) and not state):  # checked data
-            try:
-                self.classical = ClassicalModel.from_state(state)
-            except ValueError as err:
-                raise ReceivedFileError(ckpt_path, f"{err}; it was changed or written by another "
-                                        "version: use a checkpoint this version's `graph-urpe "
-                                        "fit` wrote") from None
+        self.classical = classical_from_checkpoint(ckpt, ckpt_path)
         self._checkpoint_shapes = (ckpt_path, {k: torch.empty(v.shape, device="meta")
                                                for k, v in ckpt["state_dict"].items()})
         return checkpoint_arguments(argv, sub, ckpt_path, ckpt.module_config)

@@ -39,7 +39,7 @@ from graph_urpe.models.classical import ClassicalModel, state_problem
 from graph_urpe.models.metrics import epoch_metrics
 
 __all__ = ["ERROR_RATIO", "MAX_TRAIN_MOLECULES", "METHOD_NAMES", "ClassicalBaseline",
-           "classical_columns", "count_outside_domain", "row_errors", "similarity_threshold",
+           "classical_columns", "classical_from_checkpoint", "count_outside_domain", "row_errors", "similarity_threshold",
            "split_molecules"]
 
 MAX_TRAIN_MOLECULES = 20_000
@@ -212,6 +212,27 @@ class ClassicalBaseline(Callback):
         if isinstance(found, dict) and not found:
             return None
         return state_problem(found)
+
+
+def classical_from_checkpoint(checkpoint: dict, path: str) -> ClassicalModel | None:
+    """The classical model a checkpoint (read by :func:`graph_urpe.trust.read_checkpoint`)
+    holds in its callbacks' states, checked (:meth:`ClassicalModel.from_state`), or :obj:`None`.
+
+    Raises:
+        graph_urpe.trust.ReceivedFileError: a state that is not what this version writes (one
+            line naming the file and the entry).
+    """
+    from graph_urpe.trust import ReceivedFileError
+
+    states = checkpoint.get("callbacks")
+    state = states.get(ClassicalBaseline.__qualname__) if isinstance(states, dict) else None
+    if state is None or (isinstance(state, dict) and not state):
+        return None
+    try:
+        return ClassicalModel.from_state(state)
+    except ValueError as err:
+        raise ReceivedFileError(path, f"{err}; it was changed or written by another version: "
+                                "use a checkpoint this version's `graph-urpe fit` wrote") from None
 
 
 def classical_columns(table: pd.DataFrame, smiles: list[str], model: ClassicalModel,
