@@ -153,6 +153,19 @@ def test_csv_fit_scores_the_classical_model_and_predict_writes_its_columns(
     np.testing.assert_allclose(ok["target_ecfp_svm"],
                                model.predict(ecfp4([query[i] for i in (0, 1, 3)]))[:, 0],
                                rtol=1e-6)
+    # the applicability warning: a threshold of 0.5 put into the checkpoint (6 validation rows
+    # are too few to choose one), one line counting the molecules below it
+    assert np.isnan(model.similarity_threshold)
+    state["callbacks"]["ClassicalBaseline"]["similarity_threshold"] = 0.5
+    torch.save(state, tmp_path / "threshold.ckpt")
+    capsys.readouterr()
+    main(["predict", "--ckpt_path", str(tmp_path / "threshold.ckpt"), "--smiles", *query,
+          "--output", str(tmp_path / "pred2.csv")])
+    below = int((kernel.max(1) < 0.5).sum())
+    assert 0 < below < 3
+    (line,) = [x for x in capsys.readouterr().err.splitlines() if "applicability" in x]
+    assert line.startswith(f"Warning: {below} molecule(s) have an ECFP4 Tanimoto similarity "
+                           "below 0.50 to every training molecule")
 
 
 def test_classification_summary_and_switching_it_off(tmp_path, capsys, caplog):

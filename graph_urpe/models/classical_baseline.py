@@ -39,8 +39,8 @@ from graph_urpe.models.classical import ClassicalModel, state_problem
 from graph_urpe.models.metrics import epoch_metrics
 
 __all__ = ["ERROR_RATIO", "MAX_TRAIN_MOLECULES", "METHOD_NAMES", "ClassicalBaseline",
-           "classical_columns", "classical_from_checkpoint", "count_outside_domain", "row_errors", "similarity_threshold",
-           "split_molecules"]
+           "classical_columns", "classical_from_checkpoint", "count_outside_domain", "row_errors",
+           "similarity_threshold", "split_molecules"]
 
 MAX_TRAIN_MOLECULES = 20_000
 """Above this many training molecules the classical model is skipped (one line says so)."""
