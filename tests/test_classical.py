@@ -153,6 +153,11 @@ def test_csv_fit_scores_the_classical_model_and_predict_writes_its_columns(
     np.testing.assert_allclose(ok["target_ecfp_svm"],
                                model.predict(ecfp4([query[i] for i in (0, 1, 3)]))[:, 0],
                                rtol=1e-6)
+    from graph_urpe import Predictor  # the Python API gives the same columns
+
+    api = Predictor.from_checkpoint(str(run / "checkpoints" / "last.ckpt")).predict(query)
+    for column in ("target_ecfp_svm", "nearest_train_similarity", "nearest_train_row"):
+        np.testing.assert_allclose(api[column].astype(float), table[column], rtol=1e-6)
     # the applicability warning: a threshold of 0.5 put into the checkpoint (6 validation rows
     # are too few to choose one), one line counting the molecules below it
     assert np.isnan(model.similarity_threshold)
