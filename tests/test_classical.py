@@ -5,6 +5,8 @@ metrics.csv, a changed classical state refused in one line, and predict's column
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -17,6 +19,8 @@ from graph_urpe.models.classical import ClassicalModel, fit_task
 from graph_urpe.models.classical_baseline import similarity_threshold
 
 pytestmark = pytest.mark.usefixtures("one_thread")
+
+RANK_ZERO = "lightning.pytorch.utilities.rank_zero"
 
 MOLECULES = SMILES + ["CCCCO", "c1ccc(O)cc1", "CC(N)C(=O)O", "c1ccc2ccccc2c1", "CCOCC",
                       "OC(=O)c1ccccc1", "CCCCCC", "Clc1ccccc1", "CC(C)(C)O", "NC(=O)N",
@@ -119,6 +123,7 @@ def _fit(tmp_path, task="regression", *extra):
 def test_csv_fit_scores_the_classical_model_and_predict_writes_its_columns(
         tmp_path, capsys, caplog, monkeypatch):
     monkeypatch.chdir(tmp_path)
+    caplog.set_level(logging.INFO, logger=RANK_ZERO)  # a predict before sets it to WARNING
     run, frame = _fit(tmp_path)
     out = capsys.readouterr().out
     assert "Classical model (ECFP4 Tanimoto SVR) fitted on 30 training molecules" in caplog.text
@@ -174,8 +179,10 @@ def test_csv_fit_scores_the_classical_model_and_predict_writes_its_columns(
 
 
 def test_classification_summary_and_switching_it_off(tmp_path, capsys, caplog):
+    caplog.set_level(logging.INFO, logger=RANK_ZERO)
     run, _ = _fit(tmp_path, "classification")
     out = capsys.readouterr().out
+    assert "Classical model (ECFP4 Tanimoto SVC) fitted on 30" in caplog.text
     assert "(network) | " in next(x for x in out.splitlines() if x.startswith("Test ROC-AUC:"))
     assert pd.read_csv(run / "metrics.csv")["test/rocauc_classical"].notna().sum() == 1
     (tmp_path / "runs").rename(tmp_path / "first")
