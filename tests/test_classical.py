@@ -232,3 +232,20 @@ def test_a_changed_classical_state_is_refused_in_one_line(tmp_path, capsys, monk
         assert "Traceback" not in err
         (line,) = [x for x in err.splitlines() if f"refusing {changed}: " in x]
         assert named in line
+
+
+def test_above_the_cap_the_classical_model_is_skipped_with_one_line(caplog):
+    from types import SimpleNamespace
+
+    from graph_urpe.models.classical_baseline import ClassicalBaseline
+
+    caplog.set_level(logging.INFO, logger=RANK_ZERO)
+    splits = {"train": list(range(6)), "valid": [], "test": []}
+    data = SimpleNamespace(load=lambda: SimpleNamespace(splits=splits), splits=None)
+    module = SimpleNamespace(hparams=SimpleNamespace(task="regression"), num_labels=1)
+    callback = ClassicalBaseline(max_train_molecules=5)
+    callback.on_fit_start(SimpleNamespace(datamodule=data), module)
+    assert callback.model is None and callback.state_dict() == {}
+    (line,) = [r.getMessage() for r in caplog.records if "Classical model" in r.getMessage()]
+    assert line == ("Classical model skipped: 6 training molecules, above its cap of 5 (its "
+                    "kernel grows as N^2); --classical_baseline false turns it off.")
