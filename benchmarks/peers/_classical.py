@@ -3,7 +3,10 @@ forest, both on ECFP4 (Morgan radius 2, 2048 bits), fitted on the same train row
 train on (the valid rows are not used: the anchors have no early stopping) and scored on the same
 test rows (``benchmarks/peers/chemprop.py``, tool ``classical``, variants ``svr`` and ``rf``).
 
-* **Fingerprint**: RDKit's Morgan generator, radius 2 (ECFP4), 2048 folded bits, as 0/1.
+* **Fingerprint**: RDKit's Morgan generator, radius 2 (ECFP4), 2048 folded bits, as 0/1, and
+  the Tanimoto kernel: :mod:`graph_urpe.data.fingerprints` (the same as the classical model of
+  every CSV fit, :mod:`graph_urpe.models.classical`, which also chooses C by cross-validation
+  and Platt-scales the SVC).
 * **Tanimoto kernel** :math:`K(a, b) = |a \\cap b| / (|a| + |b| - |a \\cap b|)` (1 for two empty
   fingerprints), a positive semi-definite kernel on bit vectors (Gower 1971; Ralaivola et al.,
   Neural Networks 2005), passed to scikit-learn's :class:`~sklearn.svm.SVR` /
@@ -25,37 +28,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from graph_urpe.data.fingerprints import ecfp4, tanimoto_kernel
+
 #: anchor name -> description
 VARIANTS = {"svr": "SVR/SVC, Tanimoto kernel, ECFP4", "rf": "random forest, ECFP4"}
-
-
-def ecfp4(smiles: Sequence[str], n_bits: int = 2048) -> np.ndarray:
-    """ECFP4 bit vectors, ``[N, n_bits]`` ``uint8`` (0/1).
-
-    Raises:
-        ValueError: if RDKit cannot parse a SMILES (named with its position).
-    """
-    from rdkit import Chem, rdBase
-    from rdkit.Chem import rdFingerprintGenerator
-
-    generator = rdFingerprintGenerator.GetMorganGenerator(radius=2, fpSize=n_bits)
-    out = np.zeros((len(smiles), n_bits), dtype=np.uint8)
-    with rdBase.BlockLogs():
-        for i, smi in enumerate(smiles):
-            mol = Chem.MolFromSmiles(str(smi))
-            if mol is None:
-                raise ValueError(f"SMILES {i} ({smi!r}) does not parse; drop the row first")
-            out[i] = generator.GetFingerprintAsNumPy(mol)
-    return out
-
-
-def tanimoto_kernel(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Tanimoto similarity of every row of :obj:`a` ``[N, D]`` with every row of :obj:`b`
-    ``[M, D]`` (0/1 arrays): ``[N, M]`` float64; 1 where both fingerprints are empty."""
-    a, b = a.astype(np.float64), b.astype(np.float64)
-    inter = a @ b.T
-    union = a.sum(1)[:, None] + b.sum(1)[None, :] - inter
-    return np.divide(inter, union, out=np.ones_like(inter), where=union > 0)
 
 
 def fit_predict(variant: str, task: str, x_train: np.ndarray, y_train: np.ndarray,

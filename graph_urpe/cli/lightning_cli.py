@@ -74,6 +74,7 @@ from graph_urpe.cli.run import (
 from graph_urpe.cli.seeds import seeds_command
 from graph_urpe.cli.summary import print_fit_summary, write_run_outputs
 from graph_urpe.data.modules.graph import BatchedGraphDataModule
+from graph_urpe.data.modules.molecule import CSVDataModule
 from graph_urpe.files import (
     check_writable,
     claim_run_folder,
@@ -81,6 +82,8 @@ from graph_urpe.files import (
     remove_stale_temporaries,
     remove_unused_run_folder,
 )
+from graph_urpe.models.classical import ClassicalModel
+from graph_urpe.models.classical_baseline import ClassicalBaseline, classical_from_checkpoint
 from graph_urpe.owned import refuse_links
 from graph_urpe.received import shape_mismatch
 from graph_urpe.trust import read_checkpoint
@@ -152,6 +155,15 @@ class GraphURPECLI(LightningCLI):
             "mean and, for regression, their spread (Chemprop's --ensemble-size).",
         )
         parser.add_argument(
+            "--classical_baseline", type=bool, default=True,
+            help="fit on a CSV (CSVDataModule): also fit an SVM on ECFP4 with a Tanimoto kernel "
+            "on the same training rows, report its validation and test scores beside the "
+            "network's (metrics.csv: val|test/<metric>_classical) and keep it in the checkpoint "
+            "for predict's <target>_ecfp_svm and nearest_train_similarity / nearest_train_row "
+            "columns (graph_urpe.models.classical_baseline); skipped above 20,000 training "
+            "molecules.",
+        )
+        parser.add_argument(
             "--early_stopping_patience", type=int | None, default=None,
             help="fit: stop when the monitored validation metric has not improved for this many "
             "validations (Lightning's EarlyStopping).",
@@ -209,6 +221,8 @@ class GraphURPECLI(LightningCLI):
 
     training_vocabulary: dict | None = None
     """The ``--ckpt_path`` checkpoint's training vocabulary (plain lists), for predict's warnings."""
+    classical: ClassicalModel | None = None
+    """The ``--ckpt_path`` checkpoint's classical model (checked), for predict's columns."""
 
     def _with_checkpoint(self, argv: list[str], sub: str | None, ckpt_path: str | None) -> list[str]:
         """``argv`` with the checked checkpoint's model (and for ``validate`` / ``test`` without
@@ -221,6 +235,7 @@ class GraphURPECLI(LightningCLI):
                 "file (fit prints the best and last checkpoint paths), or 'last' to resume.")
         ckpt = read_checkpoint(ckpt_path)
         self.training_vocabulary = ckpt.get("training_vocabulary")
+        self.classical = classical_from_checkpoint(ckpt, ckpt_path)
         self._checkpoint_shapes = (ckpt_path, {k: torch.empty(v.shape, device="meta")
                                                for k, v in ckpt["state_dict"].items()})
         return checkpoint_arguments(argv, sub, ckpt_path, ckpt.module_config)
@@ -341,6 +356,10 @@ class GraphURPECLI(LightningCLI):
         patience = config.get("early_stopping_patience")
         if patience is not None and metric is not None:
             callbacks.append(EarlyStopping(monitor=f"val/{metric}", mode=mode, patience=patience))
+        if config.get("classical_baseline", True) and isinstance(self.datamodule, CSVDataModule):
+            seed = config.get("seed_everything")
+            seed = seed if type(seed) is int and seed >= 0 else 0
+            callbacks.append(ClassicalBaseline(seed=seed))
         user_callbacks = [cb for cb in (trainer_cfg.get("callbacks") or [])
                           if not isinstance(cb, (ModelCheckpoint, LearningRateMonitor))]
         kwargs["callbacks"] = user_callbacks + callbacks
@@ -437,7 +456,7 @@ class GraphURPECLI(LightningCLI):
             inputs = PredictInputs.from_config(self.config[self.subcommand],
                                                model.hparams.get("smiles_column"))
             return predict_smiles(self.trainer, model, dm, inputs, self.training_vocabulary,
-                                  ckpt_path=kwargs.get("ckpt_path"))
+                                  classical=self.classical, ckpt_path=kwargs.get("ckpt_path"))
         return self.trainer.predict(model, **kwargs)
 
 

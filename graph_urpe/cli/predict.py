@@ -41,6 +41,7 @@ from graph_urpe.data.predict_inputs import (
 from graph_urpe.data.predictions import check_output_columns, prediction_table
 from graph_urpe.data.sampler import SizeBucketBatchSampler
 from graph_urpe.files import check_writable, refuse_output_over_inputs
+from graph_urpe.models.classical_baseline import classical_columns, count_outside_domain
 from graph_urpe.models.metrics import EpochPredictions
 from graph_urpe.transforms import pair_pre_transform
 
@@ -305,7 +306,7 @@ class _SigtermLatch:
 
 def predict_smiles(trainer: Any, model: Any, datamodule: BatchedGraphDataModule,
                    inputs: PredictInputs, vocabulary: dict | None = None,
-                   **predict_kwargs: Any) -> dict[str, int]:
+                   classical: Any = None, **predict_kwargs: Any) -> dict[str, int]:
     """Predict SMILES and write one row per input (what ``graph-urpe predict`` runs).
 
     Checks the output path before any work, then goes through the input in chunks of
@@ -331,6 +332,10 @@ def predict_smiles(trainer: Any, model: Any, datamodule: BatchedGraphDataModule,
         inputs (PredictInputs): what to read and where to write.
         vocabulary (dict, optional): the training vocabulary (default: :obj:`None`, the model's
             :attr:`training_vocabulary`, restored by ``load_from_checkpoint``).
+        classical (ClassicalModel, optional): the checkpoint's classical model: its columns
+            (``<target>_ecfp_svm``, ``nearest_train_similarity``, ``nearest_train_row``:
+            :func:`~graph_urpe.models.classical_baseline.classical_columns`) and one warning
+            line for the molecules below its applicability threshold. (default: :obj:`None`)
         **predict_kwargs: more arguments of ``trainer.predict`` (e.g. ``ckpt_path``: loaded for
             the first chunk predicted).
 
@@ -376,7 +381,7 @@ def predict_smiles(trainer: Any, model: Any, datamodule: BatchedGraphDataModule,
     total = _count_rows(inputs.csv, inputs.smiles)
     bar = tqdm(total=total, desc="Predicting", unit="mol", file=sys.stderr, smoothing=0.05,
                disable=not trainer.is_global_zero)
-    chunks, stopped = 0, False
+    chunks, stopped, outside = 0, False, 0
     with _SigtermLatch() as sigterm:
         try:
             for index, frame in enumerate(inputs.chunks()):
@@ -386,6 +391,9 @@ def predict_smiles(trainer: Any, model: Any, datamodule: BatchedGraphDataModule,
                 else:
                     table = _predict_chunk(trainer, model, datamodule, frame, inputs, vocabulary,
                                            predict_kwargs)
+                    if classical is not None:
+                        table = classical_columns(table, frame[inputs.smiles_column].tolist(),
+                                                  classical, targets)
                     predict_kwargs.pop("ckpt_path", None)  # loaded once: later chunks reuse it
                     if trainer.is_global_zero:
                         parts.write(index, table)
@@ -395,6 +403,7 @@ def predict_smiles(trainer: Any, model: Any, datamodule: BatchedGraphDataModule,
                 counts["failed"] += int(failed.sum())
                 counts["predicted"] += int((~failed).sum())
                 counts["flagged"] += int((table["warning"].astype(str) != "").sum())
+                outside += count_outside_domain(table, classical) if classical is not None else 0
                 if len(first_errors) < 10:
                     first_errors += [(int(r), e)
                                      for r, e in zip(table["row"][failed], errors[failed])]
@@ -419,6 +428,12 @@ def predict_smiles(trainer: Any, model: Any, datamodule: BatchedGraphDataModule,
         else:  # no input rows: nothing to write
             parts.discard()
     _report(counts, first_errors, inputs.output, trainer.is_global_zero)
+    if outside and trainer.is_global_zero:
+        print(f"Warning: {outside} molecule(s) have an ECFP4 Tanimoto similarity below "
+              f"{classical.similarity_threshold:.2f} to every training molecule (column "
+              "nearest_train_similarity): outside the applicability domain chosen on the "
+              "validation rows, their predictions are extrapolations.", file=sys.stderr,
+              flush=True)
     if counts["predicted"] == 0:
         rows = counts["rows"]
         raise ValueError(

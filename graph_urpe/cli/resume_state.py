@@ -12,7 +12,8 @@ restored (recursively, and without its inside-the-folder check for ``local://`` 
 * :func:`training_state_difference` compares each restored state, by structure, key, type, dtype
   and shape, with the state this version's own objects produce (``state_dict()`` of the live
   callbacks, loops, optimizers and schedulers; an optimizer's per-parameter tensors with the
-  parameters' shapes), and :func:`use_checked_restore` makes the trainer refuse a checkpoint
+  parameters' shapes; a callback whose state has no fixed shape, e.g. the classical model's
+  arrays, checks it with its own ``state_difference(found)``), and :func:`use_checked_restore` makes the trainer refuse a checkpoint
   that differs with one line (:class:`~graph_urpe.trust.ReceivedFileError`) before anything of
   it is loaded.
 """
@@ -196,9 +197,11 @@ def training_state_difference(trainer: Trainer, checkpoint: dict, part: str) -> 
                 if isinstance(callback, RNGStateCheckpoint):  # every fit writes it: exact resume
                     return f"callbacks[{key}] is missing (every fit of this version writes it)"
                 continue  # a callback added at resume (e.g. early stopping) starts afresh
-            problem = _difference(live, states[key], f"callbacks[{key}]")
+            own_check = getattr(callback, "state_difference", None)  # a state of varying shape
+            problem = own_check(states[key]) if callable(own_check) else _difference(
+                live, states[key], f"callbacks[{key}]")
             if problem:
-                return problem
+                return problem if not callable(own_check) else f"callbacks[{key}]: {problem}"
         return None
     for key in ("epoch", "global_step"):
         value = checkpoint.get(key)

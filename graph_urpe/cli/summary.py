@@ -25,7 +25,11 @@ from lightning.pytorch.callbacks import EarlyStopping, Timer
 from graph_urpe.data.modules.graph import BatchedGraphDataModule, GraphDataModule
 from graph_urpe.files import atomic_write_csv
 from graph_urpe.models.calibration import SUMMARY_LABELS as UNCERTAINTY_LABELS
+from graph_urpe.models.classical_baseline import METHOD_NAMES
 from graph_urpe.models.metrics import METRICS
+
+CLASSICAL = "_classical"
+"""The suffix of the classical model's metrics (``test/<metric>_classical``)."""
 
 SMALL_TEST_SPLIT = 20
 """Below this many test graphs the end-of-fit summary warns that the test metrics say little."""
@@ -281,7 +285,9 @@ def print_fit_summary(trainer: Trainer, metrics: dict[str, float] | None, run_di
     if metrics:
         shown = {k[5:]: v for k, v in metrics.items()
                  if k.startswith("test/") and "/" not in k[5:]
-                 and k[5:] not in ("num_graphs", "num_nodes")}
+                 and k[5:] not in ("num_graphs", "num_nodes") and not k.endswith(CLASSICAL)}
+        classical = {k[5:-len(CLASSICAL)]: v for k, v in metrics.items()
+                     if k.startswith("test/") and k.endswith(CLASSICAL)}
         order = [*METRICS, "baseline_accuracy", "loss", *UNCERTAINTY_LABELS]
         labels = {**{m: info.label for m, info in METRICS.items()}, "loss": "loss",
                   "baseline_accuracy": "accuracy of the majority class (baseline)",
@@ -299,6 +305,9 @@ def print_fit_summary(trainer: Trainer, metrics: dict[str, float] | None, run_di
             value = _format(shown[key])
             if key.endswith("spearman") and value == "nan":
                 value = "n/a (the std is the same for every molecule, or under 3 labels)"
+            if key in classical:  # the classical model's, beside (ClassicalBaseline)
+                method = METHOD_NAMES.get(hparams.get("task"), "classical")
+                value += f" (network) | {_format(classical[key])} ({method})"
             lines.append(f"Test {label}: {value}")
         weights = getattr(module, "pos_weight_summary", None)
         if callable(weights) and weights():

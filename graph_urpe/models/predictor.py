@@ -12,7 +12,10 @@ call it on SMILES or RDKit molecules; nothing is written to disk.
 The rows are those of ``graph-urpe predict`` (:func:`~graph_urpe.data.predictions.prediction_table`):
 ``row``, ``smiles``, per target ``<target>_pred`` and (regression) ``<target>_std``,
 ``<target>_lower``, ``<target>_upper``, then ``error`` (why a row has no prediction) and
-``warning`` (outside the training vocabulary, or more atoms than any training molecule). The molecules are featurised as the checkpoint
+``warning`` (outside the training vocabulary, or more atoms than any training molecule); a
+checkpoint of a CSV fit adds its classical model's ``<target>_ecfp_svm``,
+``nearest_train_similarity`` and ``nearest_train_row`` before ``error``
+(:func:`~graph_urpe.models.classical_baseline.classical_columns`). The molecules are featurised as the checkpoint
 was trained (:func:`~graph_urpe.data.predict_inputs.featurize_inputs`); the predictions are the
 module's own (:meth:`~graph_urpe.models.ensemble.EnsembleMixin.predict_outputs`), so they equal
 ``graph-urpe predict``'s.
@@ -65,15 +68,20 @@ class Predictor:
     Args:
         module (GraphPropertyModule): a trained module (put into eval mode here).
         batch_size (int, optional): molecules per forward pass. (default: :obj:`64`)
+        classical (ClassicalModel, optional): the checkpoint's classical model
+            (:mod:`graph_urpe.models.classical`): its columns in :meth:`predict`.
+            (default: :obj:`None`)
 
     Raises:
         ValueError: (from :meth:`predict` / :meth:`fingerprint`) for a model not trained on
             molecules.
     """
 
-    def __init__(self, module: GraphPropertyModule, batch_size: int = 64) -> None:
+    def __init__(self, module: GraphPropertyModule, batch_size: int = 64,
+                 classical: Any = None) -> None:
         self.module = module.eval()
         self.batch_size = int(batch_size)
+        self.classical = classical
 
     @classmethod
     def from_checkpoint(cls, path: str, device: str | torch.device = "cpu",
@@ -91,8 +99,11 @@ class Predictor:
             graph_urpe.trust.UntrustedFileError: the checkpoint names a class outside the
                 allow-list.
         """
+        from graph_urpe.models.classical_baseline import classical_from_checkpoint
+        from graph_urpe.trust import read_checkpoint
+
         module = GraphPropertyModule.load_from_checkpoint(path, map_location=device)
-        return cls(module, batch_size)
+        return cls(module, batch_size, classical_from_checkpoint(read_checkpoint(path), path))
 
     def __repr__(self) -> str:
         hp = self.module.hparams
@@ -141,11 +152,17 @@ class Predictor:
             parts.append({k: v.float().cpu() for k, v in self.module.predict_outputs(batch).items()})
         names = self.module.target_names
         if not parts:
-            return prediction_table(frame, np.zeros(0, dtype=np.int64),
-                                    np.zeros((0, len(names))), errors, names, warnings)
-        values = {k: torch.cat([p[k] for p in parts]).numpy() for k in parts[0]}
-        return prediction_table(frame, torch.cat(rows).numpy(), values.pop("prediction"), errors,
-                                names, warnings, values)
+            table = prediction_table(frame, np.zeros(0, dtype=np.int64),
+                                     np.zeros((0, len(names))), errors, names, warnings)
+        else:
+            values = {k: torch.cat([p[k] for p in parts]).numpy() for k in parts[0]}
+            table = prediction_table(frame, torch.cat(rows).numpy(), values.pop("prediction"),
+                                     errors, names, warnings, values)
+        if self.classical is None:
+            return table
+        from graph_urpe.models.classical_baseline import classical_columns
+
+        return classical_columns(table, frame["smiles"].tolist(), self.classical, names)
 
     @torch.inference_mode()
     def fingerprint(self, molecules: Sequence[Any], layer: Literal["encoder", "hidden"] = "encoder",

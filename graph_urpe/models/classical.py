@@ -1,0 +1,338 @@
+r"""The classical model beside every CSV fit: an SVM on ECFP4 with a Tanimoto kernel, kept as
+plain arrays.
+
+On bioactivity sets a fingerprint SVM is a strong reference (issue 41: BACE scaffold ROC-AUC
+0.846 against the template's 0.804; six ChEMBL sets mean RMSE 0.617 against 0.731), so every
+CSV fit trains one on the same training rows and reports it beside the network
+(:class:`~graph_urpe.models.classical_baseline.ClassicalBaseline`).
+
+* **Features and kernel**: ECFP4, 2048 bits, and the Tanimoto kernel
+  (:mod:`graph_urpe.data.fingerprints`), a precomputed Gram matrix.
+* **One model per label column** on its labelled training rows (NaN labels masked):
+  regression: scikit-learn's :class:`~sklearn.svm.SVR` (``epsilon = 0.1``) on targets
+  standardised with the training mean and std, predictions mapped back;
+  classification: :class:`~sklearn.svm.SVC` with Platt scaling (Platt 1999: :math:`p = 1 /
+  (1 + \exp(A f + B))` of the decision value :math:`f`), scikit-learn's
+  :class:`~sklearn.calibration.CalibratedClassifierCV` (``method="sigmoid"``,
+  ``ensemble=False``: the sigmoid fitted on shuffled stratified 5-fold out-of-fold decision
+  values, the SVC on all rows; ``SVC(probability=True)`` is deprecated since scikit-learn 1.9).
+  A column with a single class (or one molecule of a class) in training gets no model
+  (``C = 0``; NaN predictions).
+* **C** from :data:`C_GRID` by shuffled 5-fold cross-validation (stratified for
+  classification; RMSE of the standardised targets, ROC-AUC of the decision values) on the
+  training rows, on a seeded subsample of :data:`CV_MAX_MOLECULES` when there are more (the
+  final model uses all of them).
+* **Stored** as plain arrays (:meth:`ClassicalModel.state_dict`, no pickle): the training
+  fingerprints bit-packed (``uint8``, 256 bytes a molecule) and their CSV rows; per column the
+  support vectors (indices into those fingerprints), dual coefficients, intercept, Platt A / B,
+  target mean / std and the C chosen; the applicability threshold. Predictions from these arrays
+  equal scikit-learn's ``predict`` / ``predict_proba`` (tests/test_classical.py).
+  :meth:`ClassicalModel.from_state` checks a received state (keys, dtypes, shapes, ranges,
+  finiteness) before anything is computed from it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import numpy as np
+import torch
+
+from graph_urpe.data.fingerprints import (
+    ECFP4_BITS,
+    pack_bits,
+    tanimoto_kernel,
+    unpack_bits,
+)
+
+__all__ = ["CV_MAX_MOLECULES", "C_GRID", "STATE_FORMAT", "ClassicalModel", "fit_task", "state_problem"]
+
+C_GRID = (0.1, 1.0, 10.0, 100.0)
+"""The values of the SVM's C that cross-validation chooses from."""
+
+CV_MAX_MOLECULES = 2000
+"""At most this many (seeded, sampled) training molecules choose C; the final fit uses all."""
+
+STATE_FORMAT = "graph-urpe-classical/1"
+"""The ``format`` entry of a stored classical model."""
+
+_TASK_KEYS = ("support", "dual_coef", "intercept", "C", "platt_a", "platt_b", "mean", "std")
+_PACKED = ECFP4_BITS // 8
+_BLOCK = 2048  # query rows per kernel block: [2048, N] float64 at a time
+
+
+def fit_task(kernel: np.ndarray, y: np.ndarray, task: str, seed: int = 0) -> dict[str, Any]:
+    """Fit the SVM of one label column on its labelled training rows.
+
+    Args:
+        kernel (numpy.ndarray): ``[n, n]`` float64 Tanimoto Gram matrix of the rows.
+        y (numpy.ndarray): ``[n]`` labels (no NaN; 0/1 for classification).
+        task (str): ``"regression"`` or ``"classification"``.
+        seed (int, optional): seed of the folds, the C subsample and Platt's folds.
+            (default: :obj:`0`)
+
+    Returns:
+        dict: ``support`` (``[S]`` int64 row indices), ``dual_coef`` (``[S]`` float64),
+        ``intercept``, ``C``, ``platt_a``, ``platt_b``, ``mean``, ``std`` (floats; ``C = 0`` and
+        no support: a column with one class, no model).
+
+    Raises:
+        ValueError: for an unknown task.
+    """
+    from sklearn.calibration import CalibratedClassifierCV
+    from sklearn.model_selection import GridSearchCV, KFold, StratifiedKFold
+    from sklearn.svm import SVC, SVR
+
+    n = len(y)
+    out = {"support": np.zeros(0, np.int64), "dual_coef": np.zeros(0), "intercept": 0.0,
+           "C": 0.0, "platt_a": 0.0, "platt_b": 0.0, "mean": 0.0, "std": 1.0}
+    rng = np.random.default_rng(seed)
+    rows = np.sort(rng.choice(n, CV_MAX_MOLECULES, replace=False)) if n > CV_MAX_MOLECULES \
+        else np.arange(n)
+    if task == "regression":
+        mean, std = float(y.mean()), float(y.std())
+        std = std if std > 0 else 1.0
+        z = (y - mean) / std
+        folds = min(5, len(rows))
+        c = 1.0
+        if folds >= 2:
+            search = GridSearchCV(SVR(kernel="precomputed"), {"C": list(C_GRID)},
+                                  scoring="neg_root_mean_squared_error",
+                                  cv=KFold(folds, shuffle=True, random_state=seed))
+            c = float(search.fit(kernel[np.ix_(rows, rows)], z[rows]).best_params_["C"])
+        svm = SVR(kernel="precomputed", C=c).fit(kernel, z)
+        out.update(mean=mean, std=std)
+    elif task == "classification":
+        labels = y.astype(np.int64)
+        if len(np.unique(labels)) < 2:
+            return out
+        folds = min(5, int(np.bincount(labels[rows], minlength=2).min()))
+        c = 1.0
+        if folds >= 2:
+            search = GridSearchCV(SVC(kernel="precomputed"), {"C": list(C_GRID)},
+                                  scoring="roc_auc",
+                                  cv=StratifiedKFold(folds, shuffle=True, random_state=seed))
+            c = float(search.fit(kernel[np.ix_(rows, rows)], labels[rows]).best_params_["C"])
+        platt_folds = min(5, int(np.bincount(labels, minlength=2).min()))
+        if platt_folds < 2:  # one molecule of a class: no held-out decision values for Platt
+            return out
+        calibrated = CalibratedClassifierCV(
+            SVC(kernel="precomputed", C=c), method="sigmoid", ensemble=False,
+            cv=StratifiedKFold(platt_folds, shuffle=True, random_state=seed)).fit(kernel, labels)
+        fitted = calibrated.calibrated_classifiers_[0]
+        svm, sigmoid = fitted.estimator, fitted.calibrators[0]
+        out.update(platt_a=float(sigmoid.a_), platt_b=float(sigmoid.b_))
+    else:
+        raise ValueError(f"task must be 'regression' or 'classification', got {task!r}")
+    out.update(support=svm.support_.astype(np.int64), dual_coef=svm.dual_coef_[0].astype(
+        np.float64), intercept=float(svm.intercept_[0]), C=c)
+    return out
+
+
+@dataclasses.dataclass
+class ClassicalModel:
+    r"""A fitted classical model as plain arrays (see the module docstring).
+
+    Args:
+        task (str): ``"regression"`` or ``"classification"``.
+        train_fingerprints (numpy.ndarray): ``[N, 256]`` ``uint8``, the training molecules'
+            ECFP4 bit-packed (:func:`~graph_urpe.data.fingerprints.pack_bits`).
+        train_rows (numpy.ndarray): ``[N]`` int64, their CSV data rows (0-based).
+        tasks (list[dict]): one entry per label column, as :func:`fit_task` returns.
+        similarity_threshold (float): the applicability threshold on the Tanimoto similarity to
+            the nearest training molecule (NaN: none chosen).
+    """
+
+    task: str
+    train_fingerprints: np.ndarray
+    train_rows: np.ndarray
+    tasks: list[dict]
+    similarity_threshold: float = math.nan
+
+    @classmethod
+    def fit(cls, bits: np.ndarray, labels: np.ndarray, rows: np.ndarray, task: str,
+            seed: int = 0) -> ClassicalModel:
+        """Fit one SVM per label column (:func:`fit_task`) on its labelled rows.
+
+        Args:
+            bits (numpy.ndarray): ``[N, 2048]`` 0/1 ECFP4 of the training molecules.
+            labels (numpy.ndarray): ``[N, T]`` labels, NaN = missing.
+            rows (numpy.ndarray): ``[N]`` their CSV data rows.
+            task (str): ``"regression"`` or ``"classification"``.
+            seed (int, optional): see :func:`fit_task`. (default: :obj:`0`)
+
+        Returns:
+            ClassicalModel: without an applicability threshold (NaN).
+        """
+        kernel = tanimoto_kernel(bits, bits)
+        tasks = []
+        for t in range(labels.shape[1]):
+            keep = np.flatnonzero(~np.isnan(labels[:, t]))
+            sub = kernel if len(keep) == len(kernel) else kernel[np.ix_(keep, keep)]
+            entry = fit_task(sub, labels[keep, t], task, seed)
+            entry["support"] = keep[entry["support"]]  # indices into all N training molecules
+            tasks.append(entry)
+        return cls(task, pack_bits(bits), np.asarray(rows, dtype=np.int64), tasks)
+
+    def _blocks(self, bits: np.ndarray):
+        train = unpack_bits(self.train_fingerprints)
+        for start in range(0, len(bits), _BLOCK):
+            yield start, tanimoto_kernel(bits[start:start + _BLOCK], train)
+
+    def _from_kernel(self, kernel: np.ndarray) -> np.ndarray:
+        out = np.full((len(kernel), len(self.tasks)), np.nan)
+        for t, entry in enumerate(self.tasks):
+            if entry["C"] == 0:
+                continue
+            f = kernel[:, entry["support"]] @ entry["dual_coef"] + entry["intercept"]
+            if self.task == "regression":
+                out[:, t] = f * entry["std"] + entry["mean"]
+            else:  # Platt's sigmoid of the decision value
+                out[:, t] = 1.0 / (1.0 + np.exp(entry["platt_a"] * f + entry["platt_b"]))
+        return out
+
+    def predict(self, bits: np.ndarray) -> np.ndarray:
+        """Predictions from the stored arrays.
+
+        Args:
+            bits (numpy.ndarray): ``[M, 2048]`` 0/1 ECFP4 of the molecules.
+
+        Returns:
+            numpy.ndarray: ``[M, T]`` float64: the labels' units (regression) or the Platt
+            probability of class 1 (classification); NaN for a column without a model.
+        """
+        return self.predict_with_neighbours(bits)[0]
+
+    def predict_with_neighbours(self, bits: np.ndarray
+                                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`predict`, and each molecule's nearest training molecule, in blocks of 2048
+        rows (memory ``2048 x N`` float64).
+
+        Args:
+            bits (numpy.ndarray): ``[M, 2048]`` 0/1 ECFP4.
+
+        Returns:
+            tuple: predictions ``[M, T]`` float64; the Tanimoto similarity to the nearest
+            training molecule ``[M]`` float64; that molecule's CSV row ``[M]`` int64.
+        """
+        pred = np.full((len(bits), len(self.tasks)), np.nan)
+        similarity = np.zeros(len(bits))
+        nearest = np.zeros(len(bits), dtype=np.int64)
+        for start, kernel in self._blocks(bits):
+            stop = start + len(kernel)
+            pred[start:stop] = self._from_kernel(kernel)
+            best = kernel.argmax(axis=1)
+            similarity[start:stop] = kernel[np.arange(len(kernel)), best]
+            nearest[start:stop] = self.train_rows[best]
+        return pred, similarity, nearest
+
+    def state_dict(self) -> dict[str, Any]:
+        """The model as plain data for a checkpoint: tensors, numbers and strings (see
+        :meth:`from_state`)."""
+        return {
+            "format": STATE_FORMAT, "task": self.task,
+            "train_fingerprints": torch.from_numpy(np.ascontiguousarray(self.train_fingerprints)),
+            "train_rows": torch.from_numpy(np.ascontiguousarray(self.train_rows)),
+            "similarity_threshold": float(self.similarity_threshold),
+            "tasks": [{key: torch.from_numpy(np.ascontiguousarray(e[key])) if key in (
+                "support", "dual_coef") else float(e[key]) for key in _TASK_KEYS}
+                for e in self.tasks],
+        }
+
+    @classmethod
+    def from_state(cls, state: Any, num_tasks: int | None = None) -> ClassicalModel:
+        """A model from a received :meth:`state_dict`, checked before use.
+
+        Args:
+            state (Any): what a checkpoint holds.
+            num_tasks (int, optional): the number of label columns it must have.
+                (default: :obj:`None`, any)
+
+        Returns:
+            ClassicalModel: the model (arrays copied to NumPy).
+
+        Raises:
+            ValueError: one line naming the first entry that is not what this version writes
+                (key, type, dtype, shape, a value out of range or not finite).
+        """
+        problem = state_problem(state, num_tasks)
+        if problem:
+            raise ValueError(f"the classical model's {problem}")
+        tasks = [{k: (v.numpy().copy() if isinstance(v, torch.Tensor) else float(v))
+                  for k, v in e.items()} for e in state["tasks"]]
+        return cls(state["task"], state["train_fingerprints"].numpy().copy(),
+                   state["train_rows"].numpy().copy(), tasks,
+                   float(state["similarity_threshold"]))
+
+
+def _tensor(value: Any, dtype: torch.dtype, dims: int, name: str) -> str | None:
+    if not isinstance(value, torch.Tensor) or value.dtype != dtype or value.dim() != dims:
+        kind = f"a {value.dtype} tensor of {value.dim()} dims" if isinstance(
+            value, torch.Tensor) else type(value).__name__
+        return f"{name} is {kind}, this version writes a {dtype} tensor of {dims} dims"
+    if value.is_floating_point() and not bool(torch.isfinite(value).all()):
+        return f"{name} holds values that are not finite"
+    return None
+
+
+def _number(value: Any, name: str, low: float = -math.inf, nan: bool = False) -> str | None:
+    if type(value) is not float:
+        return f"{name} is {type(value).__name__}, this version writes a float"
+    if math.isnan(value) and nan:
+        return None
+    if not math.isfinite(value) or value < low:
+        return f"{name} is {value}, this version writes a finite number >= {low}"
+    return None
+
+
+def state_problem(state: Any, num_tasks: int | None = None) -> str | None:
+    """What makes ``state`` differ from a :meth:`ClassicalModel.state_dict` of this version, or
+    :obj:`None` (see :meth:`ClassicalModel.from_state`)."""
+    keys = {"format", "task", "train_fingerprints", "train_rows", "similarity_threshold", "tasks"}
+    if not isinstance(state, dict) or set(state) != keys:
+        return f"state is not a mapping of {sorted(keys)}"
+    if not isinstance(state["format"], str) or not isinstance(state["task"], str) or state[
+            "format"] != STATE_FORMAT or state["task"] not in ("regression", "classification"):
+        return (f"format / task {str(state['format'])[:40]!r} / {str(state['task'])[:20]!r} is "
+                f"not {STATE_FORMAT!r} with regression or classification")
+    fps, rows = state["train_fingerprints"], state["train_rows"]
+    problem = _tensor(fps, torch.uint8, 2, "train_fingerprints") or _tensor(
+        rows, torch.int64, 1, "train_rows")
+    if problem:
+        return problem
+    n = fps.shape[0]
+    if n == 0 or fps.shape[1] != _PACKED or rows.shape[0] != n or bool((rows < 0).any()):
+        return (f"train_fingerprints {list(fps.shape)} / train_rows {list(rows.shape)} are not "
+                f"[N, {_PACKED}] bit-packed ECFP4 and N CSV rows (N >= 1, rows >= 0)")
+    threshold = state["similarity_threshold"]
+    problem = _number(threshold, "similarity_threshold", 0.0, nan=True)
+    if problem or threshold > 1:
+        return problem or f"similarity_threshold is {threshold}, above 1"
+    tasks = state["tasks"]
+    if not isinstance(tasks, list) or not tasks or (num_tasks is not None
+                                                    and len(tasks) != num_tasks):
+        return f"tasks is not a list of {num_tasks or 'one or more'} label columns' models"
+    for t, entry in enumerate(tasks):
+        where = f"tasks[{t}]"
+        if not isinstance(entry, dict) or set(entry) != set(_TASK_KEYS):
+            return f"{where} is not a mapping of {list(_TASK_KEYS)}"
+        support, dual = entry["support"], entry["dual_coef"]
+        problem = _tensor(support, torch.int64, 1, f"{where}.support") or _tensor(
+            dual, torch.float64, 1, f"{where}.dual_coef")
+        if problem:
+            return problem
+        if dual.shape != support.shape or (len(support) and (
+                int(support.min()) < 0 or int(support.max()) >= n
+                or len(torch.unique(support)) != len(support))):
+            return (f"{where}.support / dual_coef are not as many distinct indices into the {n} "
+                    "training fingerprints as coefficients")
+        for key, low in (("intercept", -math.inf), ("C", 0.0), ("platt_a", -math.inf),
+                         ("platt_b", -math.inf), ("mean", -math.inf), ("std", 1e-300)):
+            problem = _number(entry[key], f"{where}.{key}", low)
+            if problem:
+                return problem
+        if (entry["C"] == 0) != (len(support) == 0):
+            return f"{where} has C = {entry['C']} with {len(support)} support vectors"
+    return None

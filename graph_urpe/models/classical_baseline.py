@@ -1,0 +1,286 @@
+r"""The classical model in every CSV fit: a Lightning callback that fits it, scores it and keeps
+it in the checkpoint, and the columns ``predict`` writes from it.
+
+:class:`ClassicalBaseline` (added by ``graph-urpe fit`` for a
+:class:`~graph_urpe.data.modules.molecule.CSVDataModule`; ``--classical_baseline false`` leaves
+it out) fits :class:`~graph_urpe.models.classical.ClassicalModel` (ECFP4, Tanimoto kernel, SVR /
+Platt-scaled SVC, C by 5-fold cross-validation) on the training rows at ``on_fit_start``, and
+logs its scores with the network's own metric functions
+(:func:`~graph_urpe.models.metrics.epoch_metrics`) as ``val/<metric>_classical`` (once, at the
+first validation) and ``test/<metric>_classical`` (``metrics.csv``; the fit summary shows them
+beside the network's). Above :data:`MAX_TRAIN_MOLECULES` training molecules it is skipped with
+one line (its Gram matrix grows as N²). Its state (plain arrays) is checked when a checkpoint
+is restored (:meth:`ClassicalBaseline.state_difference`).
+
+**Applicability domain** (:func:`similarity_threshold`): the Tanimoto similarity (ECFP4) of
+each molecule to its nearest training molecule. The threshold is chosen on the validation rows
+from the classical model's error there (regression: absolute error over the training std;
+classification: :math:`|y - p|`; averaged over a row's labels): among the 10th, 20th, ..., 50th
+percentiles of their similarities, the one with the largest ratio of the mean error below it to
+the mean error above it, if that ratio is at least :data:`ERROR_RATIO`; otherwise the smallest
+validation similarity (the edge of what was validated). At least 10 labelled validation rows
+are needed (else no threshold, no warning). ``predict`` warns (one line) for the molecules
+below it (:func:`classical_columns`).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+from lightning.pytorch import Callback, LightningModule, Trainer
+from lightning.pytorch.utilities import rank_zero_info
+
+from graph_urpe.data.fingerprints import ecfp4
+from graph_urpe.models.classical import ClassicalModel, state_problem
+from graph_urpe.models.metrics import epoch_metrics
+
+__all__ = ["ERROR_RATIO", "MAX_TRAIN_MOLECULES", "METHOD_NAMES", "ClassicalBaseline",
+           "classical_columns", "classical_from_checkpoint", "count_outside_domain", "row_errors",
+           "similarity_threshold", "split_molecules"]
+
+MAX_TRAIN_MOLECULES = 20_000
+"""Above this many training molecules the classical model is skipped (one line says so)."""
+
+ERROR_RATIO = 1.5
+"""How much worse the validation error below the applicability threshold must be."""
+
+METHOD_NAMES = {"regression": "ECFP4 Tanimoto SVR", "classification": "ECFP4 Tanimoto SVC"}
+"""How the summary names the classical model."""
+
+SUFFIX = "_ecfp_svm"
+"""``predict``'s column of the classical prediction: ``<target>_ecfp_svm``."""
+
+
+def split_molecules(split: Any, num_tasks: int) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """The SMILES, labels and CSV rows of a split of a
+    :class:`~graph_urpe.data.csv.dataset.SmilesCSVDataset` (read from its columns, no graph
+    is loaded).
+
+    Returns:
+        tuple: ``N`` SMILES; ``[N, num_tasks]`` float64 labels (NaN = missing); ``[N]`` int64
+        CSV data rows.
+    """
+    idx = np.asarray(split.indices(), dtype=np.int64)
+    data = split._data
+    labels = data.y.view(-1, num_tasks).double().numpy()[idx]
+    rows = data.row.view(-1).long().numpy()[idx]
+    return [str(data.smiles[int(i)]) for i in idx], labels, rows
+
+
+def row_errors(pred: np.ndarray, target: np.ndarray, model: ClassicalModel) -> np.ndarray:
+    """The error of each row that :func:`similarity_threshold` reads.
+
+    Args:
+        pred (numpy.ndarray): ``[N, T]`` the model's predictions.
+        target (numpy.ndarray): ``[N, T]`` labels, NaN = missing.
+        model (ClassicalModel): the model (its task; regression: the training stds).
+
+    Returns:
+        numpy.ndarray: ``[N]`` mean over the row's labelled, modelled columns of the absolute
+        error over the training std (regression) or :math:`|y - p|` (classification); NaN if
+        none.
+    """
+    error = np.abs(pred - target)
+    if model.task == "regression":
+        error = error / np.array([e["std"] for e in model.tasks])
+    with np.errstate(invalid="ignore"):
+        counts = (~np.isnan(error)).sum(1)
+        return np.where(counts > 0, np.nansum(error, 1) / np.maximum(counts, 1), np.nan)
+
+
+def similarity_threshold(similarity: np.ndarray, error: np.ndarray) -> float:
+    """The applicability threshold from validation rows (rule in the module docstring).
+
+    Args:
+        similarity (numpy.ndarray): ``[N]`` Tanimoto similarity to the nearest training molecule.
+        error (numpy.ndarray): ``[N]`` the row's error (NaN: unlabelled, left out).
+
+    Returns:
+        float: the threshold in ``[0, 1]``; NaN with fewer than 10 labelled rows (no warning).
+    """
+    keep = ~np.isnan(error)
+    s, e = similarity[keep], error[keep]
+    if len(s) < 10:
+        return float("nan")
+    chosen, best = float(s.min()), ERROR_RATIO
+    for q in (10, 20, 30, 40, 50):
+        t = float(np.percentile(s, q))
+        below, above = e[s < t], e[s >= t]
+        if len(below) and len(above) and below.mean() >= best * above.mean():
+            chosen, best = t, below.mean() / max(above.mean(), 1e-300)
+    return chosen
+
+
+def _scores(model: ClassicalModel, pred: np.ndarray, target: np.ndarray) -> dict[str, float]:
+    """:func:`epoch_metrics` of the classical predictions (columns without a model left out)."""
+    target = np.where(np.isnan(pred), np.nan, target)
+    values = epoch_metrics(torch.from_numpy(np.nan_to_num(pred)), torch.from_numpy(target),
+                           model.task)
+    return {k: v for k, v in values.items() if "/" not in k}
+
+
+class ClassicalBaseline(Callback):
+    r"""Fits, scores and stores the classical model of a CSV fit (see the module docstring).
+
+    Args:
+        seed (int, optional): seed of the cross-validation folds. (default: :obj:`0`)
+        max_train_molecules (int, optional): skip above this many training molecules.
+            (default: :data:`MAX_TRAIN_MOLECULES`)
+
+    Attributes:
+        model (ClassicalModel or None): the fitted model (:obj:`None`: skipped, or not yet fit).
+        cpu_seconds (float): process CPU seconds of fingerprints, fit, validation and threshold.
+    """
+
+    def __init__(self, seed: int = 0, max_train_molecules: int = MAX_TRAIN_MOLECULES) -> None:
+        self.seed, self.max_train_molecules = seed, max_train_molecules
+        self.model: ClassicalModel | None = None
+        self.cpu_seconds = 0.0
+        self._val_scores: dict[str, float] | None = None
+        self._val_logged = False
+
+    @staticmethod
+    def _splits(trainer: Trainer) -> dict:
+        data = trainer.datamodule
+        return {**data.load().splits, **(getattr(data, "splits", None) or {})}
+
+    def on_fit_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        """Fit the model on the training rows (unless restored from a checkpoint), score it on
+        the validation rows and choose the applicability threshold."""
+        if self.model is not None:
+            return
+        task, tasks = pl_module.hparams.task, pl_module.num_labels
+        splits = self._splits(trainer)
+        if len(splits["train"]) > self.max_train_molecules:
+            rank_zero_info(
+                f"Classical model skipped: {len(splits['train'])} training molecules, above "
+                f"its cap of {self.max_train_molecules} (its kernel grows as N^2); "
+                "--classical_baseline false turns it off.")
+            return
+        start = time.process_time()
+        smiles, labels, rows = split_molecules(splits["train"], tasks)
+        model = ClassicalModel.fit(ecfp4(smiles), labels, rows, task, self.seed)
+        smiles, target, _ = split_molecules(splits["valid"], tasks)
+        pred, similarity, _ = model.predict_with_neighbours(ecfp4(smiles))
+        model.similarity_threshold = similarity_threshold(similarity,
+                                                          row_errors(pred, target, model))
+        self._val_scores = _scores(model, pred, target) if len(smiles) else None
+        self.model, self.cpu_seconds = model, time.process_time() - start
+        chosen = ", ".join(f"{e['C']:g}" for e in model.tasks)
+        rank_zero_info(f"Classical model ({METHOD_NAMES[task]}) fitted on {len(rows)} training "
+                       f"molecules (C = {chosen}) in {self.cpu_seconds:.1f} CPU s; "
+                       "--classical_baseline false turns it off.")
+
+    def _log(self, pl_module: LightningModule, stage: str, scores: dict[str, float]) -> None:
+        for key, value in scores.items():
+            pl_module.log(f"{stage}/{key}_classical", value, sync_dist=False)
+
+    def on_validation_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        """Log ``val/<metric>_classical`` once (its value does not change)."""
+        if trainer.sanity_checking or self._val_logged or self._val_scores is None:
+            return
+        self._log(pl_module, "val", self._val_scores)
+        self._val_logged = True
+
+    def on_test_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        """Log ``test/<metric>_classical`` on the data module's test rows."""
+        if self.model is None:
+            return
+        test = self._splits(trainer).get("test")
+        if test is None or len(test) == 0:
+            return
+        smiles, target, _ = split_molecules(test, len(self.model.tasks))
+        self._log(pl_module, "test", _scores(self.model, self.model.predict(ecfp4(smiles)),
+                                             target))
+
+    def state_dict(self) -> dict[str, Any]:
+        """The fitted model's plain arrays (:meth:`ClassicalModel.state_dict`), ``{}`` if none."""
+        return self.model.state_dict() if self.model is not None else {}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Restore a fitted model (checked: :meth:`ClassicalModel.from_state`)."""
+        self.model = ClassicalModel.from_state(state_dict) if state_dict else None
+
+    @staticmethod
+    def state_difference(found: Any) -> str | None:
+        """How a checkpoint's state differs from what this version writes, or :obj:`None`
+        (used by :func:`~graph_urpe.cli.resume_state.training_state_difference`)."""
+        if isinstance(found, dict) and not found:
+            return None
+        return state_problem(found)
+
+
+def classical_from_checkpoint(checkpoint: dict, path: str) -> ClassicalModel | None:
+    """The classical model a checkpoint (read by :func:`graph_urpe.trust.read_checkpoint`)
+    holds in its callbacks' states, checked (:meth:`ClassicalModel.from_state`), or :obj:`None`.
+
+    Raises:
+        graph_urpe.trust.ReceivedFileError: a state that is not what this version writes (one
+            line naming the file and the entry).
+    """
+    from graph_urpe.trust import ReceivedFileError
+
+    states = checkpoint.get("callbacks")
+    state = states.get(ClassicalBaseline.__qualname__) if isinstance(states, dict) else None
+    if state is None or (isinstance(state, dict) and not state):
+        return None
+    try:
+        return ClassicalModel.from_state(state)
+    except ValueError as err:
+        raise ReceivedFileError(path, f"{err}; it was changed or written by another version: "
+                                "use a checkpoint this version's `graph-urpe fit` wrote") from None
+
+
+def classical_columns(table: pd.DataFrame, smiles: list[str], model: ClassicalModel,
+                      targets: list[str]) -> pd.DataFrame:
+    """``predict``'s table with the classical model's columns, before ``error``:
+    ``<target>_ecfp_svm`` (its prediction), ``nearest_train_similarity`` (ECFP4 Tanimoto to the
+    nearest training molecule) and ``nearest_train_row`` (that molecule's CSV data row); empty
+    for rows with an error.
+
+    Args:
+        table (pandas.DataFrame): the prediction table, one row per input, in input order.
+        smiles (list[str]): the inputs' SMILES, in the same order.
+        model (ClassicalModel): the checkpoint's classical model.
+        targets (list[str]): the label names (its columns).
+
+    Returns:
+        pandas.DataFrame: a new table.
+
+    Raises:
+        ValueError: a model of another number of label columns than ``targets``, or a table
+            that already has one of the columns.
+    """
+    if len(model.tasks) != len(targets):
+        raise ValueError(f"the checkpoint's classical model has {len(model.tasks)} label columns "
+                         f"and its network {len(targets)}: use a checkpoint `graph-urpe fit` "
+                         "wrote")
+    names = [f"{t}{SUFFIX}" for t in targets] + ["nearest_train_similarity", "nearest_train_row"]
+    taken = [n for n in names if n in table.columns]
+    if taken:
+        raise ValueError(f"the input has a column {taken[0]!r}, a name predict writes: rename it")
+    ok = np.flatnonzero(table["error"].astype(str).to_numpy() == "")
+    pred = np.full((len(table), len(targets)), np.nan)
+    similarity = np.full(len(table), np.nan)
+    nearest = pd.array([pd.NA] * len(table), dtype="Int64")
+    if len(ok):
+        p, s, r = model.predict_with_neighbours(ecfp4([smiles[i] for i in ok]))
+        pred[ok], similarity[ok], nearest[ok] = p, s, r
+    out = table.copy()
+    at = list(out.columns).index("error") if "error" in out.columns else len(out.columns)
+    values = [*pred.T, similarity, nearest]
+    for offset, (name, column) in enumerate(zip(names, values)):
+        out.insert(at + offset, name, column)
+    return out
+
+
+def count_outside_domain(table: pd.DataFrame, model: ClassicalModel) -> int:
+    """Rows of a :func:`classical_columns` table below the model's applicability threshold."""
+    if np.isnan(model.similarity_threshold):
+        return 0
+    similarity = pd.to_numeric(table["nearest_train_similarity"], errors="coerce").to_numpy()
+    return int((similarity < model.similarity_threshold).sum())
