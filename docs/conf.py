@@ -16,11 +16,11 @@ DOCS = Path(__file__).resolve().parent
 sys.path.insert(0, str(DOCS / "_ext"))
 sys.path.insert(0, str(DOCS.parent))  # the checkout's graph_urpe, installed or not
 
-import graph_urpe  # noqa: E402
+import graph_urpe
 
 project = "graph-urpe"
 author = "graph-urpe contributors"
-copyright = "2026, graph-urpe contributors"  # noqa: A001  (Sphinx's name)
+copyright = "2026, graph-urpe contributors"
 release = version = graph_urpe.__version__
 
 extensions = [
@@ -31,6 +31,7 @@ extensions = [
     "sphinx.ext.viewcode",
     "myst_parser",
     "cli_help",
+    "api_refs",
 ]
 
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}

@@ -1,5 +1,6 @@
-"""The README's graph example (a PyG DataLoader over molecules, URPEGraphConv in a user's model),
-run as written there; then checked: shapes, finite gradients, padding-independence per graph."""
+"""The graph example of docs/tutorials/pyg-layer.md (a PyG DataLoader over molecules,
+URPEGraphConv in a user's model), run as written there; then checked: shapes, finite gradients,
+padding-independence per graph."""
 
 import torch
 from torch_geometric.loader import DataLoader
