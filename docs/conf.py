@@ -60,5 +60,6 @@ napoleon_use_rtype = False
 
 html_theme = "furo"
 html_title = f"graph-urpe {release}"
-html_static_path: list[str] = []
+html_static_path = ["_static"]
+html_css_files = ["wide.css"]  # 100-column code and help fit
 autodoc_inherit_docstrings = False  # document graph-urpe, not the Lightning / torch parents
