@@ -30,6 +30,7 @@ SLOW = {
     "test_resume.py": "kill -9 / Ctrl-C and resume, bit for bit",
     "test_full_disk.py": "fits on a full file system",
     "test_hpopt.py": "Optuna trials, one fit process each",
+    "test_docs.py": "builds the Sphinx site (sphinx-build -W)",
     # single tests
     "test_mixed_precision.py::test_default_job_trains_in_bf16_mixed": "the default job in bf16",
     "test_mixed_precision.py::test_csv_template_trains_in_bf16_mixed": "the CSV template in bf16",

@@ -1,5 +1,6 @@
-"""graph_urpe.Predictor (in-memory prediction, the README's example) and graph-urpe fingerprint:
-equal to graph-urpe predict's table and to the encoder's output computed by hand."""
+"""graph_urpe.Predictor (in-memory prediction, the example of docs/tutorials/csv.md) and
+graph-urpe fingerprint: equal to graph-urpe predict's table and to the encoder's output computed
+by hand."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from graph_urpe.cli import main
 from graph_urpe.data.featurize import smiles_to_graph
 from graph_urpe.transforms import AddShortestPathDistance
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+TUTORIAL = Path(__file__).resolve().parents[1] / "docs" / "tutorials" / "csv.md"
 
 
 @pytest.fixture(scope="module")
@@ -34,17 +35,17 @@ def checkpoint(tmp_path_factory):
     return str(runs / "version_0" / "checkpoints" / "last.ckpt"), tmp
 
 
-def _readme_example() -> str:
-    text = README.read_text()
-    section = text[text.index("### From Python"):]
+def _tutorial_example() -> str:
+    text = TUTORIAL.read_text()
+    section = text[text.index("## From Python"):]
     return re.search(r"```python\n(.*?)```", section, re.DOTALL).group(1)
 
 
-def test_readme_example_equals_graph_urpe_predict(checkpoint, capsys):
+def test_tutorial_example_equals_graph_urpe_predict(checkpoint, capsys):
     ckpt, tmp = checkpoint
-    code = _readme_example().replace("runs/my-csv/version_0/checkpoints/last.ckpt", ckpt)
+    code = _tutorial_example().replace("runs/my-csv/version_0/checkpoints/last.ckpt", ckpt)
     scope: dict = {}
-    exec(code, scope)  # noqa: S102  (the README's example, as written there)
+    exec(code, scope)  # noqa: S102  (the tutorial's example, as written there)
     table = scope["table"]
     smiles = [m if isinstance(m, str) else Chem.MolToSmiles(m) for m in scope["molecules"]]
     out = tmp / "pred.csv"

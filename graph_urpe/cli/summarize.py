@@ -18,7 +18,8 @@ def main(argv: list[str] | None = None) -> None:
     Args:
         argv (list[str], optional): the arguments (default: ``sys.argv[1:]``).
     """
-    parser = argparse.ArgumentParser(description="Print graphs, splits and label statistics.")
+    parser = argparse.ArgumentParser(prog="graph-urpe summarize",
+                                     description="Print graphs, splits and label statistics.")
     parser.add_argument("name", help=f"dataset name: {', '.join(DATASET_NAMES)}")
     parser.add_argument("--root", default="data")
     parser.add_argument("--max-graph-nodes", type=int, default=None,

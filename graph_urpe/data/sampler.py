@@ -265,7 +265,7 @@ class SizeBucketBatchSampler(Sampler[list[int]]):
 
     @property
     def sampler(self) -> SizeBucketBatchSampler:
-        """This batch sampler itself: Lightning calls ``set_epoch`` on a loader's
+        """This batch sampler itself; Lightning calls ``set_epoch`` on a loader's
         ``batch_sampler.sampler`` before it creates the epoch's iterator (also right after a
         resume), so the epoch's batches follow the epoch number exactly."""
         return self

@@ -163,15 +163,15 @@ class EnsembleMixin:
 
     @property
     def members(self) -> list[nn.Module]:
-        """The networks of the ensemble: ``model`` first (one unless ``ensemble_size``)."""
+        """The networks of the ensemble, ``model`` first (one unless ``ensemble_size``)."""
         return [self.model, *self.ensemble]
 
     def pair_relations(self) -> tuple[str, ...]:
         """The pairwise relations the members read (``"spd"``, ``"resistance"``; each network's
         ``relations``), what prediction computes for each molecule: the resistance distance only
         for a network that reads it (0.4-0.8 ms of CPU per molecule). A network that does not
-        say (no ``relations``) is given every relation of :data:`~graph_urpe.nn.relations.
-        GraphRelation`."""
+        say (no ``relations``) is given every relation of
+        :data:`~graph_urpe.nn.relations.GraphRelation`."""
         every = get_args(GraphRelation)
         read = {r for m in self.members for r in (getattr(m, "relations", None) or every)}
         return tuple(r for r in every if r in read)

@@ -160,8 +160,8 @@ class GraphPropertyModule(EnsembleMixin, TrustedLoadMixin, LightningModule):
             positive number per task. The weights are kept in the checkpoint and printed in the
             summary; weighted training shifts the predicted probabilities towards the positive
             class (ROC-AUC and AP only rank them). (default: :obj:`None`: unweighted)
-        ensemble_size (int, optional): members of a deep ensemble (:mod:`~graph_urpe.models.
-            ensemble`): ``model`` and ``ensemble_size - 1`` copies re-initialised with seeds
+        ensemble_size (int, optional): members of a deep ensemble
+            (:mod:`~graph_urpe.models.ensemble`): ``model`` and ``ensemble_size - 1`` copies re-initialised with seeds
             drawn from torch's generator, trained side by side (each on its own loss; gradients
             clipped per member), evaluated and predicted as one model (members' mean; regression
             also their spread). ``graph-urpe fit --ensemble_size N`` sets it. (default: :obj:`1`)
@@ -256,8 +256,8 @@ class GraphPropertyModule(EnsembleMixin, TrustedLoadMixin, LightningModule):
     # --------------------------------------------------------------------------- facts
     @property
     def loss_name(self) -> str:
-        """The loss in use: ``loss``, else ``bce`` (classification), ``cross_entropy``
-        (multiclass), ``mse`` (RMSE-scored regression) or ``l1``."""
+        """The loss in use (``loss``, else ``bce`` (classification), ``cross_entropy``
+        (multiclass), ``mse`` (RMSE-scored regression) or ``l1``)."""
         hp = self.hparams
         if hp.get("loss") is not None:
             return hp.loss
@@ -269,7 +269,7 @@ class GraphPropertyModule(EnsembleMixin, TrustedLoadMixin, LightningModule):
 
     @property
     def metric_name(self) -> str:
-        """The monitored metric: ``metric``, else ``mae`` / ``rocauc`` / ``accuracy``."""
+        """The monitored metric (``metric``, else ``mae`` / ``rocauc`` / ``accuracy``)."""
         if self.hparams.get("metric") is not None:
             return self.hparams.metric
         return {"classification": "rocauc", "multiclass": "accuracy"}.get(

@@ -63,7 +63,7 @@ class MetricInfo(NamedTuple):
     higher_is_better: bool
     """Checkpointing / early stopping direction."""
     task: str
-    """The task kind it scores: ``"regression"``, ``"classification"`` or ``"multiclass"``."""
+    """The task kind it scores (``"regression"``, ``"classification"`` or ``"multiclass"``)."""
 
 
 METRICS: dict[str, MetricInfo] = {

@@ -197,7 +197,8 @@ class URPEGraphConv(nn.Module):
     .. math::
         \mathrm{Attn}(\mathbf{X}) = \Big(\mathrm{softmax}\Big(\frac{\mathbf{Q}\mathbf{K}^{\top}}
         {\sqrt{d}} + \mathbf{B}\Big) \odot \mathbf{C}\Big) \mathbf{V},
-        \qquad B_{ij} = \sum_{r} b_r(\psi_r(i, j)), \quad C_{ij} = \sum_{r} c_r(\psi_r(i, j)),
+
+        B_{ij} = \sum_{r} b_r(\psi_r(i, j)), \qquad C_{ij} = \sum_{r} c_r(\psi_r(i, j)),
 
     over the selected relations :math:`\psi_r`: the shortest-path distance (``"spd"``, a learned
     per-head table :math:`b_{\mathrm{SPD}(i,j)}`, :math:`c_{\mathrm{SPD}(i,j)}`) and the

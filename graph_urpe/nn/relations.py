@@ -316,7 +316,8 @@ class GaussianBasisEmbedding(nn.Module):
 
     .. math::
         \phi_k(r) = \frac{1}{\sqrt{2 \pi} |\sigma_k|}
-        \exp\Big(-\frac{(a r + b - \mu_k)^2}{2 \sigma_k^2}\Big), \quad k = 1..K, \qquad
+        \exp\Big(-\frac{(a r + b - \mu_k)^2}{2 \sigma_k^2}\Big), \quad k = 1..K,
+
         \mathrm{out}(r) = \mathbf{W}_2 \, \mathrm{GELU}(\mathbf{W}_1 \phi(r) + \mathbf{b}_1)
         + \mathbf{b}_2 \in \mathbb{R}^H,
 

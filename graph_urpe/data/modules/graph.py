@@ -267,7 +267,7 @@ class GraphDataModule(BatchedGraphDataModule):
 
     test_split: str = "test"
     family: DatasetFamily | None = None
-    """The dataset family: its facts and how it builds its splits (set by each subclass)."""
+    """The dataset family, its facts and how it builds its splits (set by each subclass)."""
 
     def __init__(
         self,
