@@ -73,6 +73,7 @@ from graph_urpe.cli.run import (
 )
 from graph_urpe.cli.seeds import seeds_command
 from graph_urpe.cli.summary import print_fit_summary, write_run_outputs
+from graph_urpe.cli.time_cues import time_cues
 from graph_urpe.data.modules.graph import BatchedGraphDataModule
 from graph_urpe.files import (
     check_writable,
@@ -343,6 +344,7 @@ class GraphURPECLI(LightningCLI):
             callbacks.append(EarlyStopping(monitor=f"val/{metric}", mode=mode, patience=patience))
         user_callbacks = [cb for cb in (trainer_cfg.get("callbacks") or [])
                           if not isinstance(cb, (ModelCheckpoint, LearningRateMonitor))]
+        callbacks += time_cues(trainer_cfg.get("enable_progress_bar"), user_callbacks)
         kwargs["callbacks"] = user_callbacks + callbacks
         kwargs["logger"] = [
             RunCSVLogger(root, name=name, version=version, resume=ckpt is not None),
