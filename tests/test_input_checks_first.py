@@ -36,8 +36,8 @@ def test_a_missing_column_is_reported_before_any_progress_bar(checkpoint, tmp_pa
     assert not output.exists() and not (tmp_path / "pred.csv.parts").exists()
 
 
-def test_a_bad_byte_in_a_later_chunk_is_reported_before_any_progress_bar(checkpoint, tmp_path,  # noqa: F811
-                                                                          capsys):
+def test_a_bad_byte_in_a_later_chunk_is_reported_first(checkpoint, tmp_path,  # noqa: F811
+                                                       capsys):
     csv = tmp_path / "latin1.csv"
     csv.write_bytes("smiles\nCCO\nCCN\nCCC\nOC\u00e9\n".encode("latin-1"))  # line 5, column 3
     assert _predict(checkpoint, csv, tmp_path / "pred.csv", "--chunk_rows", "2") == 2

@@ -25,8 +25,8 @@ from lightning.pytorch.callbacks import Callback, ProgressBar, TQDMProgressBar
 from lightning.pytorch.callbacks.progress.tqdm_progress import convert_inf
 from lightning.pytorch.utilities import rank_zero_info
 
-__all__ = ["MIN_ESTIMATE_SECONDS", "VALIDATION_BATCH_COST", "FitTimeEstimate", "RunProgressBar", "format_duration",
-           "planned_training_batches", "time_cues"]
+__all__ = ["MIN_ESTIMATE_SECONDS", "VALIDATION_BATCH_COST", "FitTimeEstimate", "RunProgressBar",
+           "format_duration", "planned_training_batches", "time_cues"]
 
 VALIDATION_BATCH_COST = 1 / 3
 """A validation batch's time as a share of a training batch's: a forward pass without the
@@ -213,9 +213,10 @@ class RunProgressBar(TQDMProgressBar):
             return
         per_epoch = convert_inf(self.total_train_batches) or 0
         self._offset = (trainer.current_epoch - self._first_epoch) * per_epoch
+        epoch = trainer.current_epoch + 1
         self.train_progress_bar.set_description(
-            f"Epoch {trainer.current_epoch + 1}/{trainer.max_epochs}"
-            if trainer.max_epochs and trainer.max_epochs > 0 else f"Epoch {trainer.current_epoch + 1}")
+            f"Epoch {epoch}/{trainer.max_epochs}" if trainer.max_epochs and trainer.max_epochs > 0
+            else f"Epoch {epoch}")
 
     def on_train_batch_end(self, trainer: Trainer, pl_module: LightningModule, outputs: Any,
                            batch: Any, batch_idx: int) -> None:
