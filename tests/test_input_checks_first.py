@@ -53,3 +53,19 @@ def test_missing_columns_names_the_closest_column():
     assert str(err) == ("label columns ['logs', 'pKa'] not found in the header (line 1) of "
                         "d.csv, whose columns are ['smiles', 'logS', 'mass']; 'logs' may be "
                         "'logS': set them.")
+
+
+def test_predict_bar_counts_every_row_and_estimates_the_rest_once(checkpoint, tmp_path,  # noqa: F811
+                                                                 capsys):
+    csv = tmp_path / "ok.csv"
+    csv.write_text("smiles\nCCO\nCCN\nxx\nCCC\n")
+    main(["predict", "--ckpt_path", checkpoint, "--csv", str(csv), "--output",
+          str(tmp_path / "p.csv"), "--chunk_rows", "2"])
+    err = capsys.readouterr().err
+    # After the first chunk (2 rows), once: the 2 rows after it; the bar ends at every row.
+    estimates = [line for line in err.splitlines() if line.startswith("Time estimate")]
+    assert len(estimates) == 1 and " more for the other 2 rows, at the first chunk's " \
+        in estimates[0]
+    bars = [f for f in err.replace("\r", "\n").splitlines() if f.startswith("Predicting:")]
+    assert bars[0].startswith("Predicting:   0%") and "| 0/4 [" in bars[0]
+    assert bars[-1].startswith("Predicting: 100%") and "| 4/4 [" in bars[-1]

@@ -20,6 +20,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any, Self
 
@@ -32,6 +33,7 @@ from tqdm.auto import tqdm
 
 from graph_urpe.choices import check_at_least
 from graph_urpe.cli.prediction_parts import PredictionParts, file_identity
+from graph_urpe.cli.time_cues import rows_estimate
 from graph_urpe.data.csv.reading import csv_header
 from graph_urpe.data.modules.graph import BatchedGraphDataModule
 from graph_urpe.data.predict_inputs import (
@@ -388,13 +390,15 @@ def predict_smiles(trainer: Any, model: Any, datamodule: BatchedGraphDataModule,
     total = _count_rows(inputs.csv, inputs.smiles)
     bar = tqdm(total=total, desc="Predicting", unit="mol", file=sys.stderr, smoothing=0.05,
                disable=not trainer.is_global_zero)
-    chunks, stopped, done = 0, False, 0
+    chunks, stopped, done, resumed_rows, started = 0, False, 0, 0, time.perf_counter()
     with _SigtermLatch() as sigterm:
         try:
             for index, frame in enumerate(frames):
                 chunks = index + 1
                 if parts.done(index):
                     table = parts.read(index)
+                    resumed_rows += len(table)
+                    started = time.perf_counter()
                 else:
                     table = _predict_chunk(trainer, model, datamodule, frame, inputs, vocabulary,
                                            predict_kwargs, bar.update)
@@ -412,6 +416,9 @@ def predict_smiles(trainer: Any, model: Any, datamodule: BatchedGraphDataModule,
                                      for r, e in zip(table["row"][failed], errors[failed])]
                 done += len(table)  # the bar ticked per batch; now the chunk's rows exactly
                 bar.update(done - bar.n)
+                if index == parts.resumed and total and total > done and trainer.is_global_zero:
+                    bar.write(rows_estimate(time.perf_counter() - started, done - resumed_rows,
+                                             total - done), file=sys.stderr)
                 # once the chunk is kept; all ranks alike (a SIGTERM may reach rank 0 alone)
                 if trainer.strategy.reduce_boolean_decision(sigterm.received, all=False):
                     stopped = True

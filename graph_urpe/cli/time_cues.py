@@ -1,4 +1,5 @@
-"""How long a ``fit`` will take, said early and shown throughout: two Lightning callbacks.
+"""How long a ``fit`` will take, said early and shown throughout: two Lightning callbacks (and
+``predict``'s estimate after its first chunk, :func:`rows_estimate`).
 
 * :class:`FitTimeEstimate`: times the first training batches of the run (the first batch, which
   pays for start-up, is left out) and prints once, during the first epoch, an estimate of the
@@ -26,7 +27,7 @@ from lightning.pytorch.callbacks.progress.tqdm_progress import convert_inf
 from lightning.pytorch.utilities import rank_zero_info
 
 __all__ = ["MIN_ESTIMATE_SECONDS", "VALIDATION_BATCH_COST", "FitTimeEstimate", "RunProgressBar",
-           "format_duration", "planned_training_batches", "time_cues"]
+           "format_duration", "planned_training_batches", "rows_estimate", "time_cues"]
 
 VALIDATION_BATCH_COST = 1 / 3
 """A validation batch's time as a share of a training batch's: a forward pass without the
@@ -50,6 +51,20 @@ def format_duration(seconds: float) -> str:
     if seconds < 90 * 60:
         return f"{round(seconds / 60)} minutes"
     return f"{seconds / 3600:.1f} hours"
+
+
+def rows_estimate(seconds: float, rows: int, left: int) -> str:
+    """The line ``predict`` prints after its first predicted chunk when more rows follow: the
+    time left at that chunk's rate (featurisation and prediction), as an estimate.
+
+    Args:
+        seconds (float): the chunk's wall-clock time.
+        rows (int): its rows.
+        left (int): the rows after it.
+    """
+    rate = rows / seconds if seconds > 0 else float("inf")
+    return (f"Time estimate: about {format_duration(left / rate)} more for the other {left:,} "
+            f"rows, at the first chunk's {rate:,.0f} rows a second on this machine.")
 
 
 def _epochs_left(trainer: Trainer) -> int | None:
