@@ -20,6 +20,7 @@ from graph_urpe.cli.time_cues import (
     time_cues,
 )
 
+RANK_ZERO = "lightning.pytorch.utilities.rank_zero"  # rank_zero_info's logger (predict quiets it)
 TRAIN_SLEEP = 0.02  # seconds a training batch takes (a sleep: steady on a busy machine)
 
 
@@ -66,7 +67,7 @@ def _fit(callbacks, max_epochs=3, progress=False, **trainer_kwargs):
 
 def test_the_estimate_agrees_with_the_run_and_is_printed_once(caplog):
     estimate = FitTimeEstimate(warmup_batches=5)
-    with caplog.at_level(logging.INFO):
+    with caplog.at_level(logging.INFO, logger=RANK_ZERO):
         _, measured = _fit([estimate], max_epochs=3)
     # Measured over batches 2-6 (5 after the first), then 30 training and 3 x 5 validation
     # batches: the training's wall-clock time within a factor of 1.5.
@@ -82,7 +83,7 @@ def test_the_estimate_agrees_with_the_run_and_is_printed_once(caplog):
 
 def test_a_long_run_suggests_a_tenth_of_its_epochs_and_a_short_one_stays_silent(caplog):
     long = FitTimeEstimate(warmup_batches=3)
-    with caplog.at_level(logging.INFO):
+    with caplog.at_level(logging.INFO, logger=RANK_ZERO):
         _fit([long], max_epochs=20, limit_train_batches=4, limit_val_batches=1)
     assert "4 batches an epoch x 20 epochs" in long.message
     assert "About a tenth with --trainer.max_epochs 2" in long.message
@@ -95,7 +96,7 @@ def test_a_long_run_suggests_a_tenth_of_its_epochs_and_a_short_one_stays_silent(
     assert capped.estimate == pytest.approx(expected, rel=0.3)
     silent = FitTimeEstimate(warmup_batches=3, min_seconds=3600)
     caplog.clear()
-    with caplog.at_level(logging.INFO):
+    with caplog.at_level(logging.INFO, logger=RANK_ZERO):
         _fit([silent], max_epochs=1)
     assert silent.estimate is not None and silent.message is None
     assert not [r for r in caplog.records if "Time estimate" in r.getMessage()]
