@@ -504,10 +504,16 @@ def run(argv: list[str], user_args: list[str] | None = None) -> None:
 
 
 def _printed_config(parser_kwargs: dict[str, Any], argv: list[str]) -> str:
-    """What ``argv`` (ending in ``--print_config``) prints: the resolved configuration."""
+    """What ``argv`` (ending in ``--print_config``) prints: the resolved configuration; empty
+    when it cannot be resolved (the help that follows says why, or prints as it would)."""
     out = io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):
-        _run_cli(parser_kwargs, argv, None)
+    try:
+        with contextlib.redirect_stdout(out):
+            _run_cli(parser_kwargs, argv, None)
+    except SystemExit:
+        return out.getvalue()
+    except Exception:  # noqa: BLE001  (e.g. predict without --ckpt_path: no note, only the help)
+        return ""
     return out.getvalue()
 
 
