@@ -176,6 +176,38 @@ def test_fit_ensemble_mve_then_predict_with_intervals(tmp_path, capsys):
     assert len(module.members) == 2
 
 
+def test_a_single_network_writes_no_per_molecule_std(tmp_path, capsys):
+    """One plain network has no per-molecule uncertainty (its calibrated std would be the
+    validation RMSE on every row): no ``target_std`` column, no Spearman line, a line saying what
+    to pass for one; its conformal interval is kept, of one half-width ``q * target_std``."""
+    from tests.test_cli import write_config
+
+    config, runs = write_config(tmp_path, max_epochs=2)
+    main(["fit", "--config", config])
+    out = capsys.readouterr().out
+    assert "Spearman" not in out and "n/a" not in out
+    assert ("Test per-molecule uncertainty: none (a single network" in out
+            and "--ensemble_size 5" in out and "--model.init_args.loss mve" in out)
+    assert "Test coverage of the 95% intervals" in out
+    run = runs / "version_0"
+    best = run / "checkpoints" / "best.ckpt"  # the one tested (--test_checkpoint best)
+    state = torch.load(best, weights_only=True)["state_dict"]
+    half = float(state["interval_factor"][0] * state["target_std"][0])  # sigma = 1 std. unit
+    tested = pd.read_csv(run / "test_predictions.csv")
+    assert "target_std" not in tested.columns
+    np.testing.assert_allclose(tested["target_upper"] - tested["target_pred"], half, rtol=1e-4)
+    np.testing.assert_allclose(tested["target_pred"] - tested["target_lower"], half, rtol=1e-4)
+    output = tmp_path / "pred.csv"
+    main(["predict", "--ckpt_path", str(best), "--smiles", "CCO", "CCN", "--output", str(output)])
+    pred = pd.read_csv(output)
+    assert pred.columns.tolist()[:5] == ["row", "smiles", "target_pred", "target_lower",
+                                         "target_upper"]
+    assert "target_std" not in pred.columns
+    np.testing.assert_allclose(pred["target_upper"] - pred["target_pred"], half, rtol=1e-4)
+    module = GraphPropertyModule.load_from_checkpoint(str(best))
+    assert not module.per_molecule_uncertainty
+
+
 def test_ensemble_gradients_are_clipped_per_member():
     from types import SimpleNamespace
 

@@ -152,8 +152,13 @@ def test_compile_matches_eager():
 def test_bad_input_names_the_fix():
     conv = URPEGraphConv(8, 2)
     batch, _ = _batch()
-    with pytest.raises(ValueError, match=r"x must have shape \[num_nodes, 8\]"):
+    with pytest.raises(ValueError, match=r"x must have shape \[num_nodes, 8\]") as wrong:
         conv(torch.randn(3, 12), batch.edge_index)
+    message = str(wrong.value)  # one line naming both widths and the projection that fixes it
+    assert "\n" not in message and "x.size(-1) = 12, channels = 8" in message
+    assert "torch.nn.Linear(12, 8)" in message and "URPEGraphConv(12, ...)" in message
+    with pytest.raises(ValueError, match=r"got \(12,\) \(x.size\(-1\) = 12"):
+        conv(torch.randn(12), batch.edge_index)  # one node's features without the node axis
     with pytest.raises(ValueError, match="relations entry"):
         URPEGraphConv(8, 2, relations=["spd", "hops"])
     with pytest.raises(ValueError, match="without repeats"):

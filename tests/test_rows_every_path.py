@@ -36,7 +36,8 @@ SPACED = ["CC O", "c1ccccc1 CCCCCCCCCCCC", "CC\nO", "CC\tO"]
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
-    """A tiny regression model fitted by the CLI (one epoch on 16 molecules)."""
+    """A tiny regression model fitted by the CLI (one epoch on 16 molecules), with a
+    mean-variance head so that its rows have a per-molecule ``target_std``."""
     from tests.test_cli import write_config
 
     tmp = tmp_path_factory.mktemp("rows")
@@ -44,7 +45,8 @@ def checkpoint(tmp_path_factory):
     cfg = yaml.safe_load(Path(config).read_text())
     cfg["trainer"]["enable_checkpointing"] = True
     Path(config).write_text(yaml.safe_dump(cfg))
-    main(["fit", "--config", config, "--test_after_fit", "false"])
+    main(["fit", "--config", config, "--test_after_fit", "false",
+          "--model.init_args.loss", "mve"])
     return str(runs / "version_0" / "checkpoints" / "last.ckpt")
 
 

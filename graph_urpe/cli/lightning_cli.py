@@ -31,12 +31,15 @@ state, also written on Ctrl-C), ``test_predictions.csv``, ``splits.csv`` and ``f
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import logging
 import os
 import os.path as osp
 import re
 import shlex
 import sys
+import textwrap
 from typing import Any, Literal
 
 import torch
@@ -55,11 +58,12 @@ from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.utilities.model_helpers import is_overridden
 
 from graph_urpe.cli.checkpoint_args import checkpoint_arguments, ckpt_argument
+from graph_urpe.cli.config_help import configured_values_note, help_config_files, help_epilog
 from graph_urpe.cli.configs import DEFAULT_CONFIG
 from graph_urpe.cli.leaderboard import trainer_record, write_record
 from graph_urpe.cli.links import add_links
 from graph_urpe.cli.messages import CLIError
-from graph_urpe.cli.parser import GraphURPEArgumentParser
+from graph_urpe.cli.parser import HELP_WIDTH, GraphURPEArgumentParser
 from graph_urpe.cli.predict import PredictInputs, add_predict_arguments, predict_smiles
 from graph_urpe.cli.resume_state import RunCheckpoint, use_checked_restore
 from graph_urpe.cli.run import (
@@ -73,6 +77,7 @@ from graph_urpe.cli.run import (
 )
 from graph_urpe.cli.seeds import seeds_command
 from graph_urpe.cli.summary import print_fit_summary, write_run_outputs
+from graph_urpe.cli.time_cues import time_cues
 from graph_urpe.data.modules.graph import BatchedGraphDataModule
 from graph_urpe.data.modules.molecule import CSVDataModule
 from graph_urpe.files import (
@@ -362,6 +367,7 @@ class GraphURPECLI(LightningCLI):
             callbacks.append(ClassicalBaseline(seed=seed))
         user_callbacks = [cb for cb in (trainer_cfg.get("callbacks") or [])
                           if not isinstance(cb, (ModelCheckpoint, LearningRateMonitor))]
+        callbacks += time_cues(trainer_cfg.get("enable_progress_bar"), user_callbacks)
         kwargs["callbacks"] = user_callbacks + callbacks
         kwargs["logger"] = [
             RunCSVLogger(root, name=name, version=version, resume=ckpt is not None),
@@ -492,9 +498,17 @@ def run(argv: list[str], user_args: list[str] | None = None) -> None:
     # allow_abbrev=False: `--trainer.max_epoch` is refused, not read as --trainer.max_epochs.
     parser_kwargs: dict[str, Any] = {"description": "graph-urpe (LightningCLI)",
                                      "exit_on_error": False, "allow_abbrev": False}
+    # --help after --config: the defaults shown are the configuration's (graph_urpe.cli.config_help)
+    base = [DEFAULT_CONFIG, *help_config_files(argv)]
     for sub in SUBCOMMANDS:
-        parser_kwargs[sub] = {"default_config_files": [DEFAULT_CONFIG], "exit_on_error": False,
+        parser_kwargs[sub] = {"default_config_files": base, "exit_on_error": False,
                               "allow_abbrev": False, "epilog": CONFIG_HELP}
+        if len(base) > 1:
+            parser_kwargs[sub]["help_epilog"] = help_epilog(base, list(user_args or argv))
+    note = configured_values_note(argv, list(user_args or argv),
+                                  lambda args: _printed_config(parser_kwargs, args))
+    if note:  # --data.help CLASS after --config: the configuration's values, then the class help
+        print(textwrap.fill(note, HELP_WIDTH) + "\n")
     failed = True
     try:
         _run_cli(parser_kwargs, argv, user_args)
@@ -506,6 +520,20 @@ def run(argv: list[str], user_args: list[str] | None = None) -> None:
                 remove_unused_run_folder(folder)
             if lock is not None:
                 lock.close()
+
+
+def _printed_config(parser_kwargs: dict[str, Any], argv: list[str]) -> str:
+    """What ``argv`` (ending in ``--print_config``) prints: the resolved configuration; empty
+    when it cannot be resolved (the help that follows says why, or prints as it would)."""
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out):
+            _run_cli(parser_kwargs, argv, None)
+    except SystemExit:
+        return out.getvalue()
+    except Exception:  # noqa: BLE001  (e.g. predict without --ckpt_path: no note, only the help)
+        return ""
+    return out.getvalue()
 
 
 def _run_cli(parser_kwargs: dict[str, Any], argv: list[str], user_args: list[str] | None) -> None:

@@ -42,7 +42,9 @@ class GraphURPEArgumentParser(LightningArgumentParser):
     """:class:`~lightning.pytorch.cli.LightningArgumentParser` whose help is the same wherever
     it runs (see the module docstring); parsing is unchanged."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, help_epilog: str | None = None, **kwargs: Any) -> None:
+        """LightningArgumentParser's arguments, plus ``help_epilog``: the help's last lines,
+        printed as written (default: :data:`BASE_CONFIG_NOTE`, wrapped)."""
         kwargs.setdefault("formatter_class", HelpFormatter)
         kwargs.setdefault("prog", "graph-urpe")  # not sys.argv[0] (`python -m` gives __main__.py)
         super().__init__(*args, **kwargs)
@@ -51,4 +53,10 @@ class GraphURPEArgumentParser(LightningArgumentParser):
         group = getattr(self, "_default_config_files_group", None)
         if group is not None:
             self._action_groups.remove(group)
-            self.epilog = BASE_CONFIG_NOTE
+            self.epilog = None if help_epilog else BASE_CONFIG_NOTE
+        self._help_tail = help_epilog
+
+    def format_help(self, *args: Any, **kwargs: Any) -> str:
+        """jsonargparse's help, then ``help_epilog`` as it is written (its commands unwrapped)."""
+        text = super().format_help(*args, **kwargs)
+        return text if not self._help_tail else f"{text.rstrip()}\n\n{self._help_tail}\n"

@@ -14,11 +14,13 @@ resumes at the first chunk not written).
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any, Self
 
@@ -31,6 +33,7 @@ from tqdm.auto import tqdm
 
 from graph_urpe.choices import check_at_least
 from graph_urpe.cli.prediction_parts import PredictionParts, file_identity
+from graph_urpe.cli.time_cues import rows_estimate
 from graph_urpe.data.csv.reading import csv_header
 from graph_urpe.data.modules.graph import BatchedGraphDataModule
 from graph_urpe.data.predict_inputs import (
@@ -67,13 +70,16 @@ class SmilesPredictionWriter(BasePredictionWriter):
         errors (dict[int, str]): position in ``frame`` -> why it has no prediction.
         warnings (dict[int, str]): position -> why its prediction is doubtful (``warning``).
         target_names (list[str]): ``T`` prediction names (columns ``<name>_pred``).
+        progress (callable, optional): called with the number of graphs of each predicted batch
+            times the number of ranks (the progress bar's rows; default: :obj:`None`).
     """
 
     def __init__(self, frame: pd.DataFrame, errors: dict[int, str], warnings: dict[int, str],
-                 target_names: list[str]) -> None:
+                 target_names: list[str], progress: Any = None) -> None:
         super().__init__(write_interval="batch")
         self.frame, self.errors, self.warnings = frame, errors, warnings
         self.target_names = list(target_names)
+        self.progress = progress
         self._ids: list[torch.Tensor] = []
         self._preds: list[torch.Tensor] = []
         self._keys: list[str] = ["prediction"]
@@ -86,6 +92,8 @@ class SmilesPredictionWriter(BasePredictionWriter):
         self._ids.append(prediction["sample_id"].detach().cpu())
         self._preds.append(torch.cat([prediction[k].detach().float().cpu() for k in self._keys],
                                      dim=-1))
+        if self.progress is not None:
+            self.progress(len(prediction["sample_id"]) * trainer.world_size)
 
     def on_predict_epoch_end(self, trainer, pl_module) -> None:
         width = len(self.target_names)
@@ -218,7 +226,7 @@ def _loader(graphs: list, datamodule: BatchedGraphDataModule, trainer: Any) -> D
 
 def _predict_chunk(trainer: Any, model: Any, datamodule: BatchedGraphDataModule,
                    frame: pd.DataFrame, inputs: PredictInputs, vocabulary: dict | None,
-                   predict_kwargs: dict) -> pd.DataFrame:
+                   predict_kwargs: dict, progress: Any = None) -> pd.DataFrame:
     """The prediction table of one chunk of input rows (see :func:`predict_smiles`)."""
     facts = model.hparams
     featurization = facts.get("featurization")
@@ -231,7 +239,8 @@ def _predict_chunk(trainer: Any, model: Any, datamodule: BatchedGraphDataModule,
         getattr(datamodule, "processing_workers", None), facts.get("dataset_source"))
     targets = list(model.target_names)
     writer = SmilesPredictionWriter(
-        frame, errors, vocabulary_warnings(graphs, vocabulary, featurization), targets)
+        frame, errors, vocabulary_warnings(graphs, vocabulary, featurization), targets,
+        progress)
     if not graphs:  # Lightning skips the loop on an empty loader
         return writer.tabulate(np.zeros(0, dtype=np.int64), np.zeros((0, len(targets))))
     trainer.callbacks.append(writer)
@@ -356,6 +365,11 @@ def predict_smiles(trainer: Any, model: Any, datamodule: BatchedGraphDataModule,
     check_writable(inputs.output)
     if inputs.csv is not None:  # before any work: the user's columns are kept
         check_output_columns(csv_header(inputs.csv), list(model.target_names), inputs.csv)
+    # The input's checks (the whole file's encoding and field counts, the SMILES column) run as
+    # its first chunk is read: before the parts folder and the progress bar (an error alone).
+    frames = inputs.chunks()
+    first = next(frames, None)
+    frames = itertools.chain([] if first is None else [first], frames)
     trained, asked = model.hparams.get("max_graph_nodes"), getattr(datamodule, "max_graph_nodes",
                                                                    None)
     if trained is not None and asked is not None and asked > trained and trainer.is_global_zero:
@@ -382,15 +396,18 @@ def predict_smiles(trainer: Any, model: Any, datamodule: BatchedGraphDataModule,
     bar = tqdm(total=total, desc="Predicting", unit="mol", file=sys.stderr, smoothing=0.05,
                disable=not trainer.is_global_zero)
     chunks, stopped, outside = 0, False, 0
+    done, resumed_rows, started = 0, 0, time.perf_counter()
     with _SigtermLatch() as sigterm:
         try:
-            for index, frame in enumerate(inputs.chunks()):
+            for index, frame in enumerate(frames):
                 chunks = index + 1
                 if parts.done(index):
                     table = parts.read(index)
+                    resumed_rows += len(table)
+                    started = time.perf_counter()
                 else:
                     table = _predict_chunk(trainer, model, datamodule, frame, inputs, vocabulary,
-                                           predict_kwargs)
+                                           predict_kwargs, bar.update)
                     if classical is not None:
                         table = classical_columns(table, frame[inputs.smiles_column].tolist(),
                                                   classical, targets)
@@ -407,7 +424,11 @@ def predict_smiles(trainer: Any, model: Any, datamodule: BatchedGraphDataModule,
                 if len(first_errors) < 10:
                     first_errors += [(int(r), e)
                                      for r, e in zip(table["row"][failed], errors[failed])]
-                bar.update(len(table))
+                done += len(table)  # the bar ticked per batch; now the chunk's rows exactly
+                bar.update(done - bar.n)
+                if index == parts.resumed and total and total > done and trainer.is_global_zero:
+                    bar.write(rows_estimate(time.perf_counter() - started, done - resumed_rows,
+                                             total - done), file=sys.stderr)
                 # once the chunk is kept; all ranks alike (a SIGTERM may reach rank 0 alone)
                 if trainer.strategy.reduce_boolean_decision(sigterm.received, all=False):
                     stopped = True

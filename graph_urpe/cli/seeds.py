@@ -47,6 +47,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _absolute(arg: str) -> str:
+    """``arg`` (``VALUE`` or ``--option=VALUE``) with a value that names an existing file made
+    absolute; other arguments (shipped configuration names, numbers, options) as they are."""
+    key, has_value, value = arg.partition("=")
+    if arg.startswith("--") and has_value:
+        return f"{key}={_absolute(value)}" if _absolute(value) != value else arg
+    if not arg.startswith("-") and osp.isfile(arg):
+        return osp.abspath(arg)
+    return arg
+
+
 def seeds_command(fit_args: Sequence[str], seeds: int = 3) -> str | None:
     """The ``graph-urpe seeds`` command that repeats a ``graph-urpe fit`` over ``seeds`` seeds.
 
@@ -57,10 +68,11 @@ def seeds_command(fit_args: Sequence[str], seeds: int = 3) -> str | None:
     Returns:
         str or None: ``graph-urpe seeds --seeds N --config C ... -- OPTIONS`` (shell-quoted;
         the fit's ``--config`` files before ``--``, its other options after, ``--seed_everything``,
-        ``--version`` and ``--ckpt_path`` left out: each seed is a new run); :obj:`None` for a
-        fit without ``--config`` (``seeds`` needs one).
+        ``--version`` and ``--ckpt_path`` left out: each seed is a new run; a value that names an
+        existing file, as ``--config my.yaml``, absolute, so the command runs from any folder);
+        :obj:`None` for a fit without ``--config`` (``seeds`` needs one).
     """
-    args = list(fit_args)
+    args = [_absolute(a) for a in fit_args]
     if args[:1] == ["fit"]:
         args = args[1:]
     configs, rest, i = [], [], 0

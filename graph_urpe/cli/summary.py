@@ -78,8 +78,9 @@ def test_prediction_table(model: LightningModule, test_split: Any) -> pd.DataFra
     index in the dataset), ``smiles`` (when the graphs carry it), at node level ``node`` (the node's index in
     its graph), then per target ``T``: ``T`` (label; empty = missing) and ``T_pred`` (prediction
     in the labels' units; a probability for classification; the predicted class for multi-class,
-    followed by ``T_prob_<k>``, the probability of class ``k``); regression: ``T_std``,
-    ``T_lower``, ``T_upper`` (calibrated on the validation split; the 95 % interval).
+    followed by ``T_prob_<k>``, the probability of class ``k``); regression: ``T_std`` (only
+    with a per-molecule uncertainty: an ensemble or a mean-variance head), ``T_lower``,
+    ``T_upper`` (calibrated on the validation split; the 95 % interval).
 
     Args:
         model (LightningModule): a :class:`~graph_urpe.models.graph.GraphPropertyModule` after
@@ -124,8 +125,8 @@ def test_prediction_table(model: LightningModule, test_split: Any) -> pd.DataFra
     if task == "classification":
         pred = torch.sigmoid(pred)
     # Regression: the calibrated std and 95 % interval (GraphPropertyModule.calibrated).
-    extra = dict(zip(("std", "lower", "upper"), (
-        t.detach().cpu()[order].float() for t in getattr(model, "test_uncertainty", None) or ())))
+    extra = {key: t.detach().cpu()[order].float()
+             for key, t in (getattr(model, "test_uncertainty", None) or {}).items()}
     for t, name in enumerate(model.target_names):
         table[name] = target[:, t].numpy()
         table[f"{name}_pred"] = pred[:, t].numpy()
@@ -174,6 +175,14 @@ def write_run_outputs(
     except ValueError as err:  # nothing to draw yet (e.g. a run shorter than log_every_n_steps)
         print(f"figures skipped: {err}")
     return written
+
+
+NO_PER_MOLECULE_UNCERTAINTY = (
+    "Test per-molecule uncertainty: none (a single network: its std would be the validation "
+    "RMSE on every molecule, so no <target>_std is written and the 95% intervals have one "
+    "width). For one: --ensemble_size 5 (a deep ensemble) or --model.init_args.loss mve (a "
+    "mean-variance head)")
+"""The summary's line for a regression model without a per-molecule uncertainty."""
 
 
 def _format(value: float) -> str:
@@ -309,6 +318,8 @@ def print_fit_summary(trainer: Trainer, metrics: dict[str, float] | None, run_di
                 method = METHOD_NAMES.get(hparams.get("task"), "classical")
                 value += f" (network) | {_format(classical[key])} ({method})"
             lines.append(f"Test {label}: {value}")
+        if "coverage95" in shown and getattr(module, "per_molecule_uncertainty", True) is False:
+            lines.append(NO_PER_MOLECULE_UNCERTAINTY)
         weights = getattr(module, "pos_weight_summary", None)
         if callable(weights) and weights():
             lines.append(weights())

@@ -20,7 +20,7 @@ import pandas as pd
 import torch
 
 from graph_urpe.data.collated import collated_counts, collated_rows
-from graph_urpe.data.csv.reading import iter_csv_file, read_csv_file
+from graph_urpe.data.csv.reading import iter_csv_file, missing_columns, read_csv_file
 from graph_urpe.data.processing import molecules_to_graphs
 
 __all__ = [
@@ -56,10 +56,8 @@ def read_predict_inputs(csv: str | None, smiles: list[str] | None,
         frame = read_csv_file(csv, dtype={smiles_column: str}, keep_default_na=False,
                               skip_blank_lines=False)
         if smiles_column not in frame.columns:
-            raise ValueError(
-                f"column {smiles_column!r} not found in {csv}; available: "
-                f"{list(frame.columns)} (name yours with --smiles_column)."
-            )
+            raise missing_columns(csv, f"column {smiles_column!r}", [smiles_column],
+                                  list(frame.columns), "name yours with --smiles_column NAME.")
         return frame
     if smiles is not None:
         listed = [s for s in smiles if any(c in s for c in "\"',")]
@@ -91,10 +89,8 @@ def iter_predict_inputs(csv: str | None, smiles: list[str] | None,
     for frame in iter_csv_file(csv, chunk_rows, dtype={smiles_column: str},
                                keep_default_na=False, skip_blank_lines=False):
         if smiles_column not in frame.columns:
-            raise ValueError(
-                f"column {smiles_column!r} not found in {csv}; available: "
-                f"{list(frame.columns)} (name yours with --smiles_column)."
-            )
+            raise missing_columns(csv, f"column {smiles_column!r}", [smiles_column],
+                                  list(frame.columns), "name yours with --smiles_column NAME.")
         yield frame
 
 

@@ -256,7 +256,7 @@ class CSVFamily(DatasetFamily):
                                 seed=self.seed, featurization=f.featurization,
                                 max_graph_nodes=o.max_graph_nodes, strict=o.strict, num_workers=o.num_workers,
                                 transform=o.transform, pre_transform=o.pre_transform)
-        result = _index_split(self, full, self.csv_path)
+        result = _index_split(self, full, osp.abspath(self.csv_path))  # named absolute
         result.split_membership = full.split_membership
         result.invalid_rows_path = full.invalid_rows_path
         return result

@@ -162,6 +162,14 @@ class EnsembleMixin:
                 state[name] = torch.full((self.num_labels,), float("nan"))
 
     @property
+    def per_molecule_uncertainty(self) -> bool:
+        """Whether a regression prediction has an uncertainty of its own: an ensemble (the
+        members' spread) or a mean-variance head (``loss="mve"``). A single plain network has
+        none: its calibrated std would be the validation RMSE, the same for every molecule, so
+        it writes no ``<target>_std`` (its conformal interval, of one width, is kept)."""
+        return len(self.members) > 1 or bool(self.mve)
+
+    @property
     def members(self) -> list[nn.Module]:
         """The networks of the ensemble, ``model`` first (one unless ``ensemble_size``)."""
         return [self.model, *self.ensemble]
@@ -234,16 +242,17 @@ class EnsembleMixin:
     def _uncertainty_epoch(self, stage: str, mean: Tensor, variance: Tensor, target: Tensor
                            ) -> dict[str, float]:
         """Regression: at validation fit the calibration; at test keep ``test_uncertainty``
-        (std, lower, upper) and return the calibration metrics (``test/coverage95``,
-        ``test/spearman``, ``test/nll``). An ensemble classifier's test: ``test_uncertainty`` =
-        (the members' std of the probability,)."""
+        (``{"std", "lower", "upper"}``; without :attr:`per_molecule_uncertainty` no ``"std"``)
+        and return the calibration metrics (``test/coverage95``, ``test/nll``, and with
+        :attr:`per_molecule_uncertainty` ``test/spearman``). An ensemble classifier's test:
+        ``test_uncertainty`` = ``{"std": the members' std of the probability}``."""
         if self.hparams.task != "regression":
             if stage == "val" and hasattr(self, "platt_scale"):
                 scale, bias = fit_platt(mean, target)
                 self.platt_scale.copy_(scale)
                 self.platt_bias.copy_(bias)
             if stage == "test" and len(self.members) > 1:
-                self.test_uncertainty = (variance.clamp(min=0).sqrt(),)
+                self.test_uncertainty = {"std": variance.clamp(min=0).sqrt()}
             return {}
         if stage == "val":
             scale, factor = fit_calibration(mean, variance.clamp(min=0).sqrt().clamp(min=1e-12),
@@ -251,19 +260,27 @@ class EnsembleMixin:
             self.uncertainty_scale.copy_(scale)
             self.interval_factor.copy_(factor)
             return {}
-        self.test_uncertainty = self.calibrated(mean, variance)
-        scores = calibration_metrics(mean, *self.test_uncertainty, target)
+        std, lower, upper = self.calibrated(mean, variance)
+        scores = calibration_metrics(mean, std, lower, upper, target)
+        if not self.per_molecule_uncertainty:  # one std for every molecule: no ranking of them
+            self.test_uncertainty = {"lower": lower, "upper": upper}
+            return {"test/coverage95": scores["coverage"], "test/nll": scores["nll"]}
+        self.test_uncertainty = {"std": std, "lower": lower, "upper": upper}
         return {"test/coverage95": scores["coverage"], "test/spearman": scores["spearman"],
                 "test/nll": scores["nll"]}
 
     def predict_outputs(self, batch) -> dict[str, Tensor]:
         """``{"prediction": [R, T]}`` in the labels' units (probabilities for classification),
-        with ``std``, ``lower``, ``upper`` ``[R, T]`` for regression (:meth:`calibrated`) and
-        ``std`` (the members' spread of the probability) for an ensemble classifier."""
+        with ``std``, ``lower``, ``upper`` ``[R, T]`` for regression (:meth:`calibrated`; no
+        ``std`` without :attr:`per_molecule_uncertainty`: a single plain network's would be the
+        validation RMSE on every row) and ``std`` (the members' spread of the probability) for
+        an ensemble classifier."""
         task = self.hparams.task
         if task == "regression":
             mean, variance = self.mean_and_variance(batch)
             std, lower, upper = self.calibrated(mean, variance)
+            if not self.per_molecule_uncertainty:
+                return {"prediction": mean, "lower": lower, "upper": upper}
             return {"prediction": mean, "std": std, "lower": lower, "upper": upper}
         out = {"prediction": self.predict_values(batch)}
         spread = member_spread(self.member_outputs(batch).float(), task) \

@@ -10,7 +10,8 @@ call it on SMILES or RDKit molecules; nothing is written to disk.
     prints = model.fingerprint(["CCO"])              # the encoder's molecule embedding
 
 The rows are those of ``graph-urpe predict`` (:func:`~graph_urpe.data.predictions.prediction_table`):
-``row``, ``smiles``, per target ``<target>_pred`` and (regression) ``<target>_std``,
+``row``, ``smiles``, per target ``<target>_pred`` and (regression) ``<target>_std`` (an
+ensemble or a mean-variance head only: a single network has no per-molecule uncertainty),
 ``<target>_lower``, ``<target>_upper``, then ``error`` (why a row has no prediction) and
 ``warning`` (outside the training vocabulary, or more atoms than any training molecule); a
 checkpoint of a CSV fit adds its classical model's ``<target>_ecfp_svm``,

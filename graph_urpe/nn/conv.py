@@ -389,12 +389,13 @@ class URPEGraphConv(nn.Module):
                 f"torch.nn.Embedding(num_categories, {self.channels}) per column, summed"
             )
         if x.dim() != 2 or x.shape[-1] != self.channels:
+            width = x.shape[-1] if x.dim() else 0
             raise ValueError(
                 f"x must have shape [num_nodes, {self.channels}] for "
-                f"{type(self).__name__}({self.channels}, ...), got {tuple(x.shape)}: project the "
-                f"node features to {self.channels} channels first (e.g. torch.nn.Linear("
-                f"{x.shape[-1]}, {self.channels})) or build {type(self).__name__}("
-                f"{x.shape[-1]}, ...)."
+                f"{type(self).__name__}(channels={self.channels}, ...), got {tuple(x.shape)} "
+                f"(x.size(-1) = {width}, channels = {self.channels}): project the node features "
+                f"to {self.channels} channels first (e.g. torch.nn.Linear({width}, "
+                f"{self.channels})) or build {type(self).__name__}({width}, ...)."
             )
         if is_sparse(edge_index):  # SparseTensor or torch.sparse, as PyG's convolutions take
             if tuple(edge_index.shape) != (x.shape[0], x.shape[0]):

@@ -25,7 +25,7 @@ from graph_urpe.data.csv.checks import (
     warn_lopsided_split,
 )
 from graph_urpe.data.csv.labels import CSVTask, label_matrix
-from graph_urpe.data.csv.reading import read_csv_file
+from graph_urpe.data.csv.reading import missing_columns, read_csv_file
 from graph_urpe.data.csv.row_errors import (
     InvalidRowsError,
     RowError,
@@ -339,18 +339,17 @@ class SmilesCSVDataset(SafeCacheMixin, InMemoryDataset):
         frame = read_csv_file(self.csv_path, dtype={self.smiles_column: str},
                               skip_blank_lines=False)
         if self.smiles_column not in frame.columns:
-            raise ValueError(
-                f"SMILES column {self.smiles_column!r} not found in {self.csv_path}; available "
-                f"columns: {list(frame.columns)}. Set the SMILES column: smiles_column=NAME "
-                "(CLI: --data.init_args.smiles_column NAME)"
-            )
+            raise missing_columns(
+                self.csv_path, f"SMILES column {self.smiles_column!r}", [self.smiles_column],
+                list(frame.columns),
+                "set the SMILES column: smiles_column=NAME (CLI: --data.init_args.smiles_column "
+                "NAME)")
         missing = [c for c in self.target_columns if c not in frame.columns]
         if missing:
-            raise ValueError(
-                f"label columns {missing} not found in {self.csv_path}; available columns: "
-                f"{list(frame.columns)}. Set the label columns: target_columns=[...] "
-                "(CLI: --data.init_args.target_columns '[NAME, ...]')"
-            )
+            raise missing_columns(
+                self.csv_path, f"label columns {missing}", missing, list(frame.columns),
+                "set the label columns: target_columns=[...] (CLI: "
+                "--data.init_args.target_columns '[NAME, ...]')")
         if len(frame) == 0:
             raise ValueError(
                 f"{self.csv_path} has a header ({list(frame.columns)}) but no data rows: add one "

@@ -79,7 +79,7 @@ def label_matrix(frame: pd.DataFrame, columns: Sequence[str], task: str = "regre
             warnings.warn(
                 f"label column {column!r} of {source} has {len(big)} values of magnitude above "
                 f"{LARGE_LABEL:g} (largest {float(np.abs(out[big, t]).max()):g}, row {int(big[0])}"
-                "); check the units or rescale the column", stacklevel=2)
+                f" (CSV line {int(big[0]) + 2})); check the units or rescale the column", stacklevel=2)
         if task == "classification":
             known = ~np.isnan(out[:, t])
             refuse_values(

@@ -13,6 +13,7 @@ from __future__ import annotations
 import bz2
 import contextlib
 import csv
+import difflib
 import gzip
 import io
 import lzma
@@ -26,7 +27,8 @@ from typing import Any
 
 import pandas as pd
 
-__all__ = ["check_field_counts", "csv_format", "csv_header", "iter_csv_file", "read_csv_file"]
+__all__ = ["check_field_counts", "csv_format", "csv_header", "iter_csv_file", "missing_columns",
+           "read_csv_file"]
 
 _OPENERS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
 """Compressed CSVs pandas reads by their suffix (others, e.g. ``.zip``, are read by pandas)."""
@@ -216,6 +218,34 @@ def check_field_counts(path: str, sep: str) -> None:
                          ) from None
     finally:
         csv.field_size_limit(limit)
+
+
+def missing_columns(path: str, named: str, missing: list[str], columns: list[str],
+                    fix: str) -> ValueError:
+    """The one-line error for columns the header of ``path`` lacks: it names the header's line
+    (line 1), its columns, the closest name of each missing one (a case or spelling difference,
+    :func:`difflib.get_close_matches`) and the fix.
+
+    Args:
+        path (str): the CSV file.
+        named (str): what is missing, as the message starts, e.g. ``"SMILES column 'smiles'"``.
+        missing (list[str]): the column names not found.
+        columns (list[str]): the header's column names.
+        fix (str): how to name the right columns, e.g. ``"name it with --smiles_column NAME"``.
+
+    Returns:
+        ValueError: ``"<named> not found in the header (line 1) of <path>, whose columns are
+        [...]; 'smiles' may be 'SMILES': <fix>"``, to raise.
+    """
+    folded = {c.casefold(): c for c in columns}
+    hints = []
+    for name in missing:
+        match = folded.get(name.casefold()) or next(
+            iter(difflib.get_close_matches(name, columns, n=1, cutoff=0.6)), None)
+        if match is not None:
+            hints.append(f"; {name!r} may be {match!r}")
+    return ValueError(f"{named} not found in the header (line 1) of {path}, whose columns are "
+                      f"{list(columns)}{''.join(hints)}: {fix}")
 
 
 def _check(path: str) -> dict[str, str]:
