@@ -19,7 +19,7 @@ classical model keeps :math:`w = 1` (the network).
 :class:`~graph_urpe.models.classical_baseline.ClassicalBaseline` fits it (the stored weight of
 each checkpoint from that checkpoint's validation predictions; the tested checkpoint's again
 at ``test``), logs ``val|test/<metric>_blend`` and keeps it in the checkpoint
-(``blend_weight``); ``predict`` writes ``<target>_blend``.
+(``blend_weight``); ``predict`` writes ``<target>_blend`` (:func:`~graph_urpe.models.classical_baseline.classical_columns`).
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ import numpy as np
 import torch
 
 __all__ = ["PRIOR_ROWS", "PRIOR_WEIGHT", "SUFFIX", "WEIGHT_GRID", "blend", "blend_weights",
-           "shrunk_weight", "validation_weight", "weight_note", "weight_problem"]
+           "network_predictions", "shrunk_weight", "summary_note", "validation_weight", "weight_note",
+           "weight_problem"]
 
 PRIOR_WEIGHT = 0.5
 """The prior weight of the network (:math:`w_0`): the 50/50 average. A prior to be measured on
@@ -167,8 +168,43 @@ def weight_problem(value: Any, num_tasks: int) -> str | None:
     return None
 
 
+def network_predictions(trainer: Any, module: Any, loader: Any, size: int) -> np.ndarray:
+    """The network's predictions of one split from the module's own ``predict_step``
+    (``prediction``: labels' units, probabilities for classification), in sample-id order.
+
+    Args:
+        trainer (Trainer): the trainer (it moves the batches to the module's device).
+        module (LightningModule): a :class:`~graph_urpe.models.graph.GraphPropertyModule`.
+        loader (Iterable): the split's loader (batches with ``sample_id``).
+        size (int): the split's number of molecules.
+
+    Returns:
+        numpy.ndarray: ``[size, T]`` float64, NaN for a molecule the loader did not give.
+    """
+    out = np.full((size, module.num_labels), np.nan)
+    with torch.no_grad():
+        for batch in loader:
+            rows = module.predict_step(trainer.strategy.batch_to_device(batch, module.device), 0)
+            out[rows["sample_id"].cpu().numpy()] = rows["prediction"].double().cpu().numpy()
+    return out
+
+
 def weight_note(weight: np.ndarray) -> str:
     """How the summary names the blend: ``"blend, w 0.42"`` (one weight per column, the first
     four)."""
     shown = ", ".join(f"{w:.2f}" for w in np.asarray(weight)[:4])
     return f"blend, w {shown}{', ...' if len(weight) > 4 else ''}"
+
+
+def summary_note(callbacks: Any, value: float | None, fmt: Any) -> str:
+    """The fit summary's blend after a test metric: ``" | 0.3610 (blend, w 0.42)"``, or ``""``
+    when no callback holds a tested weight (``ClassicalBaseline.tested_weight``) or no value.
+
+    Args:
+        callbacks (list): the trainer's callbacks.
+        value (float, optional): the blend's ``test/<metric>_blend``.
+        fmt (Callable): formats a metric's value.
+    """
+    weight = next((c.tested_weight for c in callbacks
+                   if getattr(c, "tested_weight", None) is not None), None)
+    return "" if weight is None or value is None else f" | {fmt(value)} ({weight_note(weight)})"
