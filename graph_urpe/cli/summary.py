@@ -285,8 +285,8 @@ def print_fit_summary(trainer: Trainer, metrics: dict[str, float] | None, run_di
     lines = ["", "=" * 72, f"Training {how_training_ended(trainer)}"]
     if metrics:
         shown = {k[5:]: v for k, v in metrics.items()
-                 if k.startswith("test/") and "/" not in k[5:]
-                 and k[5:] not in ("num_graphs", "num_nodes") and not k.endswith((CLASSICAL, SUFFIX))}
+                 if k[:5] == "test/" and "/" not in k[5:] and not k.endswith((CLASSICAL, SUFFIX))
+                 and k[5:] not in ("num_graphs", "num_nodes")}
         classical = {k[5:-len(CLASSICAL)]: v for k, v in metrics.items()
                      if k.startswith("test/") and k.endswith(CLASSICAL)}
         order = [*METRICS, "baseline_accuracy", "loss", *UNCERTAINTY_LABELS]

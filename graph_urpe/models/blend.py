@@ -19,7 +19,8 @@ classical model keeps :math:`w = 1` (the network).
 :class:`~graph_urpe.models.classical_baseline.ClassicalBaseline` fits it (the stored weight of
 each checkpoint from that checkpoint's validation predictions; the tested checkpoint's again
 at ``test``), logs ``val|test/<metric>_blend`` and keeps it in the checkpoint
-(``blend_weight``); ``predict`` writes ``<target>_blend`` (:func:`~graph_urpe.models.classical_baseline.classical_columns`).
+(``blend_weight``); ``predict`` writes ``<target>_blend``
+(:func:`~graph_urpe.models.classical_baseline.classical_columns`).
 """
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ import numpy as np
 import torch
 
 __all__ = ["PRIOR_ROWS", "PRIOR_WEIGHT", "SUFFIX", "WEIGHT_GRID", "blend", "blend_weights",
-           "network_predictions", "shrunk_weight", "summary_note", "validation_weight", "weight_note",
-           "weight_problem"]
+           "network_predictions", "shrunk_weight", "summary_note", "validation_weight",
+           "weight_note", "weight_problem"]
 
 PRIOR_WEIGHT = 0.5
 """The prior weight of the network (:math:`w_0`): the 50/50 average. A prior to be measured on

@@ -26,7 +26,8 @@ below it (:func:`classical_columns`).
 validation predictions of each checkpoint (captured at the end of each validation, before the
 checkpoint is written: its ``blend_weight``), and at ``test`` again from the tested checkpoint's
 validation predictions (the module's ``predict_step`` over the validation loader). Logged as
-``val/<metric>_blend`` and ``test/<metric>_blend``; ``predict`` writes ``<target>_blend``.
+``val/<metric>_blend`` and ``test/<metric>_blend`` (every label column: one without a classical
+model is the network's); ``predict`` writes ``<target>_blend``.
 Not computed at ``test`` under several processes (one line says so).
 """
 
@@ -48,7 +49,8 @@ from graph_urpe.models.classical import ClassicalModel, state_problem
 from graph_urpe.models.metrics import epoch_metrics
 
 __all__ = ["ERROR_RATIO", "MAX_TRAIN_MOLECULES", "METHOD_NAMES", "ClassicalBaseline",
-           "classical_columns", "classical_from_checkpoint", "count_outside_domain", "row_errors", "similarity_threshold", "split_molecules"]
+           "classical_columns", "classical_from_checkpoint", "count_outside_domain", "row_errors",
+           "similarity_threshold", "split_molecules"]
 
 MAX_TRAIN_MOLECULES = 20_000
 """Above this many training molecules the classical model is skipped (one line says so)."""
@@ -152,7 +154,7 @@ class ClassicalBaseline(Callback):
         self._val_logged = False
         self._val: tuple[np.ndarray, np.ndarray] | None = None  # classical predictions, labels
         self._captured: tuple[np.ndarray, torch.Tensor] | None = None
-        self._blend_scores: dict[str, float] = {}
+        self._blend_scores: dict[str, dict[str, float]] = {}  # stage -> metric -> value
         self.tested_weight: np.ndarray | None = None
         """``[T]`` the blend's weights of the tested checkpoint (set at ``test``)."""
 

@@ -73,7 +73,7 @@ def learning_curve_columns(metrics: pd.DataFrame) -> dict[str, list[str]]:
     preferred = [c for c in ("train/loss_step", "train/loss") if c in train]
     train_loss = (preferred or sorted(train))[:1]
     val = [c for c in cols if c.startswith("val/") and not c.startswith("val/num_")
-           and not c.endswith(("_classical", "_blend"))]  # the classical model's, the blend's: one value
+           and not c.endswith(("_classical", "_blend"))]  # the classical model's, the blend's
     val = [c for c in val if "loss" not in c] or val
     lr = _distinct_curves(metrics, [c for c in cols if c.startswith("lr-")])
     return {"train_loss": train_loss, "val": val, "lr": lr}
