@@ -15,6 +15,7 @@ import torch
 from test_classical import _fit
 
 from graph_urpe import Predictor
+from graph_urpe.cli import main
 from graph_urpe.data.fingerprints import ecfp4
 from graph_urpe.models.blend import (
     PRIOR_ROWS,
@@ -155,3 +156,27 @@ def test_a_state_without_a_weight_still_predicts_without_the_blend(tmp_path, mon
     torch.save(ckpt, tmp_path / "old.ckpt")
     table = Predictor.from_checkpoint(str(tmp_path / "old.ckpt")).predict(["CCO", "CCCN"])
     assert "target_ecfp_svm" in table.columns and "target_blend" not in table.columns
+
+
+def test_a_column_without_a_classical_model_keeps_the_network(tmp_path, capsys, monkeypatch):
+    from test_classical import MOLECULES
+    from test_cli import write_config
+
+    monkeypatch.chdir(tmp_path)
+    config, runs = write_config(tmp_path, max_epochs=1, task="classification")
+    frame = pd.DataFrame({"smiles": MOLECULES})
+    frame["a"] = [float(len(s) > 4) for s in frame["smiles"]]
+    frame["b"] = np.where(np.arange(len(frame)) < 30, 0.0, frame["a"])  # one class in training
+    frame["split"] = ["train"] * 30 + ["valid"] * 6 + ["test"] * (len(frame) - 36)
+    frame.to_csv(tmp_path / "mols.csv", index=False)
+    main(["fit", "--config", config, "--data.init_args.target_columns", "[a, b]"])
+    out = capsys.readouterr().out
+    best = str(runs / "version_0" / "checkpoints" / "best.ckpt")
+    state = torch.load(best, weights_only=True)["callbacks"]["ClassicalBaseline"]
+    assert state["tasks"][1]["C"] == 0.0 and float(state["blend_weight"][1]) == 1.0
+    assert 0 < float(state["blend_weight"][0]) < 1
+    line = next(x for x in out.splitlines() if x.startswith("Test ROC-AUC:"))
+    assert line.endswith(", 1.00)") and "(blend, w " in line
+    table = Predictor.from_checkpoint(best).predict(["CCO", "c1ccccc1", "CCCCN"])
+    assert table["b_ecfp_svm"].isna().all()
+    np.testing.assert_array_equal(table["b_blend"], table["b_pred"])
