@@ -171,7 +171,8 @@ def weight_problem(value: Any, num_tasks: int) -> str | None:
 
 def network_predictions(trainer: Any, module: Any, loader: Any, size: int) -> np.ndarray:
     """The network's predictions of one split from the module's own ``predict_step``
-    (``prediction``: labels' units, probabilities for classification), in sample-id order.
+    (``prediction``: labels' units, probabilities for classification), in sample-id order, under
+    the trainer's precision as ``predict`` runs it (its ``predict_step_context``).
 
     Args:
         trainer (Trainer): the trainer (it moves the batches to the module's device).
@@ -183,7 +184,7 @@ def network_predictions(trainer: Any, module: Any, loader: Any, size: int) -> np
         numpy.ndarray: ``[size, T]`` float64, NaN for a molecule the loader did not give.
     """
     out = np.full((size, module.num_labels), np.nan)
-    with torch.no_grad():
+    with torch.no_grad(), trainer.precision_plugin.predict_step_context():
         for batch in loader:
             rows = module.predict_step(trainer.strategy.batch_to_device(batch, module.device), 0)
             out[rows["sample_id"].cpu().numpy()] = rows["prediction"].double().cpu().numpy()
