@@ -48,6 +48,9 @@ def test_the_weight_is_shrunk_towards_the_prior_by_hand():
     classical = np.stack([target - 3, np.full(8, np.nan), target], 1)
     weight = blend_weights(network, classical, labels, "regression")
     np.testing.assert_allclose(weight, [(8 * 0.75 + 50) / 108, 1.0, 0.5])
+    empty = np.zeros((0, 2))  # no validation row: the prior, or 1 without a classical model
+    np.testing.assert_array_equal(blend_weights(empty, empty, empty, "regression",
+                                                np.array([True, False])), [0.5, 1.0])
     mixed = blend(network, classical, weight)
     np.testing.assert_allclose(mixed[:, 0], weight[0] * (target + 1) + (1 - weight[0])
                                * (target - 3))

@@ -128,26 +128,26 @@ def shrunk_weight(w_val: float, n: int, w0: float = PRIOR_WEIGHT,
 
 
 def blend_weights(network: np.ndarray, classical: np.ndarray, target: np.ndarray,
-                  task: str) -> np.ndarray:
+                  task: str, modelled: np.ndarray | None = None) -> np.ndarray:
     """The network's weight of each column from validation rows (module docstring): the rows
     where the label and both predictions are known; ``1`` for a column without a classical
-    model (all its predictions NaN).
+    model.
 
     Args:
         network (numpy.ndarray): ``[N, T]`` the network's validation predictions.
         classical (numpy.ndarray): ``[N, T]`` the classical model's, NaN = no model.
         target (numpy.ndarray): ``[N, T]`` labels, NaN = missing.
         task (str): ``"regression"`` or ``"classification"``.
+        modelled (numpy.ndarray, optional): ``[T]`` bool, the columns with a classical model.
+            (default: :obj:`None`: those with a prediction that is not NaN)
 
     Returns:
         numpy.ndarray: ``[T]`` float64 in ``[0, 1]``.
     """
-    network, classical, target = (np.asarray(a, np.float64).reshape(len(a), -1)
-                                  for a in (network, classical, target))
+    network, classical, target = (np.asarray(a, np.float64) for a in (network, classical, target))
     out = np.ones(target.shape[1])
-    for t in range(target.shape[1]):
-        if len(classical) and np.isnan(classical[:, t]).all():
-            continue
+    modelled = (~np.isnan(classical)).any(0) if modelled is None else modelled
+    for t in np.flatnonzero(modelled):
         keep = ~(np.isnan(network[:, t]) | np.isnan(classical[:, t]) | np.isnan(target[:, t]))
         n = int(keep.sum())
         w_val = validation_weight(network[keep, t], classical[keep, t], target[keep, t], task)

@@ -33,7 +33,6 @@ Not computed at ``test`` under several processes (one line says so).
 
 from __future__ import annotations
 
-import math
 import time
 from typing import Any
 
@@ -186,8 +185,8 @@ class ClassicalBaseline(Callback):
         self._val_scores = _scores(model, pred, target) if len(smiles) else None
         self._val = pred, target
         # no validation yet (n = 0): the prior; a column without a model: the network
-        model.blend_weight = np.array([mix.shrunk_weight(math.nan, 0) if e["C"] > 0 else 1.0
-                                       for e in model.tasks])
+        model.blend_weight = mix.blend_weights(pred[:0], pred[:0], target[:0], task,
+                                               self._modelled(model))
         self.model, self.cpu_seconds = model, time.process_time() - start
         chosen = ", ".join(f"{e['C']:g}" for e in model.tasks)
         rank_zero_info(f"Classical model ({METHOD_NAMES[task]}) fitted on {len(rows)} training "
@@ -197,6 +196,10 @@ class ClassicalBaseline(Callback):
     def _log(self, pl_module: LightningModule, stage: str, scores: dict[str, float]) -> None:
         for key, value in scores.items():
             pl_module.log(f"{stage}/{key}_classical", value, sync_dist=False)
+
+    @staticmethod
+    def _modelled(model: ClassicalModel) -> np.ndarray:
+        return np.array([e["C"] > 0 for e in model.tasks])
 
     def _classical_val(self, trainer: Trainer) -> tuple[np.ndarray, np.ndarray]:
         """The classical model's predictions and the labels of the validation rows (once)."""
@@ -230,7 +233,8 @@ class ClassicalBaseline(Callback):
         svm, target = self._classical_val(trainer)
         network = np.full(target.shape, np.nan)
         network[ids] = pred.double().cpu().numpy()
-        self.model.blend_weight = mix.blend_weights(network, svm, target, self.model.task)
+        self.model.blend_weight = mix.blend_weights(network, svm, target, self.model.task,
+                                                    self._modelled(self.model))
 
     def on_test_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """The tested checkpoint's blend weights from its validation predictions, and the
@@ -246,7 +250,8 @@ class ClassicalBaseline(Callback):
         data = trainer.datamodule
         svm, target = self._classical_val(trainer)
         network = mix.network_predictions(trainer, pl_module, data.val_dataloader(), len(target))
-        weight = mix.blend_weights(network, svm, target, self.model.task)
+        weight = mix.blend_weights(network, svm, target, self.model.task,
+                                   self._modelled(self.model))
         scores = {"val": _scores(self.model, mix.blend(network, svm, weight), target)}
         smiles, target, _ = split_molecules(splits["test"], len(weight))
         network = mix.network_predictions(trainer, pl_module, data.test_dataloader(), len(target))
