@@ -96,25 +96,34 @@ def _by_hand_weight(network, classical, target, loss) -> float:
 def test_regression_blend_recomputed_from_the_written_predictions(tmp_path, capsys,
                                                                   monkeypatch):
     monkeypatch.chdir(tmp_path)
-    run, frame = _fit(tmp_path)
+    run, frame = _fit(tmp_path, "regression", "--trainer.max_epochs", "2")
     out = capsys.readouterr().out
     metrics = pd.read_csv(run / "metrics.csv")
     blend_mae, shown_w = _summary_weight(out, "MAE")
     assert metrics["test/mae_blend"].dropna().tolist() == [pytest.approx(blend_mae, abs=5e-5)]
     assert metrics["val/rmse_blend"].notna().sum() == 1
-    best = str(run / "checkpoints" / "best.ckpt")
-    state = torch.load(best, weights_only=True)["callbacks"]["ClassicalBaseline"]
-    stored = state["blend_weight"]
-    assert stored.dtype == torch.float64 and stored.shape == (1,)
-    # the weight, by hand from the tested checkpoint's validation predictions (predict's
-    # columns: the network's and the classical model's)
     valid = frame[frame["split"] == "valid"]
-    table = Predictor.from_checkpoint(best).predict(valid["smiles"].tolist())
-    w = _by_hand_weight(table["target_pred"].to_numpy(), table["target_ecfp_svm"].to_numpy(),
-                        valid["target"].to_numpy(), lambda y, p: np.mean((y - p) ** 2))
-    assert float(stored[0]) == pytest.approx(w, abs=1e-9) and shown_w == round(w, 2)
-    np.testing.assert_allclose(table["target_blend"], w * table["target_pred"]
-                               + (1 - w) * table["target_ecfp_svm"], rtol=1e-6)
+    weights = {}
+    for name in ("best", "last"):  # last: the second epoch's (best: whichever scored best)
+        path = str(run / "checkpoints" / f"{name}.ckpt")
+        ckpt = torch.load(path, weights_only=True)
+        stored = ckpt["callbacks"]["ClassicalBaseline"]["blend_weight"]
+        assert stored.dtype == torch.float64 and stored.shape == (1,)
+        assert name == "best" or ckpt["epoch"] == 1
+        # the weight, by hand from the checkpoint's own validation predictions (predict's
+        # columns: the network's and the classical model's)
+        table = Predictor.from_checkpoint(path).predict(valid["smiles"].tolist())
+        w = _by_hand_weight(table["target_pred"].to_numpy(),
+                            table["target_ecfp_svm"].to_numpy(), valid["target"].to_numpy(),
+                            lambda y, p: np.mean((y - p) ** 2))
+        assert float(stored[0]) == pytest.approx(w, abs=1e-9)
+        np.testing.assert_allclose(table["target_blend"], w * table["target_pred"]
+                                   + (1 - w) * table["target_ecfp_svm"], rtol=1e-6)
+        weights[name] = w
+    w = weights["best"]  # the tested checkpoint's, in the summary
+    assert shown_w == round(w, 2)
+    state = torch.load(run / "checkpoints" / "best.ckpt",
+                       weights_only=True)["callbacks"]["ClassicalBaseline"]
     # the test MAE of the blend from test_predictions.csv and the stored classical model
     test = pd.read_csv(run / "test_predictions.csv")
     model = ClassicalModel.from_state(state, num_tasks=1)
