@@ -24,6 +24,7 @@ from lightning.pytorch.callbacks import EarlyStopping, Timer
 
 from graph_urpe.data.modules.graph import BatchedGraphDataModule, GraphDataModule
 from graph_urpe.files import atomic_write_csv
+from graph_urpe.models.blend import SUFFIX, summary_note
 from graph_urpe.models.calibration import SUMMARY_LABELS as UNCERTAINTY_LABELS
 from graph_urpe.models.classical_baseline import METHOD_NAMES
 from graph_urpe.models.metrics import METRICS
@@ -293,8 +294,8 @@ def print_fit_summary(trainer: Trainer, metrics: dict[str, float] | None, run_di
     lines = ["", "=" * 72, f"Training {how_training_ended(trainer)}"]
     if metrics:
         shown = {k[5:]: v for k, v in metrics.items()
-                 if k.startswith("test/") and "/" not in k[5:]
-                 and k[5:] not in ("num_graphs", "num_nodes") and not k.endswith(CLASSICAL)}
+                 if k[:5] == "test/" and "/" not in k[5:] and not k.endswith((CLASSICAL, SUFFIX))
+                 and k[5:] not in ("num_graphs", "num_nodes")}
         classical = {k[5:-len(CLASSICAL)]: v for k, v in metrics.items()
                      if k.startswith("test/") and k.endswith(CLASSICAL)}
         order = [*METRICS, "baseline_accuracy", "loss", *UNCERTAINTY_LABELS]
@@ -314,9 +315,10 @@ def print_fit_summary(trainer: Trainer, metrics: dict[str, float] | None, run_di
             value = _format(shown[key])
             if key.endswith("spearman") and value == "nan":
                 value = "n/a (the std is the same for every molecule, or under 3 labels)"
-            if key in classical:  # the classical model's, beside (ClassicalBaseline)
+            if key in classical:  # the classical model's and the blend's (ClassicalBaseline)
                 method = METHOD_NAMES.get(hparams.get("task"), "classical")
-                value += f" (network) | {_format(classical[key])} ({method})"
+                value += f" (network) | {_format(classical[key])} ({method})" + summary_note(
+                    trainer.callbacks, metrics.get(f"test/{key}{SUFFIX}"), _format)
             lines.append(f"Test {label}: {value}")
         if "coverage95" in shown and getattr(module, "per_molecule_uncertainty", True) is False:
             lines.append(NO_PER_MOLECULE_UNCERTAINTY)

@@ -21,6 +21,14 @@ the mean error above it, if that ratio is at least :data:`ERROR_RATIO`; otherwis
 validation similarity (the edge of what was validated). At least 10 labelled validation rows
 are needed (else no threshold, no warning). ``predict`` warns (one line) for the molecules
 below it (:func:`classical_columns`).
+
+**Blend** (:mod:`graph_urpe.models.blend`): the network's weight per column, from the
+validation predictions of each checkpoint (captured at the end of each validation, before the
+checkpoint is written: its ``blend_weight``), and at ``test`` again from the tested checkpoint's
+validation predictions (the module's ``predict_step`` over the validation loader). Logged as
+``val/<metric>_blend`` and ``test/<metric>_blend`` (every label column: one without a classical
+model is the network's); ``predict`` writes ``<target>_blend``.
+Not computed at ``test`` under several processes (one line says so).
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.utilities import rank_zero_info
 
 from graph_urpe.data.fingerprints import ecfp4
+from graph_urpe.models import blend as mix
 from graph_urpe.models.classical import ClassicalModel, state_problem
 from graph_urpe.models.metrics import epoch_metrics
 
@@ -142,6 +151,11 @@ class ClassicalBaseline(Callback):
         self.cpu_seconds = 0.0
         self._val_scores: dict[str, float] | None = None
         self._val_logged = False
+        self._val: tuple[np.ndarray, np.ndarray] | None = None  # classical predictions, labels
+        self._captured: tuple[np.ndarray, torch.Tensor] | None = None
+        self._blend_scores: dict[str, dict[str, float]] = {}  # stage -> metric -> value
+        self.tested_weight: np.ndarray | None = None
+        """``[T]`` the blend's weights of the tested checkpoint (set at ``test``)."""
 
     @staticmethod
     def _splits(trainer: Trainer) -> dict:
@@ -169,6 +183,10 @@ class ClassicalBaseline(Callback):
         model.similarity_threshold = similarity_threshold(similarity,
                                                           row_errors(pred, target, model))
         self._val_scores = _scores(model, pred, target) if len(smiles) else None
+        self._val = pred, target
+        # no validation yet (n = 0): the prior; a column without a model: the network
+        model.blend_weight = mix.blend_weights(pred[:0], pred[:0], target[:0], task,
+                                               self._modelled(model))
         self.model, self.cpu_seconds = model, time.process_time() - start
         chosen = ", ".join(f"{e['C']:g}" for e in model.tasks)
         rank_zero_info(f"Classical model ({METHOD_NAMES[task]}) fitted on {len(rows)} training "
@@ -179,15 +197,71 @@ class ClassicalBaseline(Callback):
         for key, value in scores.items():
             pl_module.log(f"{stage}/{key}_classical", value, sync_dist=False)
 
+    @staticmethod
+    def _modelled(model: ClassicalModel) -> np.ndarray:
+        return np.array([e["C"] > 0 for e in model.tasks])
+
+    def _classical_val(self, trainer: Trainer) -> tuple[np.ndarray, np.ndarray]:
+        """The classical model's predictions and the labels of the validation rows (once)."""
+        if self._val is None:
+            smiles, target, _ = split_molecules(self._splits(trainer)["valid"],
+                                                len(self.model.tasks))
+            self._val = self.model.predict(ecfp4(smiles)), target
+        return self._val
+
     def on_validation_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        """Log ``val/<metric>_classical`` once (its value does not change)."""
-        if trainer.sanity_checking or self._val_logged or self._val_scores is None:
+        """Log ``val/<metric>_classical`` once (its value does not change); keep the network's
+        validation rows (read before the module's own epoch end clears them) for the blend."""
+        if trainer.sanity_checking or self.model is None:
+            return
+        ids, pred, _ = pl_module.epoch_predictions["val"].rows()
+        self._captured = ids.cpu().numpy(), pred[:, :len(self.model.tasks)]
+        if self._val_logged or self._val_scores is None:
             return
         self._log(pl_module, "val", self._val_scores)
         self._val_logged = True
 
+    def on_validation_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        """The blend's weights of the checkpoint about to be written, from its validation
+        predictions (classification: the module's ``predict_values`` path, sigmoid of the
+        Platt-scaled logits, with the Platt fit of this validation)."""
+        if self._captured is None:
+            return
+        (ids, pred), self._captured = self._captured, None
+        if self.model.task == "classification":
+            pred = torch.sigmoid(pl_module.platt_logits(pred))
+        svm, target = self._classical_val(trainer)
+        network = np.full(target.shape, np.nan)
+        network[ids] = pred.double().cpu().numpy()
+        self.model.blend_weight = mix.blend_weights(network, svm, target, self.model.task,
+                                                    self._modelled(self.model))
+
+    def on_test_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        """The tested checkpoint's blend weights from its validation predictions, and the
+        blend's scores on the validation and test rows."""
+        self._blend_scores, self.tested_weight = {}, None
+        splits = self._splits(trainer)
+        if self.model is None or len(splits.get("test") or ()) == 0:
+            return
+        if trainer.world_size > 1:
+            rank_zero_info("Blend of the network and the classical model not scored: it is "
+                           "computed in a single process.")
+            return
+        data = trainer.datamodule
+        svm, target = self._classical_val(trainer)
+        network = mix.network_predictions(trainer, pl_module, data.val_dataloader(), len(target))
+        weight = mix.blend_weights(network, svm, target, self.model.task,
+                                   self._modelled(self.model))
+        scores = {"val": _scores(self.model, mix.blend(network, svm, weight), target)}
+        smiles, target, _ = split_molecules(splits["test"], len(weight))
+        network = mix.network_predictions(trainer, pl_module, data.test_dataloader(), len(target))
+        svm = self.model.predict(ecfp4(smiles))
+        scores["test"] = _scores(self.model, mix.blend(network, svm, weight), target)
+        self._blend_scores, self.tested_weight = scores, weight
+
     def on_test_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        """Log ``test/<metric>_classical`` on the data module's test rows."""
+        """Log ``test/<metric>_classical`` on the data module's test rows, and the blend's
+        ``val|test/<metric>_blend``."""
         if self.model is None:
             return
         test = self._splits(trainer).get("test")
@@ -196,6 +270,9 @@ class ClassicalBaseline(Callback):
         smiles, target, _ = split_molecules(test, len(self.model.tasks))
         self._log(pl_module, "test", _scores(self.model, self.model.predict(ecfp4(smiles)),
                                              target))
+        for stage, scores in self._blend_scores.items():
+            for key, value in scores.items():
+                pl_module.log(f"{stage}/{key}{mix.SUFFIX}", value, sync_dist=False)
 
     def state_dict(self) -> dict[str, Any]:
         """The fitted model's plain arrays (:meth:`ClassicalModel.state_dict`), ``{}`` if none."""
@@ -238,7 +315,9 @@ def classical_from_checkpoint(checkpoint: dict, path: str) -> ClassicalModel | N
 def classical_columns(table: pd.DataFrame, smiles: list[str], model: ClassicalModel,
                       targets: list[str]) -> pd.DataFrame:
     """``predict``'s table with the classical model's columns, before ``error``:
-    ``<target>_ecfp_svm`` (its prediction), ``nearest_train_similarity`` (ECFP4 Tanimoto to the
+    ``<target>_ecfp_svm`` (its prediction), ``<target>_blend`` (the blend of ``<target>_pred``
+    and it with the checkpoint's ``blend_weight``: :func:`graph_urpe.models.blend.blend`; not
+    for a model stored without one), ``nearest_train_similarity`` (ECFP4 Tanimoto to the
     nearest training molecule) and ``nearest_train_row`` (that molecule's CSV data row); empty
     for rows with an error.
 
@@ -259,7 +338,9 @@ def classical_columns(table: pd.DataFrame, smiles: list[str], model: ClassicalMo
         raise ValueError(f"the checkpoint's classical model has {len(model.tasks)} label columns "
                          f"and its network {len(targets)}: use a checkpoint `graph-urpe fit` "
                          "wrote")
-    names = [f"{t}{SUFFIX}" for t in targets] + ["nearest_train_similarity", "nearest_train_row"]
+    blends = [] if model.blend_weight is None else [f"{t}{mix.SUFFIX}" for t in targets]
+    names = [f"{t}{SUFFIX}" for t in targets] + blends + ["nearest_train_similarity",
+                                                          "nearest_train_row"]
     taken = [n for n in names if n in table.columns]
     if taken:
         raise ValueError(f"the input has a column {taken[0]!r}, a name predict writes: rename it")
@@ -272,6 +353,9 @@ def classical_columns(table: pd.DataFrame, smiles: list[str], model: ClassicalMo
         pred[ok], similarity[ok], nearest[ok] = p, s, r
     out = table.copy()
     at = list(out.columns).index("error") if "error" in out.columns else len(out.columns)
+    if blends:
+        network = table[[f"{t}_pred" for t in targets]].to_numpy(np.float64)
+        pred = np.concatenate([pred, mix.blend(network, pred, model.blend_weight)], axis=1)
     values = [*pred.T, similarity, nearest]
     for offset, (name, column) in enumerate(zip(names, values)):
         out.insert(at + offset, name, column)

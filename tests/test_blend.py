@@ -1,0 +1,194 @@
+"""The blend of the network and the classical model (issue 41 item 2,
+graph_urpe/models/blend.py): the weight chosen on validation rows and shrunk towards the prior
+by hand, the fit's blend scores and predict's ``<target>_blend`` recomputed from the written
+predictions, a changed weight refused, and the one-standard-error choice of C
+(graph_urpe/models/classical.py)."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from test_classical import _fit
+
+from graph_urpe import Predictor
+from graph_urpe.cli import main
+from graph_urpe.data.fingerprints import ecfp4
+from graph_urpe.models.blend import (
+    PRIOR_ROWS,
+    PRIOR_WEIGHT,
+    blend,
+    blend_weights,
+    shrunk_weight,
+    validation_weight,
+)
+from graph_urpe.models.classical import ClassicalModel, one_standard_error_index
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def test_the_weight_is_shrunk_towards_the_prior_by_hand():
+    assert (PRIOR_WEIGHT, PRIOR_ROWS) == (0.5, 100)
+    assert shrunk_weight(0.9, 0) == 0.5  # no validation row: the prior
+    assert shrunk_weight(0.9, 100) == pytest.approx((100 * 0.9 + 100 * 0.5) / 200)  # 0.7
+    assert shrunk_weight(0.9, 10**9) == pytest.approx(0.9, abs=1e-6)  # many rows: w_val
+    target = np.linspace(0.0, 3.0, 8)
+    # network errs +1, classical -3: the blend's error 4 w - 3 vanishes at w = 0.75
+    assert validation_weight(target + 1, target - 3, target, "regression") == 0.75
+    assert validation_weight(target, target + 1, target, "regression") == 1.0
+    # log-loss -log(0.3 + 0.6 w) - log(0.8 - 0.4 w): derivative 0 at w = 0.75
+    y, net, svm = np.array([1.0, 0.0]), np.array([0.9, 0.6]), np.array([0.3, 0.2])
+    assert validation_weight(net, svm, y, "classification") == 0.75
+    # three columns: the one above (8 rows), one without a classical model, one unlabelled
+    labels = np.stack([target, target, np.full(8, np.nan)], 1)
+    network = np.stack([target + 1, target, target], 1)
+    classical = np.stack([target - 3, np.full(8, np.nan), target], 1)
+    weight = blend_weights(network, classical, labels, "regression")
+    np.testing.assert_allclose(weight, [(8 * 0.75 + 50) / 108, 1.0, 0.5])
+    empty = np.zeros((0, 2))  # no validation row: the prior, or 1 without a classical model
+    np.testing.assert_array_equal(blend_weights(empty, empty, empty, "regression",
+                                                np.array([True, False])), [0.5, 1.0])
+    mixed = blend(network, classical, weight)
+    np.testing.assert_allclose(mixed[:, 0], weight[0] * (target + 1) + (1 - weight[0])
+                               * (target - 3))
+    np.testing.assert_array_equal(mixed[:, 1], target)  # w = 1: the network, NaN ignored
+    np.testing.assert_allclose(mixed[:, 2], target)
+
+
+def test_one_standard_error_rule_on_a_hand_made_cv_table():
+    # 4 candidates (C increasing) x 5 folds of ROC-AUC; the best mean is candidate 2 (0.908),
+    # its fold scores have sample std 0.01643 -> standard error 0.01643 / sqrt(5) = 0.00735
+    folds = np.array([[0.85, 0.86, 0.87, 0.88, 0.87],    # mean 0.866
+                      [0.89, 0.91, 0.90, 0.92, 0.90],    # mean 0.904 >= 0.908 - 0.00735
+                      [0.89, 0.92, 0.90, 0.93, 0.90],    # mean 0.908, the best
+                      [0.88, 0.91, 0.90, 0.93, 0.90]]).T  # mean 0.904
+    table = {f"split{k}_test_score": folds[k] for k in range(5)}
+    table["mean_test_score"] = folds.mean(0)
+    best = folds[:, 2]
+    error = np.sqrt(((best - best.mean()) ** 2).sum() / 4) / np.sqrt(5)
+    assert error == pytest.approx(0.00735, abs=1e-5)
+    assert one_standard_error_index(table) == 1  # the most regularised within one SE
+    tight = {k: np.where(np.arange(4) == 2, v + 0.01, v) if k.startswith("split") else v
+             for k, v in table.items()}  # candidate 2 (0.918) ahead by 0.014 > its SE: itself
+    assert one_standard_error_index(tight) == 2
+    with pytest.raises(ValueError, match="2 or more folds"):
+        one_standard_error_index({"split0_test_score": folds[0]})
+
+
+def _summary_weight(out: str, metric: str) -> tuple[float, float]:
+    line = next(x for x in out.splitlines() if x.startswith(f"Test {metric}:"))
+    found = re.search(r"\| (\d\.\d{4}) \(blend, w (\d\.\d\d)\)$", line)
+    assert found, line
+    return float(found.group(1)), float(found.group(2))
+
+
+def _by_hand_weight(network, classical, target, loss) -> float:
+    """w_val on the grid 0, 0.05, ..., 1 and the shrinkage, written out here."""
+    grid = [i / 20 for i in range(21)]
+    losses = [loss(target, w * network + (1 - w) * classical) for w in grid]
+    n = len(target)
+    return (n * grid[int(np.argmin(losses))] + 100 * 0.5) / (n + 100)
+
+
+def test_regression_blend_recomputed_from_the_written_predictions(tmp_path, capsys,
+                                                                  monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    run, frame = _fit(tmp_path, "regression", "--trainer.max_epochs", "2")
+    out = capsys.readouterr().out
+    metrics = pd.read_csv(run / "metrics.csv")
+    blend_mae, shown_w = _summary_weight(out, "MAE")
+    assert metrics["test/mae_blend"].dropna().tolist() == [pytest.approx(blend_mae, abs=5e-5)]
+    assert metrics["val/rmse_blend"].notna().sum() == 1
+    valid = frame[frame["split"] == "valid"]
+    weights = {}
+    for name in ("best", "last"):  # last: the second epoch's (best: whichever scored best)
+        path = str(run / "checkpoints" / f"{name}.ckpt")
+        ckpt = torch.load(path, weights_only=True)
+        stored = ckpt["callbacks"]["ClassicalBaseline"]["blend_weight"]
+        assert stored.dtype == torch.float64 and stored.shape == (1,)
+        assert name == "best" or ckpt["epoch"] == 1
+        # the weight, by hand from the checkpoint's own validation predictions (predict's
+        # columns: the network's and the classical model's)
+        table = Predictor.from_checkpoint(path).predict(valid["smiles"].tolist())
+        w = _by_hand_weight(table["target_pred"].to_numpy(),
+                            table["target_ecfp_svm"].to_numpy(), valid["target"].to_numpy(),
+                            lambda y, p: np.mean((y - p) ** 2))
+        assert float(stored[0]) == pytest.approx(w, abs=1e-9)
+        np.testing.assert_allclose(table["target_blend"], w * table["target_pred"]
+                                   + (1 - w) * table["target_ecfp_svm"], rtol=1e-6)
+        weights[name] = w
+    w = weights["best"]  # the tested checkpoint's, in the summary
+    assert shown_w == round(w, 2)
+    state = torch.load(run / "checkpoints" / "best.ckpt",
+                       weights_only=True)["callbacks"]["ClassicalBaseline"]
+    # the test MAE of the blend from test_predictions.csv and the stored classical model
+    test = pd.read_csv(run / "test_predictions.csv")
+    model = ClassicalModel.from_state(state, num_tasks=1)
+    svm = model.predict(ecfp4(test["smiles"].tolist()))[:, 0]
+    mae = np.abs(w * test["target_pred"] + (1 - w) * svm - test["target"]).mean()
+    assert metrics["test/mae_blend"].dropna().iloc[0] == pytest.approx(mae, rel=1e-5)
+
+
+def test_classification_blends_probabilities(tmp_path, capsys, monkeypatch):
+    from sklearn.metrics import log_loss, roc_auc_score
+
+    monkeypatch.chdir(tmp_path)
+    run, frame = _fit(tmp_path, "classification", "--model.init_args.platt_scaling", "true")
+    out = capsys.readouterr().out
+    _, shown_w = _summary_weight(out, "ROC-AUC")
+    best = str(run / "checkpoints" / "best.ckpt")
+    stored = torch.load(best, weights_only=True)["callbacks"]["ClassicalBaseline"][
+        "blend_weight"]
+    valid = frame[frame["split"] == "valid"]
+    predictor = Predictor.from_checkpoint(best)
+    table = predictor.predict(valid["smiles"].tolist())
+    w = _by_hand_weight(table["target_pred"].to_numpy(), table["target_ecfp_svm"].to_numpy(),
+                        valid["target"].to_numpy(),
+                        lambda y, p: log_loss(y, p, labels=[0, 1]))
+    assert float(stored[0]) == pytest.approx(w, abs=1e-9) and shown_w == round(w, 2)
+    test = pd.read_csv(run / "test_predictions.csv")
+    table = predictor.predict(test["smiles"].tolist())
+    np.testing.assert_allclose(table["target_pred"], test["target_pred"], rtol=1e-5)
+    mixed = table["target_blend"].to_numpy()
+    np.testing.assert_allclose(mixed, w * table["target_pred"]
+                               + (1 - w) * table["target_ecfp_svm"], rtol=1e-6)
+    assert ((mixed >= 0) & (mixed <= 1)).all()
+    rocauc = pd.read_csv(run / "metrics.csv")["test/rocauc_blend"].dropna()
+    assert rocauc.tolist() == [pytest.approx(roc_auc_score(test["target"], mixed), rel=1e-5)]
+
+
+def test_a_state_without_a_weight_still_predicts_without_the_blend(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    run, _ = _fit(tmp_path, "regression", "--test_after_fit", "false")
+    ckpt = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
+    del ckpt["callbacks"]["ClassicalBaseline"]["blend_weight"]  # written before the blend
+    torch.save(ckpt, tmp_path / "old.ckpt")
+    table = Predictor.from_checkpoint(str(tmp_path / "old.ckpt")).predict(["CCO", "CCCN"])
+    assert "target_ecfp_svm" in table.columns and "target_blend" not in table.columns
+
+
+def test_a_column_without_a_classical_model_keeps_the_network(tmp_path, capsys, monkeypatch):
+    from test_classical import MOLECULES
+    from test_cli import write_config
+
+    monkeypatch.chdir(tmp_path)
+    config, runs = write_config(tmp_path, max_epochs=1, task="classification")
+    frame = pd.DataFrame({"smiles": MOLECULES})
+    frame["a"] = [float(len(s) > 4) for s in frame["smiles"]]
+    frame["b"] = np.where(np.arange(len(frame)) < 30, 0.0, frame["a"])  # one class in training
+    frame["split"] = ["train"] * 30 + ["valid"] * 6 + ["test"] * (len(frame) - 36)
+    frame.to_csv(tmp_path / "mols.csv", index=False)
+    main(["fit", "--config", config, "--data.init_args.target_columns", "[a, b]"])
+    out = capsys.readouterr().out
+    best = str(runs / "version_0" / "checkpoints" / "best.ckpt")
+    state = torch.load(best, weights_only=True)["callbacks"]["ClassicalBaseline"]
+    assert state["tasks"][1]["C"] == 0.0 and float(state["blend_weight"][1]) == 1.0
+    assert 0 < float(state["blend_weight"][0]) < 1
+    line = next(x for x in out.splitlines() if x.startswith("Test ROC-AUC:"))
+    assert line.endswith(", 1.00)") and "(blend, w " in line
+    table = Predictor.from_checkpoint(best).predict(["CCO", "c1ccccc1", "CCCCN"])
+    assert table["b_ecfp_svm"].isna().all()
+    np.testing.assert_array_equal(table["b_blend"], table["b_pred"])
