@@ -12,7 +12,7 @@ adjacency, 0 = no bond, 1/2/3 = single/double/triple) and ``logP_SA_cycle_normal
 of the subset (here every molecule of the split). The folder also gets a
 :data:`~graph_urpe.data.zinc.STANDIN_MARKER` file saying which molecules it holds (for the embedded
 set: :data:`~graph_urpe.data.zinc.ZINC_LIKE_STANDIN`), read by the dataset summary and
-:func:`~graph_urpe.data.registry.load_dataset` (``DatasetSplits.source``).
+:func:`~graph_urpe.data.families.load_dataset` (``DatasetSplits.source``).
 """
 
 from __future__ import annotations

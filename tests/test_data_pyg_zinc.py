@@ -10,9 +10,9 @@ import torch
 from build_pyg_zinc import write_pyg_zinc_raw
 from torch_geometric.datasets import ZINC
 
+from graph_urpe.data.families import load_dataset
 from graph_urpe.data.featurize import smiles_to_zinc_graph
-from graph_urpe.data.registry import load_dataset
-from graph_urpe.data.summary import summarize
+from graph_urpe.data.statistics import summarize
 from graph_urpe.data.zinc import (
     EMBEDDED_ZINC_LIKE,
     PYG_ZINC_SOURCE,

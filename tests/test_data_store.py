@@ -15,7 +15,7 @@ from torch_geometric.data import InMemoryDataset
 from torch_geometric.transforms import Compose
 
 import graph_urpe.data.csv.dataset as csv_dataset
-import graph_urpe.data.stored_graphs as stored_graphs
+from graph_urpe.data import stored_graphs
 from graph_urpe.data.cache import CorruptCacheError
 from graph_urpe.data.csv.dataset import SmilesCSVDataset
 from graph_urpe.data.csv.splits import random_split

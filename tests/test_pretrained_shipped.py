@@ -5,8 +5,7 @@ import os
 import pytest
 import torch
 
-from graph_urpe.pretrained import ENCODER_FORMAT
-from graph_urpe.pretrained import SHIPPED, available, resolve
+from graph_urpe.pretrained import ENCODER_FORMAT, SHIPPED, available, resolve
 
 
 @pytest.mark.parametrize("name", sorted(SHIPPED))

@@ -153,7 +153,7 @@ def test_pyg_dataset_internals_the_caches_replace():
 
     assert torch.equal(_Tiny()._data.y, torch.ones(1)), (
         "InMemoryDataset._data no longer holds the collated storage: update "
-        "graph_urpe/data/modules/graph.py, data/csv/dataset.py and data/summary.py")
+        "graph_urpe/data/modules/graph.py, data/csv/dataset.py and data/statistics.py")
 
 
 def test_softmax_backward_data_equals_autograd():

@@ -1,12 +1,12 @@
 """``graph-urpe summarize NAME``: a dataset's graphs, splits and label statistics
-(:func:`graph_urpe.data.summary.summarize`), processed as ``fit`` processes it (same cache)."""
+(:func:`graph_urpe.data.statistics.summarize`), processed as ``fit`` processes it (same cache)."""
 
 from __future__ import annotations
 
 import argparse
 
-from graph_urpe.data.registry import DATASET_NAMES, load_dataset
-from graph_urpe.data.summary import summarize
+from graph_urpe.data.families import DATASET_NAMES, load_dataset
+from graph_urpe.data.statistics import summarize
 from graph_urpe.transforms import AddShortestPathDistance
 
 __all__ = ["main"]

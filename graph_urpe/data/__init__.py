@@ -7,7 +7,7 @@ RDKit), :mod:`~graph_urpe.data.csv` (your CSV: the dataset, labels, row errors, 
 :mod:`~graph_urpe.data.zinc` (the embedded ZINC-like default and PyG ZINC),
 :mod:`~graph_urpe.data.ogb` (OGB graph property prediction and OGB-LSC PCQM4Mv2),
 :mod:`~graph_urpe.data.cache` (safe, self-repairing reads of every processed cache),
-:mod:`~graph_urpe.data.registry` (load any of them by name), :mod:`~graph_urpe.data.summary`
+:mod:`~graph_urpe.data.families` (load any of them by name), :mod:`~graph_urpe.data.statistics`
 (a printable table of a dataset), :mod:`~graph_urpe.data.indexed` (a view whose graphs carry their
 index) and :mod:`~graph_urpe.data.predictions` (the prediction table for SMILES inputs).
 Offline builders of the OGB, PCQM4Mv2 and PyG ZINC folders are scripts beside the data, not

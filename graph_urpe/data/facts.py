@@ -2,7 +2,7 @@
 
 * :class:`DatasetFacts`: the static facts (task, label columns, featurisation, metric, level, node
   limit, ...), known before any graph is read. A dataset family states them once
-  (:mod:`graph_urpe.data.registry`); a graph data module's ``facts`` is that object with the
+  (:mod:`graph_urpe.data.families`); a graph data module's ``facts`` is that object with the
   module's own options; ``graph-urpe`` links its fields into the model at instantiation
   (:data:`graph_urpe.cli.links.GRAPH_LINKS`).
 * :class:`TrainingStatistics`: what is known only once the training split is loaded (label mean
@@ -28,7 +28,7 @@ class DatasetFacts:
     r"""What a model and its metric need to know of a dataset, known without reading any graph.
 
     Args:
-        name (str): the registry name (:mod:`graph_urpe.data.registry`) or the synthetic task.
+        name (str): the family name (:mod:`graph_urpe.data.families`) or the synthetic task.
         task (str): ``"regression"``, ``"classification"`` (binary, labels 0./1.) or
             ``"multiclass"`` (one class label per graph / node).
         num_tasks (int): outputs of the network: label columns ``T`` (``y`` is ``[1, T]`` per

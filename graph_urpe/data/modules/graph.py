@@ -30,12 +30,12 @@ from torch_geometric.loader import DataLoader
 
 from graph_urpe.data.collated import collated_rows
 from graph_urpe.data.facts import DatasetFacts, TrainingStatistics
+from graph_urpe.data.families import DatasetFamily, DatasetSplits, LoadOptions
 from graph_urpe.data.indexed import IndexedDataset
 from graph_urpe.data.predict_inputs import (
     training_vocabulary,
 )
 from graph_urpe.data.processing import check_max_graph_nodes
-from graph_urpe.data.registry import DatasetFamily, DatasetSplits, LoadOptions
 from graph_urpe.data.sampler import (
     DEFAULT_MAX_CELLS,
     ResumableDataLoader,
@@ -235,7 +235,7 @@ class BatchedGraphDataModule(LightningDataModule):
 
 class GraphDataModule(BatchedGraphDataModule):
     r"""Base of the molecular data modules: the splits of one dataset family
-    (:class:`~graph_urpe.data.registry.DatasetFamily`) and the loaders of
+    (:class:`~graph_urpe.data.families.DatasetFamily`) and the loaders of
     :class:`BatchedGraphDataModule`.
 
     Subclasses set :attr:`family`, whose facts (task, label columns and their names,
@@ -244,7 +244,7 @@ class GraphDataModule(BatchedGraphDataModule):
 
     Args:
         root (str, optional): data folder (each dataset in its own subfolder, see
-            :class:`~graph_urpe.data.registry.LoadOptions`). (default: ``"data"``)
+            :class:`~graph_urpe.data.families.LoadOptions`). (default: ``"data"``)
         batch_size, max_nodes_per_batch, max_cells_per_batch, num_workers, seed, bucketing: see
             :class:`BatchedGraphDataModule`.
         max_graph_nodes (int, optional): refuse larger graphs: in the training data they are
@@ -308,7 +308,7 @@ class GraphDataModule(BatchedGraphDataModule):
 
     def source(self) -> str:
         """Where the loaded data come from (the dataset's ``source``: a file, a release, an
-        offline stand-in), else the registry name."""
+        offline stand-in), else the family name."""
         return self.load().source or self.facts.name
 
     def load(self) -> DatasetSplits:

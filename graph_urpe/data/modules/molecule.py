@@ -1,5 +1,5 @@
 """The molecular dataset families: one Lightning data module per dataset, each holding its
-:class:`~graph_urpe.data.registry.DatasetFamily` (which states the facts, task, label columns,
+:class:`~graph_urpe.data.families.DatasetFamily` (which states the facts, task, label columns,
 featurisation, metric, evaluator, once and builds the splits), on top of
 :class:`~graph_urpe.data.modules.graph.GraphDataModule` (loaders, SMILES prediction):
 
@@ -16,17 +16,17 @@ from collections.abc import Sequence
 from typing import Any
 
 from graph_urpe.data.csv.labels import CSVTask
-from graph_urpe.data.featurize import Featurization
-from graph_urpe.data.modules.graph import GraphDataModule
-from graph_urpe.data.modules.submission import SubmissionWriter
-from graph_urpe.data.ogb import SUBMISSION_SIZES
-from graph_urpe.data.registry import (
+from graph_urpe.data.families import (
     CSVFamily,
     OGBFamily,
     PCQM4Mv2Family,
     PyGZincFamily,
     ZincLikeFamily,
 )
+from graph_urpe.data.featurize import Featurization
+from graph_urpe.data.modules.graph import GraphDataModule
+from graph_urpe.data.modules.submission import SubmissionWriter
+from graph_urpe.data.ogb import SUBMISSION_SIZES
 
 __all__ = [
     "CSVDataModule",

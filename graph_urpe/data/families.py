@@ -266,7 +266,7 @@ def dataset_family(name: str, csv_path: str | None = None, smiles_column: str = 
                    target_columns: str | Sequence[str] = "target", task: str = "regression",
                    split: str = "random", featurization: str = "ogb",
                    seed: int = 0) -> DatasetFamily:
-    r"""The family of a registry name (the table behind :func:`load_dataset` and
+    r"""The family of a dataset name (the table behind :func:`load_dataset` and
     ``graph-urpe summarize``).
 
     Args:

@@ -13,8 +13,8 @@ from torch_geometric.data import Data
 
 from graph_urpe.cli.summarize import main
 from graph_urpe.data.csv.row_errors import InvalidRowsError
-from graph_urpe.data.registry import load_dataset
-from graph_urpe.data.summary import summarize
+from graph_urpe.data.families import load_dataset
+from graph_urpe.data.statistics import summarize
 
 SMILES = ["CCO", "c1ccccc1", "CC(=O)O", "C", "CCN", "c1ccncc1C", "OCCO", "CCCCCCCCCC",
           "C1CCCCC1", "CC#N"]

@@ -20,7 +20,7 @@ import torch
 from torch.utils.data import Dataset
 from torch_geometric.data import InMemoryDataset
 
-from graph_urpe.data.registry import DatasetSplits
+from graph_urpe.data.families import DatasetSplits
 from graph_urpe.data.sampler import graph_sizes
 from graph_urpe.transforms import StandardLayout
 
