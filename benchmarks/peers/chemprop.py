@@ -406,7 +406,45 @@ def run_ours(folder: Path, task: str, metric: str, seed: int, variant: str, runs
     test = rows["test"]
     return {"value": score(metric, data["target"].iloc[test], pred["target_pred"]),
             "cpu_s": cpu, "wall_s": wall, "command": cmd, "n_test": len(test),
-            "run_dir": str(run_dir)}
+            "run_dir": str(run_dir), **beside_network(run_dir / "metrics.csv", metric)}
+
+
+def beside_network(metrics_csv: Path, metric: str) -> dict:
+    """The scores the fit logged beside the network's (``metrics.csv``): the classical model's
+    and the blend's on the test rows, and the validation scores of the network, the classical
+    model and the blend (the blend's validation score is the one its weight was chosen on).
+
+    Returns:
+        dict: ``classical``, ``blend``, ``val_network``, ``val_classical``, ``val_blend`` (NaN
+        where the run logged none).
+    """
+    frame = pd.read_csv(metrics_csv)
+
+    def last(column: str) -> float:
+        values = frame[column].dropna() if column in frame else pd.Series(dtype=float)
+        return float(values.iloc[-1]) if len(values) else float("nan")
+
+    return {"classical": last(f"test/{metric}_classical"), "blend": last(f"test/{metric}_blend"),
+            "val_network": last(f"val/{metric}"), "val_classical": last(f"val/{metric}_classical"),
+            "val_blend": last(f"val/{metric}_blend")}
+
+
+def format_beside(results: Sequence[dict]) -> str:
+    """Per set, the template's network, the classical model fitted inside the same fit and their
+    blend (:func:`beside_network`): test mean ± std over seeds, and the validation means."""
+    rows = []
+    for name in dict.fromkeys(r["set"] for r in results):
+        mine = sorted((r for r in results if r["set"] == name and r["tool"] == "ours"
+                       and r["variant"] == "default" and "blend" in r), key=lambda r: r["seed"])
+        if not mine:
+            continue
+        metric = "MAE" if mine[0]["metric"] == "mae" else "ROC-AUC"
+        rows.append([name, metric, ",".join(str(r["seed"]) for r in mine)] + [
+            _cell([r[key] for r in mine]) for key in ("value", "classical", "blend")] + [
+            f"{statistics.fmean(r[key] for r in mine):.3f}"
+            for key in ("val_network", "val_classical", "val_blend")])
+    return markdown_table(["set", "metric", "seeds", "test: network", "test: ECFP4 SVM (in fit)",
+                           "test: blend", "val: network", "val: SVM", "val: blend"], rows)
 
 
 def run_anchor(folder: Path, task: str, metric: str, seed: int, variant: str) -> dict:
@@ -495,6 +533,8 @@ def main() -> None:
     results = [r for r in load_results(args.out) if r["set"] in args.sets]
     print()
     print(format_table(results))
+    print()
+    print(format_beside(results))
 
 
 if __name__ == "__main__":
