@@ -1,13 +1,15 @@
 """Consistency checks of a PyG batch before it is densified (:mod:`graph_urpe.dense`,
-:class:`~graph_urpe.nn.URPEGraphConv`): the node layout (``batch`` / ``ptr`` against the node
-features, ``max_num_nodes``), the edges (within their graph), the stored pair layout of
-:mod:`graph_urpe.transforms` (every node pair of every graph exactly once) and a stored SPD against
-the edges (its pairs at distance 1 are the edges).
+:class:`~graph_urpe.nn.URPEGraphConv`): the node features (a floating-point
+``[num_nodes, channels]`` tensor of the layer's dtype), the node layout (``batch`` / ``ptr``
+against the node features, ``max_num_nodes``), the edges (within their graph), the stored pair
+layout of :mod:`graph_urpe.transforms` (every node pair of every graph exactly once) and a stored
+SPD against the edges (its pairs at distance 1 are the edges).
 
 Each check raises a one-line :class:`ValueError` (:class:`TypeError` for a wrong dtype) that says
 what is wrong and how to fix it, instead of an ``IndexError`` deep in a scatter, or a silently wrong
-result. They read values back to the host (one synchronisation each), so the dense builders run
-them only with ``validate=True``; :class:`~graph_urpe.nn.URPEGraphConv` runs them by default.
+result. All but :func:`check_node_features` (shapes and dtypes only, always run) read values back
+to the host (one synchronisation each), so the dense builders run them only with
+``validate=True``; :class:`~graph_urpe.nn.URPEGraphConv` runs them by default.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from torch import Tensor
 
 from graph_urpe.constants import UNREACHABLE
 
-__all__ = ["RECOMPUTE_PAIRS", "check_edges", "check_nodes", "check_pairs", "check_spd"]
+__all__ = ["RECOMPUTE_PAIRS", "check_edges", "check_node_features", "check_nodes", "check_pairs",
+           "check_spd"]
 
 #: The fix named by every error about a stored pair layout that does not fit the batch.
 RECOMPUTE_PAIRS: str = (
@@ -27,6 +30,63 @@ RECOMPUTE_PAIRS: str = (
     "node pairs, the edges: PyG then takes the pairs for edges), or pass no pair_index (nor spd "
     "/ resistance) to URPEGraphConv to compute the relations from edge_index"
 )
+
+
+def check_node_features(x: object, channels: int, layer: str, param_dtype: torch.dtype) -> None:
+    """Check the node features given to a layer of width ``channels``: a floating-point tensor
+    ``[num_nodes, channels]`` of the layer's parameters' dtype.
+
+    The dtype is compared only where it would fail in the layer: outside :func:`torch.autocast`
+    any difference (e.g. numpy's float64 against float32 parameters, which fails deep in
+    ``LayerNorm``); under autocast for ``x``'s device, which casts float16 / bfloat16 / float32
+    itself but never float64, only a difference where one side is float64.
+
+    Args:
+        x (object): the node features.
+        channels (int): the layer's width ``C``.
+        layer (str): the layer's class name, for the message.
+        param_dtype (torch.dtype): the dtype of the layer's parameters.
+
+    Raises:
+        TypeError: ``x`` not a tensor, not floating point, or (see above) not of the parameters'
+            dtype.
+        ValueError: ``x`` not 2-D, or its width not ``channels``.
+    """
+    if not isinstance(x, Tensor):
+        raise TypeError(
+            f"x must be a tensor of node features [num_nodes, {channels}], got "
+            f"{type(x).__name__}: for graphs without node features pass e.g. "
+            f"torch.ones(num_nodes, {channels}) or an embedding of the node degrees"
+        )
+    if not x.is_floating_point():
+        raise TypeError(
+            f"x must hold floating-point node features [num_nodes, {channels}], got "
+            f"{x.dtype}: integer features (e.g. torch_geometric.utils.from_smiles's atom "
+            "categories) must be embedded first, e.g. graph_urpe.nn.CategoricalEncoder or "
+            f"torch.nn.Embedding(num_categories, {channels}) per column, summed"
+        )
+    if x.dim() != 2:
+        raise ValueError(
+            f"x must be 2-D [num_nodes, channels] = [num_nodes, {channels}], got shape "
+            f"{tuple(x.shape)}: for one feature per node use x.unsqueeze(-1) and project it "
+            f"to {channels} channels (e.g. torch.nn.Linear(1, {channels}))"
+        )
+    if x.shape[-1] != channels:
+        width = x.shape[-1]
+        raise ValueError(
+            f"x must have shape [num_nodes, {channels}] for {layer}(channels={channels}, ...), "
+            f"got {tuple(x.shape)} (x.size(-1) = {width}, channels = {channels}): project the "
+            f"node features to {channels} channels first (e.g. torch.nn.Linear({width}, "
+            f"{channels})) or build {layer}({width}, ...)."
+        )
+    if x.dtype != param_dtype and (
+        not torch.is_autocast_enabled(x.device.type) or torch.float64 in (x.dtype, param_dtype)
+    ):
+        raise TypeError(
+            f"x is {x.dtype} but the {layer}'s parameters are {param_dtype}: cast x "
+            f"(x.to({param_dtype}), e.g. x.float() for numpy's float64) or the layer "
+            f"(layer.to({x.dtype}), e.g. layer.double())"
+        )
 
 
 def check_nodes(

@@ -130,6 +130,21 @@ def test_regression_blend_recomputed_from_the_written_predictions(tmp_path, caps
     svm = model.predict(ecfp4(test["smiles"].tolist()))[:, 0]
     mae = np.abs(w * test["target_pred"] + (1 - w) * svm - test["target"]).mean()
     assert metrics["test/mae_blend"].dropna().iloc[0] == pytest.approx(mae, rel=1e-5)
+    # test_predictions.csv carries predict's classical columns for the tested checkpoint:
+    # what `graph-urpe predict` writes for the same molecules
+    main(["predict", "--ckpt_path", str(run / "checkpoints" / "best.ckpt"), "--smiles",
+          *test["smiles"], "--output", str(tmp_path / "test_smiles.csv")])
+    predicted = pd.read_csv(tmp_path / "test_smiles.csv")
+    assert list(test.columns) == ["row", "smiles", "target", "target_pred", "target_lower",
+                                  "target_upper", "target_ecfp_svm", "target_blend",
+                                  "nearest_train_similarity", "nearest_train_row"]
+    for column in ("target_ecfp_svm", "nearest_train_similarity", "nearest_train_row"):
+        pd.testing.assert_series_equal(test[column], predicted[column])
+    np.testing.assert_array_equal(test["target_ecfp_svm"], svm)
+    # the blend of the table's own network column (float32 there: batches differ from predict's)
+    np.testing.assert_allclose(test["target_blend"], predicted["target_blend"], rtol=1e-5)
+    np.testing.assert_allclose(test["target_blend"],  # target_pred: a float32, as written
+                               w * test["target_pred"] + (1 - w) * svm, rtol=1e-6)
 
 
 def test_classification_blends_probabilities(tmp_path, capsys, monkeypatch):

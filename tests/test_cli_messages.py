@@ -97,3 +97,16 @@ def test_skipped_rows_warning_is_one_readable_line(tmp_path):
     # Warnings of other libraries keep Python's format.
     other = format_warning("x", UserWarning, "/elsewhere/lib.py", 1, "code")
     assert "/elsewhere/lib.py:1" in other
+
+
+def test_skipped_rows_warning_gives_the_report_as_an_absolute_path(tmp_path, monkeypatch):
+    """A dataset's root is often relative (``data/csv/...``): the warning names the report so
+    that it can be opened from anywhere, as the fit summary does."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.warns(SkippedRowsWarning) as caught:
+        handle_row_errors([RowError(1, "C1CC", "invalid SMILES: unclosed ring")], 3, "my.csv",
+                          "data/csv/processed/invalid_rows.csv", strict=False)
+    assert str(caught[0].message) == (
+        "skipped 1 of 3 rows of my.csv (with their labels): row 1 (CSV line 3) 'C1CC': invalid "
+        f"SMILES: unclosed ring. Full list: {tmp_path.resolve()}/data/csv/processed/"
+        "invalid_rows.csv (and splits.csv in a fit's run folder).")

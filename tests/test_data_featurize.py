@@ -13,6 +13,7 @@ from graph_urpe.data.featurize import (
     ZINC_ATOM_TYPES,
     MoleculeError,
     parse_smiles,
+    smiles_parse_error,
     smiles_to_graph,
     smiles_to_ogb_graph,
     smiles_to_zinc_graph,
@@ -110,8 +111,26 @@ def test_ogb_isotopes_and_single_atoms():
     assert single.num_nodes == 1 and single.edge_attr.shape == (0, 3)
 
 
+@pytest.mark.parametrize("smiles, message", [
+    ("C1CC", "invalid SMILES: unclosed ring"),  # RDKit's reason, not a generic "syntax error"
+    ("CC1CC2", "invalid SMILES: unclosed ring"),
+    ("xyz", "invalid SMILES: syntax error around position 1"),  # RDKit's position, 1-based
+    ("C==C", "invalid SMILES: syntax error around position 3"),  # the second '='
+    ("C(C", "invalid SMILES: extra open parentheses around position 2"),
+])
+def test_smiles_syntax_errors_give_rdkits_reason(smiles, message):
+    with pytest.raises(MoleculeError) as refused:
+        parse_smiles(smiles)
+    assert str(refused.value) == message
+
+
+def test_an_empty_parser_log_gives_the_generic_reason():
+    assert smiles_parse_error("") == "syntax error"
+    log = "[02:19:58] SMILES Parse Error: unclosed ring for input: 'C1CC'\n"
+    assert smiles_parse_error(log) == "unclosed ring"
+
+
 @pytest.mark.parametrize("smiles, reason", [
-    ("C1CC", "syntax"),
     ("CC(C)(C)(C)C", "valence"),
     ("c1cccc1", "kekulize"),
     ("", "empty"),

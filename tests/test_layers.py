@@ -157,8 +157,17 @@ def test_bad_input_names_the_fix():
     message = str(wrong.value)  # one line naming both widths and the projection that fixes it
     assert "\n" not in message and "x.size(-1) = 12, channels = 8" in message
     assert "torch.nn.Linear(12, 8)" in message and "URPEGraphConv(12, ...)" in message
-    with pytest.raises(ValueError, match=r"got \(12,\) \(x.size\(-1\) = 12"):
-        conv(torch.randn(12), batch.edge_index)  # one node's features without the node axis
+    for shape in [(12,), (3, 4, 8)]:  # 1-D (one feature per node) and 3-D: not a width error
+        with pytest.raises(ValueError) as wrong:
+            conv(torch.randn(shape), batch.edge_index)
+        assert str(wrong.value) == (
+            f"x must be 2-D [num_nodes, channels] = [num_nodes, 8], got shape {shape}: for one "
+            "feature per node use x.unsqueeze(-1) and project it to 8 channels (e.g. "
+            "torch.nn.Linear(1, 8))")
+    with pytest.raises(ValueError) as wrong:
+        URPEGraphConv(10, heads=4)  # named as the user typed them, not embed_dim / num_heads
+    assert str(wrong.value) == ("channels (10) must be a positive multiple of heads (4): each head "
+                                "attends over channels / heads features")
     with pytest.raises(ValueError, match="relations entry"):
         URPEGraphConv(8, 2, relations=["spd", "hops"])
     with pytest.raises(ValueError, match="without repeats"):
@@ -426,3 +435,33 @@ def test_integer_node_features_are_refused_with_what_to_do():
         conv(data.x, data.edge_index)
     out = conv(data.x.float(), data.edge_index)
     assert out.shape == data.x.shape and out.dtype == torch.float32
+
+
+def test_node_features_of_another_dtype_name_the_cast():
+    """float64 ``x`` (numpy's default) against float32 parameters: one line naming both casts,
+    not LayerNorm's "mixed dtype"; under autocast a bfloat16 ``x`` is autocast's own business."""
+    torch.manual_seed(0)
+    conv = URPEGraphConv(8, 2)
+    batch, _ = _batch()
+    for x_dtype, layer_dtype in [(torch.float64, torch.float32), (torch.float32, torch.float64)]:
+        with pytest.raises(TypeError) as wrong:
+            conv.to(layer_dtype)(batch.x.to(x_dtype), batch.edge_index)
+        assert str(wrong.value) == (
+            f"x is {x_dtype} but the URPEGraphConv's parameters are {layer_dtype}: cast x "
+            f"(x.to({layer_dtype}), e.g. x.float() for numpy's float64) or the layer "
+            f"(layer.to({x_dtype}), e.g. layer.double())")
+    conv.float()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        with pytest.raises(TypeError, match="x is torch.float64 but"):  # autocast leaves float64
+            conv(batch.x.double(), batch.edge_index)
+        out = conv(batch.x.bfloat16(), batch.edge_index)  # autocast casts: no error
+    with torch.no_grad():  # the float32 result, to bfloat16's precision (8 mantissa bits)
+        reference = conv(batch.x.bfloat16().float(), batch.edge_index)
+    assert out.dtype == torch.bfloat16
+    torch.testing.assert_close(out.float(), reference, atol=2e-2, rtol=1.6e-2)
+    with torch.no_grad():  # both fixes the message names give the float32 / float64 results
+        torch.testing.assert_close(conv(batch.x.double().float(), batch.edge_index),
+                                   conv(batch.x, batch.edge_index))
+        torch.testing.assert_close(conv.double()(batch.x.double(), batch.edge_index),
+                                   conv.float()(batch.x, batch.edge_index).double(),
+                                   atol=1e-5, rtol=1e-5)

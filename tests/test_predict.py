@@ -99,3 +99,30 @@ def test_predict_inputs_keep_blank_lines_as_rows(tmp_path):
     frame = read_predict_inputs(str(path), None, "smiles")
     assert frame["smiles"].fillna("").tolist() == ["CCO", "", "c1ccccc1"]
     assert frame["name"].fillna("").tolist() == ["a", "", "b"]
+
+
+def test_predict_report_names_the_absolute_output_and_each_failed_rows_line(tmp_path,
+                                                                             monkeypatch, capsys):
+    """The summary gives the output's absolute path, "1 input row" in the singular, and each
+    failed row as fit does: its CSV line (row + 2: one header line) or its --smiles position."""
+    from pathlib import Path
+
+    from graph_urpe.cli import main
+    from tests.test_trust import checkpoint
+
+    monkeypatch.chdir(tmp_path)
+    ckpt = str(checkpoint(tmp_path / "m.ckpt"))
+    Path("in.csv").write_text("smiles\nCCO\nC1CC\nxyz\n")
+    main(["predict", "--ckpt_path", ckpt, "--csv", "in.csv", "--output", "out.csv"])
+    main(["predict", "--ckpt_path", ckpt, "--smiles", "CCO", "C(C", "--output", "two.csv"])
+    main(["predict", "--ckpt_path", ckpt, "--smiles", "CCO", "--output", "one.csv"])
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.strip()]
+    here, why = tmp_path.resolve(), "(reason in the 'error' column)."
+    assert lines == [
+        f"Wrote predictions for 3 input rows to {here / 'out.csv'}: 1 predicted, 2 failed {why}",
+        "  row 1 (CSV line 3): invalid SMILES: unclosed ring",
+        "  row 2 (CSV line 4): invalid SMILES: syntax error around position 1",
+        f"Wrote predictions for 2 input rows to {here / 'two.csv'}: 1 predicted, 1 failed {why}",
+        "  row 1 (--smiles value 2): invalid SMILES: extra open parentheses around position 2",
+        f"Wrote predictions for 1 input row to {here / 'one.csv'}: 1 predicted, 0 failed.",
+    ]

@@ -253,8 +253,10 @@ def _predict_chunk(trainer: Any, model: Any, datamodule: BatchedGraphDataModule,
 
 
 def _report(counts: dict[str, int], first_errors: list[tuple[int, str]], output: str,
-            rank_zero: bool) -> None:
-    """Print how many rows were predicted, failed and flagged, and the first failures."""
+            rank_zero: bool, from_csv: bool = True) -> None:
+    """Print how many rows were predicted, failed and flagged (the output's absolute path), and
+    the first failures: their 0-based row and, as ``fit`` does, their CSV line (row + 2: one
+    header line, blank lines kept as rows) or, for ``--smiles``, their 1-based position."""
     if not rank_zero or not counts["rows"]:
         return
     failed = counts["failed"]
@@ -263,10 +265,12 @@ def _report(counts: dict[str, int], first_errors: list[tuple[int, str]], output:
                "every training molecule (see the 'warning' column)" if counts["flagged"] else "")
     resumed = (f" ({counts['resumed_chunks']} chunks from an interrupted run reused)"
                if counts["resumed_chunks"] else "")
-    print(f"\nWrote predictions for {counts['rows']} input rows to {output}{resumed}: "
+    rows = f"{counts['rows']} input row{'s' if counts['rows'] != 1 else ''}"
+    print(f"\nWrote predictions for {rows} to {os.path.abspath(output)}{resumed}: "
           f"{counts['predicted']} predicted, {failed_text}{flagged}.")
     for row, reason in first_errors[:10]:
-        print(f"  row {row}: {reason}")
+        where = f"CSV line {row + 2}" if from_csv else f"--smiles value {row + 1}"
+        print(f"  row {row} ({where}): {reason}")
     if failed > 10:
         print(f"  ... and {failed - 10} more")
 
@@ -448,7 +452,7 @@ def predict_smiles(trainer: Any, model: Any, datamodule: BatchedGraphDataModule,
             parts.finish(chunks)
         else:  # no input rows: nothing to write
             parts.discard()
-    _report(counts, first_errors, inputs.output, trainer.is_global_zero)
+    _report(counts, first_errors, inputs.output, trainer.is_global_zero, inputs.csv is not None)
     if outside and trainer.is_global_zero:
         print(f"Warning: {outside} molecule(s) have an ECFP4 Tanimoto similarity below "
               f"{classical.similarity_threshold:.2f} to every training molecule (column "
@@ -458,7 +462,7 @@ def predict_smiles(trainer: Any, model: Any, datamodule: BatchedGraphDataModule,
     if counts["predicted"] == 0:
         rows = counts["rows"]
         raise ValueError(
-            f"no molecule could be predicted: {rows} input rows"
+            f"no molecule could be predicted: {rows} input row{'s' if rows != 1 else ''}"
             + (", all failed (see the 'error' column above)." if rows else
                ": give at least one SMILES (--csv FILE or --smiles).")
         )

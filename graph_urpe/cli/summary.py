@@ -26,7 +26,7 @@ from graph_urpe.data.modules.graph import BatchedGraphDataModule, GraphDataModul
 from graph_urpe.files import atomic_write_csv
 from graph_urpe.models.blend import SUFFIX, summary_note
 from graph_urpe.models.calibration import SUMMARY_LABELS as UNCERTAINTY_LABELS
-from graph_urpe.models.classical_baseline import METHOD_NAMES
+from graph_urpe.models.classical_baseline import METHOD_NAMES, ClassicalBaseline
 from graph_urpe.models.metrics import METRICS
 
 CLASSICAL = "_classical"
@@ -141,7 +141,9 @@ def write_run_outputs(
 ) -> list[str]:
     """Write the test predictions, the split membership and the figures into ``run_dir``.
 
-    ``test_predictions.csv``: see :func:`test_prediction_table`; ``splits.csv``: the data
+    ``test_predictions.csv``: see :func:`test_prediction_table`, with the columns ``predict``
+    writes from the classical model of a CSV fit (:meth:`ClassicalBaseline.test_columns
+    <graph_urpe.models.classical_baseline.ClassicalBaseline.test_columns>`); ``splits.csv``: the data
     module's ``split_membership()``; ``figures/``: :func:`graph_urpe.viz.plot_run` (when
     matplotlib is installed).
 
@@ -158,6 +160,9 @@ def write_run_outputs(
     written = []
     graph_data = isinstance(datamodule, BatchedGraphDataModule)
     table = test_prediction_table(model, datamodule.splits.get("test") if graph_data else None)
+    baseline = next((cb for cb in trainer.callbacks if isinstance(cb, ClassicalBaseline)), None)
+    if table is not None and baseline is not None:  # predict's classical and blend columns
+        table = baseline.test_columns(table, list(model.target_names))
     if table is not None:
         path = osp.join(run_dir, "test_predictions.csv")
         atomic_write_csv(table, path)

@@ -28,6 +28,7 @@ Both featurisations store every bond in both directions, ``edge_index`` ``[2, 2 
 
 from __future__ import annotations
 
+import re
 from typing import Literal, get_args
 
 import numpy as np
@@ -117,6 +118,28 @@ def smiles_text(smiles: object) -> str:
     return text
 
 
+def smiles_parse_error(log: str) -> str:
+    r"""RDKit's reason for refusing a SMILES, from its parser's error log (captured with
+    :class:`rdkit.rdBase.CaptureErrorLog`), without the timestamps and the repeated SMILES:
+    ``"unclosed ring"``, ``"extra open parentheses around position 2"``, ``"syntax error around
+    position 1"`` (RDKit's 1-based character position); ``"syntax error"`` where the log holds
+    no parse error.
+
+    Args:
+        log (str): the captured messages, e.g. ``"[12:00:00] SMILES Parse Error: unclosed ring
+            for input: 'C1CC'\n"``.
+
+    Returns:
+        str: the reason.
+    """
+    lines = [re.sub(r"^\[[\d:.]+\] ", "", line) for line in log.splitlines()]
+    head = "SMILES Parse Error: "
+    first = next((line[len(head):] for line in lines if line.startswith(head)), "")
+    reason = re.split(r" (?:while parsing|for input):", first)[0].strip() or "syntax error"
+    position = re.search(r"check for mistakes around position (\d+)", log)
+    return f"{reason} around position {position.group(1)}" if position else reason
+
+
 def parse_smiles(smiles: str) -> Chem.Mol:
     r"""Parses and sanitises a SMILES string with RDKit (hydrogens become implicit, except
     isotope-labelled ones such as ``[2H]``): the one parse of every SMILES this package reads
@@ -134,16 +157,17 @@ def parse_smiles(smiles: str) -> Chem.Mol:
 
     Raises:
         MoleculeError: for an empty or non-string value, whitespace inside the text, a syntax
-            error, a chemically invalid structure (e.g. a pentavalent carbon; RDKit's message is
+            error (RDKit's reason: :func:`smiles_parse_error`), a chemically invalid structure (e.g. a pentavalent carbon; RDKit's message is
             included) or a molecule with no atoms.
     """
     text = smiles_text(smiles)
     with rdBase.BlockLogs():
         mol = Chem.MolFromSmiles(text)
         if mol is None:
-            raw = Chem.MolFromSmiles(text, sanitize=False)
+            with rdBase.CaptureErrorLog() as log:
+                raw = Chem.MolFromSmiles(text, sanitize=False)
             if raw is None:
-                raise MoleculeError("invalid SMILES: syntax error")
+                raise MoleculeError(f"invalid SMILES: {smiles_parse_error(log.messages)}")
             try:
                 Chem.SanitizeMol(raw)
             except Chem.rdchem.MolSanitizeException as exc:  # valence, kekulisation, ...

@@ -33,6 +33,7 @@ Not computed at ``test`` under several processes (one line says so).
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any
 
@@ -274,6 +275,27 @@ class ClassicalBaseline(Callback):
             for key, value in scores.items():
                 pl_module.log(f"{stage}/{key}{mix.SUFFIX}", value, sync_dist=False)
 
+    def test_columns(self, table: pd.DataFrame, targets: list[str]) -> pd.DataFrame:
+        """``test_predictions.csv`` with the columns ``predict`` writes from the tested
+        checkpoint (:func:`classical_columns`: ``<target>_ecfp_svm``, ``<target>_blend`` with
+        :attr:`tested_weight`, none without it, e.g. under several processes, and the nearest
+        training molecule); the table unchanged without a classical model or a ``smiles``
+        column.
+
+        Args:
+            table (pandas.DataFrame): the test table
+                (:func:`~graph_urpe.cli.summary.test_prediction_table`), with ``smiles`` and
+                ``<target>_pred`` columns.
+            targets (list[str]): the label names.
+
+        Returns:
+            pandas.DataFrame: a new table (or ``table``).
+        """
+        if self.model is None or "smiles" not in table.columns:
+            return table
+        model = dataclasses.replace(self.model, blend_weight=self.tested_weight)
+        return classical_columns(table, table["smiles"].astype(str).tolist(), model, targets)
+
     def state_dict(self) -> dict[str, Any]:
         """The fitted model's plain arrays (:meth:`ClassicalModel.state_dict`), ``{}`` if none."""
         return self.model.state_dict() if self.model is not None else {}
@@ -319,7 +341,7 @@ def classical_columns(table: pd.DataFrame, smiles: list[str], model: ClassicalMo
     and it with the checkpoint's ``blend_weight``: :func:`graph_urpe.models.blend.blend`; not
     for a model stored without one), ``nearest_train_similarity`` (ECFP4 Tanimoto to the
     nearest training molecule) and ``nearest_train_row`` (that molecule's CSV data row); empty
-    for rows with an error.
+    for rows with an error (a table without an ``error`` column: every row is predicted).
 
     Args:
         table (pandas.DataFrame): the prediction table, one row per input, in input order.
@@ -344,7 +366,8 @@ def classical_columns(table: pd.DataFrame, smiles: list[str], model: ClassicalMo
     taken = [n for n in names if n in table.columns]
     if taken:
         raise ValueError(f"the input has a column {taken[0]!r}, a name predict writes: rename it")
-    ok = np.flatnonzero(table["error"].astype(str).to_numpy() == "")
+    ok = (np.flatnonzero(table["error"].astype(str).to_numpy() == "") if "error" in table.columns
+          else np.arange(len(table)))  # test_predictions.csv: no error column, every row
     pred = np.full((len(table), len(targets)), np.nan)
     similarity = np.full(len(table), np.nan)
     nearest = pd.array([pd.NA] * len(table), dtype="Int64")

@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch_geometric.utils import is_sparse, to_dense_batch, to_edge_index
 
-from graph_urpe.batch_checks import check_edges, check_nodes, check_spd
+from graph_urpe.batch_checks import check_edges, check_node_features, check_nodes, check_spd
 from graph_urpe.choices import check_choice
 from graph_urpe.constants import UNREACHABLE
 from graph_urpe.dense import (
@@ -263,13 +263,17 @@ class URPEGraphConv(nn.Module):
         - **output:** node features :math:`(|\mathcal{V}|, C)`
 
     Raises:
-        ValueError: for an unknown ``attention`` or relation, ``max_distance < 1`` with
+        ValueError: for ``channels`` not a positive multiple of ``heads``, an unknown
+            ``attention`` or relation, ``max_distance < 1`` with
             ``"spd"`` (as :class:`~graph_urpe.transforms.AddShortestPathDistance`), ``x`` not
-            ``[num_nodes, channels]``, a sparse adjacency not ``[num_nodes, num_nodes]``, a
+            ``[num_nodes, channels]`` (:func:`~graph_urpe.batch_checks.check_node_features`),
+            a sparse adjacency not ``[num_nodes, num_nodes]``, a
             stored relation that is missing, given without ``pair_index`` or malformed (an
             ``spd`` below ``-1``: ``validate_inputs``), or (``validate_inputs``) inconsistent
             input, stored relations that no longer match ``edge_index`` included.
-        TypeError: for ``x`` not a tensor, a non-integer ``spd``, ``batch`` or ``ptr``, or
+        TypeError: for ``x`` not a floating-point tensor of the parameters' dtype (outside
+            :func:`torch.autocast`; under it, only float64 against another dtype), a non-integer
+            ``spd``, ``batch`` or ``ptr``, or
             (``validate_inputs``) a non-integer ``edge_index``.
 
     Example:
@@ -307,6 +311,9 @@ class URPEGraphConv(nn.Module):
     ) -> None:
         super().__init__()
         check_choice("attention", attention, Attention)
+        if heads <= 0 or channels % heads:
+            raise ValueError(f"channels ({channels}) must be a positive multiple of heads ({heads}): "
+                             f"each head attends over channels / heads features")
         self.validate_inputs = bool(validate_inputs)
         self.relations = check_relations(relations)
         self.channels = channels
@@ -375,28 +382,8 @@ class URPEGraphConv(nn.Module):
             max_num_nodes (int, optional): largest graph (saves a host read when
                 ``validate_inputs=False``). (default: :obj:`None`)
         """
-        if not isinstance(x, Tensor):
-            raise TypeError(
-                f"x must be a tensor of node features [num_nodes, {self.channels}], got "
-                f"{type(x).__name__}: for graphs without node features pass e.g. "
-                f"torch.ones(num_nodes, {self.channels}) or an embedding of the node degrees"
-            )
-        if not x.is_floating_point():
-            raise TypeError(
-                f"x must hold floating-point node features [num_nodes, {self.channels}], got "
-                f"{x.dtype}: integer features (e.g. torch_geometric.utils.from_smiles's atom "
-                "categories) must be embedded first, e.g. graph_urpe.nn.CategoricalEncoder or "
-                f"torch.nn.Embedding(num_categories, {self.channels}) per column, summed"
-            )
-        if x.dim() != 2 or x.shape[-1] != self.channels:
-            width = x.shape[-1] if x.dim() else 0
-            raise ValueError(
-                f"x must have shape [num_nodes, {self.channels}] for "
-                f"{type(self).__name__}(channels={self.channels}, ...), got {tuple(x.shape)} "
-                f"(x.size(-1) = {width}, channels = {self.channels}): project the node features "
-                f"to {self.channels} channels first (e.g. torch.nn.Linear({width}, "
-                f"{self.channels})) or build {type(self).__name__}({width}, ...)."
-            )
+        check_node_features(x, self.channels, type(self).__name__,
+                            next(self.parameters()).dtype)
         if is_sparse(edge_index):  # SparseTensor or torch.sparse, as PyG's convolutions take
             if tuple(edge_index.shape) != (x.shape[0], x.shape[0]):
                 raise ValueError(

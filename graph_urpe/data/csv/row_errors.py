@@ -119,7 +119,8 @@ def handle_row_errors(errors: Sequence[RowError], total: int, source: str, repor
                       strict: bool) -> None:
     r"""Applies the bad-row policy: always writes :obj:`report_path`; then raises
     :class:`InvalidRowsError` if :obj:`strict` and there are errors, else warns
-    (:class:`SkippedRowsWarning`) with the count, the first three rows and the report's path.
+    (:class:`SkippedRowsWarning`) with the count, the first three rows and the report's absolute
+    path.
 
     Args:
         errors (Sequence[RowError]): the rows that failed.
@@ -141,7 +142,7 @@ def handle_row_errors(errors: Sequence[RowError], total: int, source: str, repor
     more = f"; and {len(errors) - 3} more" if len(errors) > 3 else ""
     warnings.warn(
         f"skipped {len(errors)} of {total} rows of {source} (with their labels): {first}{more}. "
-        f"Full list: {report_path} (and splits.csv in a fit's run folder).",
+        f"Full list: {os.path.abspath(report_path)} (and splits.csv in a fit's run folder).",
         SkippedRowsWarning,
         stacklevel=3,
     )
