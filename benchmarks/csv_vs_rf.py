@@ -6,7 +6,7 @@ one run and on one scaffold split:
 
 * (c) ``graph-urpe fit --config configs/csv/template.yaml --data.init_args.path F
   --data.init_args.target_columns '[target]'``: the template's default budget, a subprocess, wall
-  time measured (process start, featurisation, training, the test of the best checkpoint);
+  time measured (process start, featurization, training, the test of the best checkpoint);
 * (d) the same cut to a fifth of the template's budget: ``--trainer.max_epochs`` and (the
   template caps the updates of large sets) ``--trainer.max_steps`` a fifth of the template's;
 * (a) predicting the mean of the training targets;

@@ -36,7 +36,7 @@ import time
 PHASES = [
     # (label, module, attribute path): the function or method wrapped
     ("CLI: parse, configure, instantiate", "graph_urpe.cli.lightning_cli", "_run_cli"),
-    ("featurisation and cache", "graph_urpe.data.modules.graph", "GraphDataModule.load"),
+    ("featurization and cache", "graph_urpe.data.modules.graph", "GraphDataModule.load"),
     ("pretrained encoder load", "graph_urpe.models.finetune", "load_pretrained_encoder"),
     ("training statistics", "graph_urpe.data.modules.graph",
      "BatchedGraphDataModule.training_statistics"),

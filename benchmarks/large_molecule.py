@@ -7,7 +7,7 @@ a held-out bioactivity set); it now accepts what the batch budget allows
 :data:`graph_urpe.data.sampler.DEFAULT_MAX_CELLS`, 2^21). The size-bucketed sampler puts a large
 molecule with the next-largest ones, at most ``max_cells / n^2`` graphs in its batch (23 at 300
 atoms). Measured here, each batch in a fresh process (peak RSS above the entry, glibc returning
-freed memory: :class:`_common.PeakMemory`; the time in another, plain process), one torch thread, featurised as ``fit`` does (OGB
+freed memory: :class:`_common.PeakMemory`; the time in another, plain process), one torch thread, featurized as ``fit`` does (OGB
 features, shortest paths):
 
 * ``moses x 64``: 64 MOSES molecules (the template's batch size);

@@ -9,7 +9,7 @@ CPU time per graph of each transform, and the bytes stored per graph in the pair
   per pair, no index).
 
 Timing: ``time.process_time`` over the first ``--limit`` molecules, one thread, the molecules
-featurised once beforehand (not timed), each transform applied to a fresh copy.
+featurized once beforehand (not timed), each transform applied to a fresh copy.
 
 Usage::
 

@@ -5,7 +5,7 @@ For each size ``N`` (the first ``N`` SMILES of MOSES' training set, the ``molset
 ``moses/dataset/data/train.csv.gz``; one random label column), every measurement runs in a fresh
 process (its own peak RSS, ``ru_maxrss``; worker processes' peak separately):
 
-* ``featurise``: :class:`~graph_urpe.data.modules.molecule.CSVDataModule` processing the CSV as
+* ``featurize``: :class:`~graph_urpe.data.modules.molecule.CSVDataModule` processing the CSV as
   ``graph-urpe fit`` does (OGB features, shortest paths and predecessors, random split,
   ``max_graph_nodes`` 128), with ``--workers`` processes: CPU seconds (the process and its workers),
   wall seconds, molecules per wall second, peak RSS, size of the cache on disk;
@@ -23,7 +23,7 @@ process (its own peak RSS, ``ru_maxrss``; worker processes' peak separately):
   chunked (``--chunk-rows``): molecules per second, peak RSS, output size.
 
 The ``predict`` sizes are given separately (``--predict-sizes``): it needs no cache, so it reaches
-further on a small machine. ``--stages`` picks among featurise / load / first_step. With
+further on a small machine. ``--stages`` picks among featurize / load / first_step. With
 ``--checkout NAME=PATH`` (repeatable) every measurement runs once per checkout of graph-urpe (its
 ``graph_urpe`` first on ``sys.path``, its own caches), side by side: before / after a change.
 Prints one JSON line per measurement, then a markdown table; "molecules / CPU s" is what two idle
@@ -187,7 +187,7 @@ def worker(config: dict) -> dict:
     out: dict = {"bench": kind, "n": config["n"], "checkout": config.get("name", "this"),
                  "imports_cpu_s": before["cpu_s"],
                  "rss_after_imports_mb": _rss_mb()}
-    if kind in ("featurise", "load"):
+    if kind in ("featurize", "load"):
         splits = _datamodule(config).load().splits
         out.update(graphs=sum(len(s) for s in splits.values()),
                    cache_mb=_folder_mb(config["root"]), memory=_memory())
@@ -261,19 +261,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--moses", help="MOSES train.csv.gz (see the module docstring)")
     parser.add_argument("--work", default="scale_runs", help="folder for inputs and caches")
     parser.add_argument("--sizes", type=int, nargs="*", default=[10_000, 100_000],
-                        help="molecules for featurise / load / first_step (default: 10k 100k)")
+                        help="molecules for featurize / load / first_step (default: 10k 100k)")
     parser.add_argument("--predict-sizes", type=int, nargs="*", default=[100_000],
                         help="molecules for predict (default: 100k)")
     parser.add_argument("--workers", type=int, default=2,
-                        help="featurisation worker processes (default: 2)")
+                        help="featurization worker processes (default: 2)")
     parser.add_argument("--chunk-rows", type=int, default=20_000,
                         help="predict's rows per chunk (default: 20,000)")
     parser.add_argument("--split", default="random", choices=["random", "scaffold"],
                         help="the data module's split (default: random; the CSV template's is "
                         "scaffold)")
-    parser.add_argument("--stages", nargs="*", default=["featurise", "load", "first_step"],
-                        choices=["featurise", "load", "first_step", "ddp"],
-                        help="what --sizes measures (default: featurise load first_step)")
+    parser.add_argument("--stages", nargs="*", default=["featurize", "load", "first_step"],
+                        choices=["featurize", "load", "first_step", "ddp"],
+                        help="what --sizes measures (default: featurize load first_step)")
     parser.add_argument("--ddp-steps", type=int, default=5,
                         help="training steps of each of the ddp stage's 2 ranks (default: 5)")
     parser.add_argument("--checkout", action="append", default=[], metavar="NAME=PATH",
@@ -300,7 +300,7 @@ def main(argv: list[str] | None = None) -> None:
                           "workers": args.workers, "chunk_rows": args.chunk_rows,
                           "train_csv": small, "name": name, "split": args.split,
                           "checkout": osp.abspath(path) if path else ""}
-                if kind == "featurise":  # from the CSV, not an earlier run's cache
+                if kind == "featurize":  # from the CSV, not an earlier run's cache
                     shutil.rmtree(root, ignore_errors=True)
                 if kind == "ddp":
                     records = _run_ranks(script, {**config, "steps": args.ddp_steps})

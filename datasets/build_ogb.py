@@ -114,7 +114,7 @@ def write_ogb_graphprop_folder(
         shutil.rmtree(folder)
 
     graphs, errors = molecules_to_graphs(list(smiles), labels, featurization="ogb",
-                                         num_workers=num_workers, desc=f"Featurising {name}")
+                                         num_workers=num_workers, desc=f"Featurizing {name}")
     os.makedirs(folder)
     handle_row_errors(errors, len(smiles), source, osp.join(folder, "invalid_rows.csv"), strict)
     if not graphs:

@@ -86,7 +86,7 @@ def write_pyg_zinc_raw(root: str, smiles: Sequence[str], targets: Sequence[float
     split_idx = column_split(splits)
     graphs, errors = molecules_to_graphs(list(smiles), np.asarray(targets, dtype=np.float64),
                                          featurization="zinc", num_workers=num_workers,
-                                         desc="Featurising (ZINC types)")
+                                         desc="Featurizing (ZINC types)")
     os.makedirs(osp.join(root, "raw"))
     with open(osp.join(root, STANDIN_MARKER), "w", encoding="utf-8") as f:
         f.write(description + "\n")

@@ -125,7 +125,7 @@ def test_fit_writes_one_run_folder_tests_best_then_resumes_and_predicts(
     assert not (tmp_path / "data" / "zinc_like").exists()
 
     # Predict in a fresh process with the package base configuration: the architecture and
-    # featurisation come from the checkpoint; one row per input, in order; nothing else written.
+    # featurization come from the checkpoint; one row per input, in order; nothing else written.
     pred = tmp_path / "out" / "pred.csv"
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     before = sorted(os.listdir(tmp_path))

@@ -287,7 +287,7 @@ def test_blank_lines_and_empty_smiles_keep_row_numbers_equal_to_csv_lines(tmp_pa
 
 @pytest.mark.parametrize("bad", [0, -3, 1.5, True, "12", "many"])
 def test_one_node_limit_check_for_every_reader(tmp_path, csv, bad):
-    """Issue 40: the CSV dataset, the data modules and the featuriser share one check."""
+    """Issue 40: the CSV dataset, the data modules and the featurizer share one check."""
     from graph_urpe.data.modules.molecule import CSVDataModule
     from graph_urpe.data.processing import check_max_graph_nodes, molecules_to_graphs
 

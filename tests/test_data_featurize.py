@@ -1,4 +1,4 @@
-"""SMILES featurisation: ZINC atom/bond types and OGB features, checked against hand-worked
+"""SMILES featurization: ZINC atom/bond types and OGB features, checked against hand-worked
 molecules and direct RDKit queries."""
 
 import os.path as osp
@@ -176,7 +176,7 @@ def test_indexed_dataset_adds_sample_id_without_touching_the_data():
 
 
 def test_ogb_features_equal_smiles2graph():
-    """The one-parse featuriser gives OGB's smiles2graph ids, edge order and dtypes exactly."""
+    """The one-parse featurizer gives OGB's smiles2graph ids, edge order and dtypes exactly."""
     import gzip
 
     from ogb.utils import smiles2graph

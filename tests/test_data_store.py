@@ -1,4 +1,4 @@
-"""The CSV dataset's memory-mapped store: the graphs equal what the in-memory path (featurise every
+"""The CSV dataset's memory-mapped store: the graphs equal what the in-memory path (featurize every
 row, PyG's collate) gives, across chunk boundaries and with invalid rows in several chunks;
 ``pair_index`` rebuilt only where it is the canonical one; ``get`` keeps nothing; a killed
 processing resumes after its last chunk; the store's writer and reader on their own."""
@@ -59,7 +59,7 @@ def load(root, csv, **kwargs):
 
 
 def reference(smiles, csv, pre_transform):
-    """The in-memory path: every row featurised, PyG's collate, PyG's separate."""
+    """The in-memory path: every row featurized, PyG's collate, PyG's separate."""
     labels = pd.read_csv(csv)[["y", "z"]].to_numpy()
     graphs, errors = molecules_to_graphs(smiles, labels, pre_transform=pre_transform,
                                          num_workers=0, progress=False, canonical=True)

@@ -32,7 +32,7 @@ def test_the_protocol_check_computes_nothing():
     module = _NoFacts()
     assert isinstance(module, GraphData)  # methods only: `facts` is not evaluated
     with pytest.raises(NotImplementedError, match="must state its data's facts"):
-        module.facts
+        _ = module.facts
 
 
 def test_training_statistics_set_the_standardisation_and_the_source():

@@ -102,7 +102,7 @@ def test_encoder_weights_are_copied_and_the_head_stays_new(pretrained_ckpt):
 
 
 @pytest.mark.parametrize("build, featurization, needle", [
-    (lambda: Graphormer(1, [28], [4], **ARCH), "zinc", "featurisation ogb there, zinc here"),
+    (lambda: Graphormer(1, [28], [4], **ARCH), "zinc", "featurization ogb there, zinc here"),
     (lambda: Graphormer(1, [28], OGB_BONDS, **ARCH), None, "atom vocabulary sizes"),
     (lambda: ogb_net(embed_dim=32, ffn_dim=32), "ogb", "width (embed_dim) 16 there, 32 here"),
     (lambda: ogb_net(num_layers=3), "ogb", "layers 2 there, 3 here"),

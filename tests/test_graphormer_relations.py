@@ -81,7 +81,7 @@ def test_missing_relation_is_named_and_config_values_are_plain():
 
 
 def test_prediction_inputs_carry_both_relations():
-    """``graph-urpe predict`` featurises with both relations, so a Graphormer-GD checkpoint
+    """``graph-urpe predict`` featurizes with both relations, so a Graphormer-GD checkpoint
     predicts through a data module built without ``resistance``."""
     from graph_urpe.data.predict_inputs import featurize_inputs
     from graph_urpe.transforms import pair_pre_transform

@@ -1,4 +1,4 @@
-"""Featurisation reads each SMILES once (issue 32): the node limit is checked on the text only when
+"""Featurization reads each SMILES once (issue 32): the node limit is checked on the text only when
 it is longer than the limit, the scaffold of a scaffold split comes from the same parse as the
 features, and pair_index hands out a fresh tensor per graph."""
 

@@ -42,8 +42,8 @@ def resistance_calls(monkeypatch):
 
 
 def _expected(module: GraphPropertyModule) -> np.ndarray:
-    """The module's predictions of graphs that hold SPD and resistance (the old featurisation),
-    computed by hand: featurise, batch, ``predict_outputs``; NaN for the invalid SMILES."""
+    """The module's predictions of graphs that hold SPD and resistance (the old featurization),
+    computed by hand: featurize, batch, ``predict_outputs``; NaN for the invalid SMILES."""
     graphs, errors = featurize_inputs(SMILES, "zinc", None,
                                       transforms.pair_pre_transform(resistance=True))
     assert all("resistance" in g for g in graphs)

@@ -28,7 +28,7 @@ from tests.test_cli import write_config
 from tests.test_trust import checkpoint, state_dict
 
 
-def test_a_20001_atom_ring_fails_fast_before_featurisation():
+def test_a_20001_atom_ring_fails_fast_before_featurization():
     ring = "C1" + "C" * 20000 + "1"
     start = time.process_time()
     graphs, errors = molecules_to_graphs([ring, "CCO"], featurization="ogb", max_graph_nodes=128,

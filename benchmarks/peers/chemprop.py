@@ -24,13 +24,13 @@ BBBP ``C_2039_BBBP_2.csv`` and BACE ``C_1513_BACE_2.csv``, binary classification
    the seed and the run / cache folders set): variant ``default``; ``scratch``: the template's
    from-scratch option (:data:`SCRATCH_ARGS`); ``fifth``: the default cut to a fifth of its
    ``max_epochs`` and ``max_steps`` (the shortened run of ``benchmarks/README.md`` section 9). Each
-   run featurises its molecules itself (a fresh cache folder), as Chemprop does. Scored from the
+   run featurizes its molecules itself (a fresh cache folder), as Chemprop does. Scored from the
    run's ``test_predictions.csv`` (rows by source row); its ``splits.csv`` is checked against the
    split file.
 4. **one thread each**: ``OMP_NUM_THREADS=1`` and ``MKL_NUM_THREADS=1`` (torch then uses one
    intra-op thread; Chemprop's data loading is in-process, ``--num-workers 0`` by default), and
    **CPU time of the process**: user + system time of the child from :func:`os.wait4` (its
-   featurisation, training and test; nothing else runs in it). Wall time is recorded beside it.
+   featurization, training and test; nothing else runs in it). Wall time is recorded beside it.
 5. **the classical anchor** (tool ``classical``, ``benchmarks/peers/_classical.py``): SVR with a
    Tanimoto kernel and a random forest on ECFP4, fitted on the same train rows, in this process.
 6. **metrics** from the two prediction files on the same test rows (:func:`score`): scikit-learn's

@@ -1,6 +1,6 @@
 """graph-urpe's Graphormer against Hugging Face ``transformers``' Graphormer, side by side.
 
-The same molecules (the embedded ZINC-like training split, ZINC featurisation: one atom-type
+The same molecules (the embedded ZINC-like training split, ZINC featurization: one atom-type
 column, one bond-type column), the same model size (Graphormer-slim: 12 layers, width 80, 8 heads,
 FFN 80, multi-hop edge encoding over 20 hops, one regression target, dropout 0.1, attention
 dropout 0.1, activation dropout 0, pre-LayerNorm, GELU), the same batches (index lists of 128

@@ -11,7 +11,7 @@ token's embedding or the pooled node embeddings, ``embed_dim`` values); ``--laye
 head's hidden layer (``head_hidden_dim`` values). Output by its suffix: ``.csv`` (``row``, the
 input columns, ``fp_0`` ... ``fp_<D-1>``, ``error``) or ``.npz`` (``fingerprints`` ``[N, D]``
 float32, ``row``, ``smiles``, ``error``; read with ``numpy.load(path)``, no pickles). A row that
-cannot be featurised (invalid SMILES, too large) keeps its place with empty values and the reason
+cannot be featurized (invalid SMILES, too large) keeps its place with empty values and the reason
 in ``error``, as in ``predict``; so does a fingerprint that is not finite (broken weights). Computed by :meth:`graph_urpe.Predictor.fingerprint`.
 """
 

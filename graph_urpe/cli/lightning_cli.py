@@ -11,7 +11,7 @@ options override both. Every option of the Lightning module (``--model.init_args
 ``--print_config`` shows the resolved configuration.
 
 The data module's facts (``data.facts``: number of tasks, task type, feature vocabularies,
-metric, evaluator, target names, featurisation, level, node limit) are linked into the model
+metric, evaluator, target names, featurization, level, node limit) are linked into the model
 (:data:`graph_urpe.cli.links.GRAPH_LINKS`) for ``fit``, ``validate`` and ``test``; for ``predict`` the
 checkpoint's values are used, so ``predict --ckpt_path X`` alone rebuilds the trained model.
 With ``--ckpt_path``: package defaults < the checkpoint's model < ``--config`` files < options.

@@ -69,7 +69,7 @@ def default_out_dir(path: Path) -> Path:
 
 
 def load_graph_model(ckpt: Path) -> tuple[nn.Module, str]:
-    """The network and featurisation of a graph checkpoint saved by ``graph-urpe fit``.
+    """The network and featurization of a graph checkpoint saved by ``graph-urpe fit``.
 
     Loads :class:`~graph_urpe.models.graph.GraphPropertyModule` (checked, built from the
     checkpoint's checked values: :mod:`graph_urpe.trust`) on the CPU and returns ``(module.model, module.hparams.featurization or "ogb")``.

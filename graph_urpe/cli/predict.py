@@ -1,5 +1,5 @@
 """``graph-urpe predict`` on SMILES, one straight path: check the output, then chunk by chunk of
-input rows featurise them as the checkpoint was trained (:mod:`graph_urpe.data.predict_inputs`),
+input rows featurize them as the checkpoint was trained (:mod:`graph_urpe.data.predict_inputs`),
 flag inputs outside the training vocabulary, predict, write the chunk's rows (one per input); join
 the chunks into the output at the end (:mod:`graph_urpe.cli.prediction_parts`: a killed run
 resumes at the first chunk not written).
@@ -138,7 +138,7 @@ class PredictInputs:
             (default: ``"smiles"``)
         output (str, optional): the output CSV, one row per input row.
             (default: ``"predictions.csv"``)
-        chunk_rows (int, optional): input rows read, featurised, predicted and written at a
+        chunk_rows (int, optional): input rows read, featurized, predicted and written at a
             time (memory bounded by the chunk, not the input; a killed run resumes at the first
             unwritten chunk: :mod:`graph_urpe.cli.prediction_parts`). (default: :obj:`20000`)
 
@@ -188,7 +188,7 @@ def add_predict_arguments(parser: Any) -> None:
     parser.add_argument("--output", type=str, default="predictions.csv",
                         help="predict: the output CSV, one row per input row.")
     parser.add_argument("--chunk_rows", type=int, default=20_000,
-                        help="predict: input rows read, featurised, predicted and written at a "
+                        help="predict: input rows read, featurized, predicted and written at a "
                         "time (memory bounded by the chunk; a killed run resumes at the first "
                         "unwritten chunk).")
 
@@ -292,7 +292,7 @@ class _SigtermLatch:
     """Within the block, SIGTERM only sets :attr:`received` (the block decides where to stop):
     Lightning's handler, installed during each ``trainer.predict``, calls this one too, but its
     predict loop never checks its flag and it forgets it at the next ``trainer.predict``, so a
-    SIGTERM did not stop ``predict``. A process forked within the block (a featurisation pool's
+    SIGTERM did not stop ``predict``. A process forked within the block (a featurization pool's
     worker, which its pool ends with SIGTERM) still dies of it. Only in the main thread (signal
     handlers can be set only there); elsewhere a no-op."""
 
@@ -323,7 +323,7 @@ def predict_smiles(trainer: Any, model: Any, datamodule: BatchedGraphDataModule,
     """Predict SMILES and write one row per input (what ``graph-urpe predict`` runs).
 
     Checks the output path before any work, then goes through the input in chunks of
-    ``inputs.chunk_rows`` rows: featurises a chunk as the model was trained (its
+    ``inputs.chunk_rows`` rows: featurizes a chunk as the model was trained (its
     ``featurization``, node limit and relations; :func:`~graph_urpe.data.predict_inputs.
     featurize_inputs`), flags inputs outside the training vocabulary, runs ``trainer.predict``
     over size-bucketed batches with one :class:`SmilesPredictionWriter` and writes the chunk's

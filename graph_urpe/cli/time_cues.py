@@ -55,7 +55,7 @@ def format_duration(seconds: float) -> str:
 
 def rows_estimate(seconds: float, rows: int, left: int) -> str:
     """The line ``predict`` prints after its first predicted chunk when more rows follow: the
-    time left at that chunk's rate (featurisation and prediction), as an estimate.
+    time left at that chunk's rate (featurization and prediction), as an estimate.
 
     Args:
         seconds (float): the chunk's wall-clock time.

@@ -1,6 +1,6 @@
 """What a model needs to know of its data, and how it flows: one way, from the data to the model.
 
-* :class:`DatasetFacts`: the static facts (task, label columns, featurisation, metric, level, node
+* :class:`DatasetFacts`: the static facts (task, label columns, featurization, metric, level, node
   limit, ...), known before any graph is read. A dataset family states them once
   (:mod:`graph_urpe.data.families`); a graph data module's ``facts`` is that object with the
   module's own options; ``graph-urpe`` links its fields into the model at instantiation
@@ -56,7 +56,7 @@ class DatasetFacts:
             (default: :obj:`None`: ``smiles``)
 
     Raises:
-        ValueError: for an unknown featurisation, or neither a featurisation nor categories.
+        ValueError: for an unknown featurization, or neither a featurization nor categories.
     """
 
     name: str

@@ -1,5 +1,5 @@
 """Every dataset of the package as a family (:class:`DatasetFamily`): its facts (task, label
-columns, featurisation, metric, :class:`~graph_urpe.data.facts.DatasetFacts`), stated once and known without reading any
+columns, featurization, metric, :class:`~graph_urpe.data.facts.DatasetFacts`), stated once and known without reading any
 graph, and how it builds its splits (:class:`DatasetSplits`). The data modules of
 :mod:`graph_urpe.data.modules.molecule` each hold one family; :func:`load_dataset` finds one by name
 (``graph-urpe summarize``).
@@ -7,12 +7,12 @@ graph, and how it builds its splits (:class:`DatasetSplits`). The data modules o
 Names:
 
 * ``zinc-like``: the embedded 12k ZINC-like set (:class:`~graph_urpe.data.zinc.ZincLikeDataset`),
-  ZINC or OGB featurisation (``featurization``), MAE. Always available offline.
+  ZINC or OGB featurization (``featurization``), MAE. Always available offline.
 * ``zinc`` / ``zinc-full``: PyG's ZINC subset / full (:func:`~graph_urpe.data.zinc.pyg_zinc`), ZINC
-  featurisation, MAE; a folder written offline by ``datasets/build_pyg_zinc.py`` holds
+  featurization, MAE; a folder written offline by ``datasets/build_pyg_zinc.py`` holds
   other molecules and its :attr:`DatasetSplits.source` says so.
 * ``ogbg-*`` (e.g. ``ogbg-molhiv``): OGB graph property prediction
-  (:func:`~graph_urpe.data.ogb.ogb_graphprop_dataset`), OGB featurisation, OGB's metric.
+  (:func:`~graph_urpe.data.ogb.ogb_graphprop_dataset`), OGB featurization, OGB's metric.
 * ``pcqm4mv2``: OGB-LSC PCQM4Mv2 (:class:`~graph_urpe.data.ogb.PCQM4Mv2Dataset`), MAE; splits
   ``train``, ``valid``, ``test-dev``, ``test-challenge`` (test labels hidden).
 * ``pcqm4mv2-qm9``: the offline QM9 stand-in in the same format (under ``root/pcqm4mv2_qm9``); its
@@ -63,7 +63,7 @@ class DatasetSplits:
     r"""A dataset ready for training: its splits and what a model and metric need to know.
 
     Args:
-        facts (DatasetFacts): name, task, label columns, featurisation, metric
+        facts (DatasetFacts): name, task, label columns, featurization, metric
             (:class:`~graph_urpe.data.facts.DatasetFacts`).
         splits (dict[str, Dataset]): split name -> dataset of PyG ``Data`` in the package layout
             (``train``, ``valid``, ``test``; PCQM4Mv2 also ``test-dev``, ``test-challenge``).

@@ -1,4 +1,4 @@
-"""SMILES -> PyG :class:`~torch_geometric.data.Data`: the two molecular graph featurisations used by
+"""SMILES -> PyG :class:`~torch_geometric.data.Data`: the two molecular graph featurizations used by
 the datasets of this package.
 
 * ``"ogb"``: Open Graph Benchmark features, the ids of :func:`ogb.utils.smiles2graph` (Hu et al.,
@@ -20,10 +20,10 @@ written ``N`` in Kekulé form, which is why the dictionary has no ``N H1``). Thi
 that: it kekulises a copy of the molecule, clears isotopes (a ``[13C]`` is typed as ``C``), asks
 RDKit how each atom is written in SMILES (:meth:`rdkit.Chem.Atom.GetSmarts`), and uses the
 atom's hydrogen count only when it is written in brackets. An atom whose type is not one of the 28
-(e.g. ``Na +``, ``B``, a deuterium atom ``H``) makes the molecule unusable for this featurisation,
+(e.g. ``Na +``, ``B``, a deuterium atom ``H``) makes the molecule unusable for this featurization,
 with an error naming the atom.
 
-Both featurisations store every bond in both directions, ``edge_index`` ``[2, 2 * num_bonds]``.
+Both featurizations store every bond in both directions, ``edge_index`` ``[2, 2 * num_bonds]``.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ in the adjacency form and never appears on an edge)."""
 
 
 def feature_dims(featurization: Featurization) -> tuple[list[int], list[int]]:
-    r"""Vocabulary sizes of the atom and bond feature columns of a featurisation, for the embedding
+    r"""Vocabulary sizes of the atom and bond feature columns of a featurization, for the embedding
     tables of a model (e.g. ``Graphormer(num_tasks, *feature_dims("zinc"))``).
 
     Returns:
@@ -181,7 +181,7 @@ def parse_smiles(smiles: str) -> Chem.Mol:
 def heavy_atom_count(smiles: str) -> int | None:
     r"""The number of atoms a SMILES's graph will have (every atom but hydrogens without an
     isotope label, as :func:`parse_smiles` keeps them), read without sanitising: linear in the
-    text's length, so a limit is checked before sanitisation, featurisation and shortest paths
+    text's length, so a limit is checked before sanitisation, featurization and shortest paths
     (RDKit's ring perception alone takes minutes on a 20,000-atom ring).
 
     Args:
@@ -218,7 +218,7 @@ def zinc_atom_type_name(atom: Chem.Atom) -> str:
 
 
 def smiles_to_zinc_graph(smiles: str) -> Data:
-    r"""Featurises a molecule as in the ZINC benchmark.
+    r"""Featurizes a molecule as in the ZINC benchmark.
 
     Edges are sorted row-major (by source, then target), as PyG's ZINC loader produces them from the
     adjacency matrix.
@@ -239,7 +239,7 @@ def smiles_to_zinc_graph(smiles: str) -> Data:
 
 
 def mol_to_zinc_graph(mol: Chem.Mol) -> Data:
-    r"""The ZINC featurisation (:func:`smiles_to_zinc_graph`) of a molecule parsed by
+    r"""The ZINC featurization (:func:`smiles_to_zinc_graph`) of a molecule parsed by
     :func:`parse_smiles` (it is not modified).
 
     Raises:
@@ -257,7 +257,7 @@ def mol_to_zinc_graph(mol: Chem.Mol) -> Data:
         if name not in ZINC_ATOM_TYPES:
             raise MoleculeError(
                 f"atom {atom.GetIdx()} has type {name!r}, which is not one of the 28 ZINC atom "
-                "types; use the 'ogb' featurisation for such molecules"
+                "types; use the 'ogb' featurization for such molecules"
             )
         types.append(ZINC_ATOM_TYPES[name])
     n = len(types)
@@ -352,7 +352,7 @@ def mol_to_ogb_graph(mol: Chem.Mol) -> Data:
 
 
 def smiles_to_ogb_graph(smiles: str) -> Data:
-    r"""Featurises a molecule with OGB's atom and bond features (:func:`ogb.utils.smiles2graph`;
+    r"""Featurizes a molecule with OGB's atom and bond features (:func:`ogb.utils.smiles2graph`;
     computed by :func:`mol_to_ogb_graph` from one RDKit parse).
 
     Edge order is OGB's: bond by bond, each as ``(i, j)`` then ``(j, i)``, the order OGB's own
@@ -372,10 +372,10 @@ def smiles_to_ogb_graph(smiles: str) -> Data:
 
 
 def mol_to_graph(mol: Chem.Mol, featurization: Featurization = "ogb") -> Data:
-    r"""Featurises a molecule parsed by :func:`parse_smiles` (see :func:`smiles_to_graph`).
+    r"""Featurizes a molecule parsed by :func:`parse_smiles` (see :func:`smiles_to_graph`).
 
     Raises:
-        MoleculeError: if the molecule cannot be featurised.
+        MoleculeError: if the molecule cannot be featurized.
     """
     if featurization == "ogb":
         return mol_to_ogb_graph(mol)
@@ -383,7 +383,7 @@ def mol_to_graph(mol: Chem.Mol, featurization: Featurization = "ogb") -> Data:
 
 
 def smiles_to_graph(smiles: str, featurization: Featurization = "ogb") -> Data:
-    r"""Featurises a SMILES string with the named featurisation (see the module docstring).
+    r"""Featurizes a SMILES string with the named featurization (see the module docstring).
 
     Args:
         smiles (str): the SMILES text.
@@ -391,7 +391,7 @@ def smiles_to_graph(smiles: str, featurization: Featurization = "ogb") -> Data:
 
     Raises:
         ValueError: for an unknown :obj:`featurization`.
-        MoleculeError: if the molecule cannot be featurised.
+        MoleculeError: if the molecule cannot be featurized.
     """
     check_choice("featurization", featurization, Featurization)
     if featurization == "ogb":

@@ -179,7 +179,7 @@ class PCQM4Mv2Dataset(SafeCacheMixin, PygPCQM4Mv2Dataset):
 
     Same folder (``root/pcqm4m-v2``: ``raw/data.csv.gz`` with ``idx, smiles, homolumogap``;
     ``split_dict.pt``), same graphs (:func:`ogb.utils.smiles2graph`) and same checks as OGB's
-    ``process()``, but the SMILES are featurised and :obj:`pre_transform` is applied in
+    ``process()``, but the SMILES are featurized and :obj:`pre_transform` is applied in
     :obj:`num_workers` processes (3.7 M molecules take hours serially), and OGB's ``torch.load``
     is made to work under PyTorch >= 2.6 by allow-listing PyG's classes. Cache files are read
     safely (:class:`~graph_urpe.data.cache.SafeCacheMixin`): a file holding non-allow-listed
@@ -200,7 +200,7 @@ class PCQM4Mv2Dataset(SafeCacheMixin, PygPCQM4Mv2Dataset):
 
     Raises:
         FileNotFoundError: if :obj:`download` is false and the folder is incomplete.
-        InvalidRowsError: if a SMILES of the folder cannot be featurised (split indices refer to
+        InvalidRowsError: if a SMILES of the folder cannot be featurized (split indices refer to
             rows, so no row can be skipped).
         ValueError: if the folder's labels break PCQM4Mv2's conventions (labels on train/valid,
             NaN on test-dev/test-challenge).

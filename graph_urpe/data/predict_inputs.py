@@ -1,4 +1,4 @@
-"""What ``predict`` needs from the data side: the input table, its graphs featurised as the
+"""What ``predict`` needs from the data side: the input table, its graphs featurized as the
 checkpoint was trained, and the training vocabulary that flags inputs outside it.
 
 * :func:`read_predict_inputs` and :func:`featurize_inputs`: the input table and its graphs (rows
@@ -97,7 +97,7 @@ def iter_predict_inputs(csv: str | None, smiles: list[str] | None,
 def featurize_inputs(smiles: list[str], featurization: str | None, max_graph_nodes: int | None,
                      pre_transform: Any = None, processing_workers: int | None = None,
                      dataset_source: str | None = None) -> tuple[list, dict[int, str]]:
-    """Graphs of the inputs, featurised as the model was trained, with ``sample_id`` = input row.
+    """Graphs of the inputs, featurized as the model was trained, with ``sample_id`` = input row.
 
     Args:
         smiles (list[str]): ``N`` SMILES.

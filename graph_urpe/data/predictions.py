@@ -1,6 +1,6 @@
 """The prediction table for SMILES inputs: one output row per input row, in input order.
 
-Rows that could not become a graph (invalid SMILES, an atom the featurisation cannot type, a graph
+Rows that could not become a graph (invalid SMILES, an atom the featurization cannot type, a graph
 larger than the limit) or whose outputs are broken (:func:`output_errors`: a prediction or
 uncertainty that is not finite, a negative std, an interval whose lower end is above its upper
 end) keep their place with empty predictions and the reason in ``error``. The input's own columns

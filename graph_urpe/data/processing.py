@@ -1,4 +1,4 @@
-"""Turning many SMILES rows into PyG graphs: featurisation, size check, labels and the
+"""Turning many SMILES rows into PyG graphs: featurization, size check, labels and the
 ``pre_transform``, in parallel worker processes with a progress bar.
 
 This is the expensive part of building a dataset (RDKit parsing and the all-pairs shortest paths of
@@ -68,7 +68,7 @@ def resolve_num_workers(num_workers: int | None, num_items: int) -> int:
     which unpickles and collects the results) when that is at least 2 and the input has at least
     :data:`AUTO_PARALLEL_MIN_ITEMS` items, else 0 (``cpus`` from :func:`available_cpus`).
 
-    Measured on the 12,000-molecule ZINC-like set with ZINC featurisation and
+    Measured on the 12,000-molecule ZINC-like set with ZINC featurization and
     ``AddShortestPathDistance(paths=True)`` on a 2-core machine shared with other jobs (load
     average 6-7): in-process 15-30 s; 2 workers 23-90 s; 1 worker 10-160 s (before results were
     sent back as NumPy arrays, each graph cost about 5 ms to pickle and unpickle, more than
@@ -202,7 +202,7 @@ def rows_to_columns(items: Sequence[tuple[int, Any, np.ndarray | None]], featuri
                     max_graph_nodes: int | None,
                     pre_transform: Callable[[Data], Data] | None, canonical: bool = False,
                     scaffold: bool = False) -> list[ColumnBlocks]:
-    r"""Featurises some rows (as :func:`molecules_to_graphs`, SMILES kept) and returns them as
+    r"""Featurizes some rows (as :func:`molecules_to_graphs`, SMILES kept) and returns them as
     column blocks of a :class:`~graph_urpe.data.store.GraphStoreWriter`: the graphs'
     (:func:`~graph_urpe.data.stored_graphs.graphs_to_columns`), ``canonical_key`` (``int64``
     per graph, if :obj:`canonical`), ``scaffold`` (a text per graph, if :obj:`scaffold`) and the
@@ -261,7 +261,7 @@ def _row_to_graph(item: tuple[int, Any, np.ndarray | None], featurization: str,
     row, smiles, label = item
     if not isinstance(smiles, str):  # an empty cell (NaN) or a blank line
         smiles = ""
-    # Before sanitising, featurising and shortest paths. Every atom takes at least one character,
+    # Before sanitising, featurizing and shortest paths. Every atom takes at least one character,
     # so only a text longer than the limit can exceed it (no other SMILES is read twice).
     if max_graph_nodes is not None and len(smiles) > max_graph_nodes:
         atoms = heavy_atom_count(smiles)
@@ -322,14 +322,14 @@ def molecules_to_graphs(
     rows: Iterable[int] | None = None,
     num_workers: int | None = None,
     chunksize: int | None = None,
-    desc: str | None = "Featurising molecules",
+    desc: str | None = "Featurizing molecules",
     progress: bool | None = None,
     canonical: bool = False,
     scaffold: bool = False,
 ) -> tuple[list[Data], list[RowError]]:
-    r"""Featurises SMILES strings into graphs, in parallel, keeping labels with their graphs.
+    r"""Featurizes SMILES strings into graphs, in parallel, keeping labels with their graphs.
 
-    Each valid row becomes a :class:`~torch_geometric.data.Data` with the featurisation's ``x``,
+    Each valid row becomes a :class:`~torch_geometric.data.Data` with the featurization's ``x``,
     ``edge_index``, ``edge_attr``; ``y`` ``torch.float32`` ``[1, T]`` (NaN = missing label, kept);
     ``smiles`` (str, if :obj:`keep_smiles`); ``row`` (int, the input row it came from); then
     :obj:`pre_transform` is applied. Rows that fail (invalid SMILES, unknown ZINC atom type, more
@@ -349,7 +349,7 @@ def molecules_to_graphs(
             (default: :obj:`None`, automatic)
         chunksize (int, optional): rows per worker task. (default: :obj:`None`, automatic)
         desc (str, optional): progress bar label.
-        progress (bool, optional): show a progress bar (on stderr) over featurisation and
+        progress (bool, optional): show a progress bar (on stderr) over featurization and
             :obj:`pre_transform` (e.g. the SPD); :obj:`None` shows one for inputs of at least
             :data:`PROGRESS_MIN_ITEMS` molecules. (default: :obj:`None`)
         canonical (bool, optional): store ``canonical_key`` (int, :func:`canonical_key` of the

@@ -39,7 +39,7 @@ class ZincLikeDataset(SmilesCSVDataset):
     r"""The embedded ZINC-like 12k dataset, as a PyG :class:`~torch_geometric.data.InMemoryDataset`
     processed once and cached.
 
-    Graphs: ``x`` ``torch.long`` (ZINC featurisation: ``[n, 1]`` ZINC atom type ids,
+    Graphs: ``x`` ``torch.long`` (ZINC featurization: ``[n, 1]`` ZINC atom type ids,
     :data:`graph_urpe.data.featurize.ZINC_ATOM_TYPES`; OGB: ``[n, 9]``), ``edge_index`` ``[2, E]``,
     ``edge_attr`` ``torch.long`` (ZINC: ``[E, 1]``, 1 single, 2 double, 3 triple; OGB:
     ``[E, 3]``), ``y`` ``torch.float32`` ``[1, 1]``

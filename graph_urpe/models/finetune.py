@@ -5,7 +5,7 @@ Lightning ``.ckpt`` written by ``graph-urpe fit``, or an encoder file in the pac
 e.g. the shipped one, :mod:`graph_urpe.pretrained`) into a network whose head stays freshly
 initialised for the new targets and task. The file is read with ``torch.load(weights_only=True)``
 (plain tensors, numbers and strings; nothing in it is imported or run) and no class it names is
-built. Before anything is copied the two encoders are compared; any difference (featurisation,
+built. Before anything is copied the two encoders are compared; any difference (featurization,
 vocabulary sizes, width, layers, heads, attention kind, then any tensor's name or shape) refuses
 the load in one line, so a model is never half loaded.
 
@@ -43,7 +43,7 @@ __all__ = [
 _PREFIX = "model.encoder."
 _FACTS = ("featurization", "atom_categories", "bond_categories", "embed_dim", "num_layers",
           "num_heads", "attention")
-_FACT_NAMES = {"featurization": "featurisation", "atom_categories": "atom vocabulary sizes",
+_FACT_NAMES = {"featurization": "featurization", "atom_categories": "atom vocabulary sizes",
                "bond_categories": "bond vocabulary sizes", "embed_dim": "width (embed_dim)",
                "num_layers": "layers", "num_heads": "heads", "attention": "attention kind"}
 
@@ -171,7 +171,7 @@ def load_pretrained_encoder(network: nn.Module, source: str | PretrainedEncoder,
         PretrainedEncoder: what was loaded.
 
     Raises:
-        EncoderMismatchError: one line naming every fact that differs (featurisation, vocabulary
+        EncoderMismatchError: one line naming every fact that differs (featurization, vocabulary
             sizes, width, layers, heads, attention kind), else the first tensor missing, extra or
             of another shape; nothing is copied then.
         ValueError, FileNotFoundError: from :func:`read_pretrained_encoder`; a network without an

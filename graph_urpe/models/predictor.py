@@ -17,7 +17,7 @@ ensemble or a mean-variance head only: a single network has no per-molecule unce
 checkpoint of a CSV fit adds its classical model's ``<target>_ecfp_svm``, the blend
 ``<target>_blend`` (:mod:`graph_urpe.models.blend`), ``nearest_train_similarity`` and
 ``nearest_train_row`` before ``error``
-(:func:`~graph_urpe.models.classical_baseline.classical_columns`). The molecules are featurised as the checkpoint
+(:func:`~graph_urpe.models.classical_baseline.classical_columns`). The molecules are featurized as the checkpoint
 was trained (:func:`~graph_urpe.data.predict_inputs.featurize_inputs`); the predictions are the
 module's own (:meth:`~graph_urpe.models.ensemble.EnsembleMixin.predict_outputs`), so they equal
 ``graph-urpe predict``'s.

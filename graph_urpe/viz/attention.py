@@ -67,7 +67,7 @@ def attention_maps(
 ) -> list[tuple[Tensor, Tensor]]:
     """Attention maps of every attention layer of a graph model on one molecule.
 
-    The molecule is featurised as the model was trained (:func:`graph_urpe.data.featurize.
+    The molecule is featurized as the model was trained (:func:`graph_urpe.data.featurize.
     smiles_to_graph`), given its shortest paths and resistance distances
     (:class:`~graph_urpe.transforms.AddShortestPathDistance`,
     :class:`~graph_urpe.transforms.AddResistanceDistance`), collated into a :class:`~torch_geometric.data.Batch` of one, and
@@ -90,8 +90,8 @@ def attention_maps(
         token, then the atoms in RDKit order), else ``N' = n``.
 
     Raises:
-        ValueError: if ``model`` cannot return attention maps, or for an unknown featurisation.
-        MoleculeError: if the molecule cannot be featurised.
+        ValueError: if ``model`` cannot return attention maps, or for an unknown featurization.
+        MoleculeError: if the molecule cannot be featurized.
     """
     # Both relations, whichever the model reads (one molecule: the resistance costs ~1 ms).
     pre = Compose([AddShortestPathDistance(), AddResistanceDistance()])
@@ -148,7 +148,7 @@ def attention_figure(
     limits ``±max|after|``.
 
     Args:
-        smiles (str): the molecule (atoms in RDKit order, as featurised).
+        smiles (str): the molecule (atoms in RDKit order, as featurized).
         before (array or Tensor): ``[n + 1, n + 1]`` (or ``[n, n]`` without graph token).
         after (array or Tensor): same shape.
         layer (int): layer index (for the title).

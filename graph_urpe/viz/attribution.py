@@ -78,7 +78,7 @@ def atom_attributions(module: nn.Module, graph: Data, target: int = 0,
     Args:
         module (nn.Module): a :class:`~graph_urpe.models.GraphPropertyModule` (graph level),
             in eval mode or not (it is put in eval mode and restored).
-        graph (torch_geometric.data.Data): the molecule, featurised and pre-transformed as the
+        graph (torch_geometric.data.Data): the molecule, featurized and pre-transformed as the
             model was trained (``featurize_inputs``).
         target (int, optional): the target (output column) to explain; for multi-class, the
             class. (default: :obj:`0`)
@@ -141,7 +141,7 @@ def draw_attributions(smiles: str, atoms, out_path: str | Path, size: int = 420)
     the largest absolute value) with each atom's value written beside it.
 
     Args:
-        smiles (str): the molecule (atoms in RDKit order, as featurised).
+        smiles (str): the molecule (atoms in RDKit order, as featurized).
         atoms (Sequence[float] or Tensor): ``[n]`` values, one per atom.
         out_path (str or Path): the PNG file (its folder is created).
         size (int, optional): width and height in pixels. (default: :obj:`420`)

@@ -62,7 +62,7 @@ def warn_duplicate_smiles(smiles: Sequence[str], splits: Mapping[str, torch.Tens
         splits (mapping): split name -> ``[N_split]`` long indices.
         source (str): the file, for the message.
         keys (sequence, optional): one key per graph that is equal exactly for equal molecules,
-            e.g. :func:`graph_urpe.data.processing.canonical_key` computed at featurisation
+            e.g. :func:`graph_urpe.data.processing.canonical_key` computed at featurization
             (default: :obj:`None`: each SMILES is parsed and canonicalised here).
 
     Returns:

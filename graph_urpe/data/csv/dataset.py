@@ -58,7 +58,7 @@ inside as the text before it, ``"CC\\nO"`` as ``CC``, and a line with fewer fiel
 header as missing labels) are processed again."""
 
 CHUNK_ROWS = 50_000
-"""Default rows featurised and written to disk at a time (about 0.5 GB of peak memory with the
+"""Default rows featurized and written to disk at a time (about 0.5 GB of peak memory with the
 shortest paths of MOSES-sized molecules; ``benchmarks/README.md`` section 16c)."""
 
 TASK_ROWS = 1000
@@ -79,20 +79,20 @@ class SmilesCSVDataset(SafeCacheMixin, InMemoryDataset):
     :meth:`split_membership` tells, for every data row of the file, its split or why it was
     skipped.
 
-    Rows whose SMILES is invalid, whose molecule cannot be featurised, or whose graph has more than
+    Rows whose SMILES is invalid, whose molecule cannot be featurized, or whose graph has more than
     :obj:`max_graph_nodes` nodes are skipped together with their labels; a warning gives the count and the
     list is written to ``<processed_dir>/invalid_rows.csv`` (also :attr:`invalid_rows`). With
     :obj:`strict`, such rows make processing fail with
     :class:`~graph_urpe.data.csv.row_errors.InvalidRowsError` listing every one of them.
 
     Processing runs once; the result is stored under ``root/processed/<key>/`` where ``<key>``
-    hashes the CSV content and every option that changes the graphs (featurisation, columns, task,
+    hashes the CSV content and every option that changes the graphs (featurization, columns, task,
     split and its fractions and seed, :obj:`max_graph_nodes`, ``repr(pre_transform)``, the
     :data:`CACHE_FORMAT`), so changing any of them processes again instead of returning stale
     graphs, and a second run with the same options does no graph work. :obj:`strict` is checked
     against the cache instead: a cache that skipped rows is refused in strict mode (listing them).
 
-    **At scale.** Rows are featurised :obj:`chunk_rows` at a time (by worker processes, each
+    **At scale.** Rows are featurized :obj:`chunk_rows` at a time (by worker processes, each
     returning its rows' graphs as NumPy arrays, see
     :func:`~graph_urpe.data.processing.rows_to_columns`) and appended to a column store on disk
     (:mod:`graph_urpe.data.store`, :mod:`graph_urpe.data.stored_graphs`), so the memory of
@@ -143,7 +143,7 @@ class SmilesCSVDataset(SafeCacheMixin, InMemoryDataset):
             :class:`graph_urpe.transforms.AddShortestPathDistance`. (default: :obj:`None`)
         force_reload (bool, optional): process again even if cached. (default: :obj:`False`)
         log (bool, optional): print progress. (default: :obj:`True`)
-        chunk_rows (int, optional): rows featurised and written to disk at a time (the unit of
+        chunk_rows (int, optional): rows featurized and written to disk at a time (the unit of
             processing memory and of resuming after a kill: only completed chunks are kept).
             (default: :data:`CHUNK_ROWS`)
 
@@ -388,7 +388,7 @@ class SmilesCSVDataset(SafeCacheMixin, InMemoryDataset):
         named = frame[self.split].tolist() if self.split in frame.columns else None
         total = len(frame)
         del frame
-        writer = self._featurise(smiles, labels)
+        writer = self._featurize(smiles, labels)
         errors = [RowError(int(r), s, reason) for r, s, reason in zip(
             writer.read("error.row").values.tolist(), _texts(writer, "error.smiles"),
             _texts(writer, "error.reason"))]
@@ -424,8 +424,8 @@ class SmilesCSVDataset(SafeCacheMixin, InMemoryDataset):
                                     "options (its recorded SHA-256 and options differ)")
         return columns
 
-    def _featurise(self, smiles: list, labels) -> GraphStoreWriter:
-        """Featurises the rows :attr:`chunk_rows` at a time into the store, resuming after the
+    def _featurize(self, smiles: list, labels) -> GraphStoreWriter:
+        """Featurizes the rows :attr:`chunk_rows` at a time into the store, resuming after the
         last chunk an earlier, interrupted run wrote with the same options."""
         writer = GraphStoreWriter(self.processed_dir, resume=self._resume)
         done = {"key": self.key, "chunk_rows": self.chunk_rows}

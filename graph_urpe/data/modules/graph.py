@@ -152,7 +152,7 @@ class BatchedGraphDataModule(LightningDataModule):
 
     def training_vocabulary(self) -> dict[str, Any] | None:
         """The atom / bond feature values of the training split, for molecular data (a
-        featurisation), else :obj:`None`."""
+        featurization), else :obj:`None`."""
         if self.facts.featurization is None:
             return None
         return training_vocabulary(self.train_split())
@@ -239,7 +239,7 @@ class GraphDataModule(BatchedGraphDataModule):
     :class:`BatchedGraphDataModule`.
 
     Subclasses set :attr:`family`, whose facts (task, label columns and their names,
-    featurisation, metric, evaluator) are the module's, and may override :attr:`test_split` and
+    featurization, metric, evaluator) are the module's, and may override :attr:`test_split` and
     :meth:`test_callbacks`.
 
     Args:

@@ -1,6 +1,6 @@
 """The molecular dataset families: one Lightning data module per dataset, each holding its
 :class:`~graph_urpe.data.families.DatasetFamily` (which states the facts, task, label columns,
-featurisation, metric, evaluator, once and builds the splits), on top of
+featurization, metric, evaluator, once and builds the splits), on top of
 :class:`~graph_urpe.data.modules.graph.GraphDataModule` (loaders, SMILES prediction):
 
 * :class:`ZincLikeDataModule`: the embedded ZINC-like 12k default (no download);
@@ -153,7 +153,7 @@ class CSVDataModule(GraphDataModule):
         **kwargs: see :class:`GraphDataModule`.
 
     Raises:
-        ValueError: for an unknown task or featurisation.
+        ValueError: for an unknown task or featurization.
     """
 
     def __init__(
