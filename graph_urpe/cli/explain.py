@@ -98,10 +98,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from graph_urpe.data.csv.reading import csv_header
     from graph_urpe.data.featurize import parse_smiles
-    from graph_urpe.data.predict_inputs import featurize_inputs, read_predict_inputs
+    from graph_urpe.data.predict_inputs import model_input_graphs, read_predict_inputs
     from graph_urpe.data.predictions import NOT_FINITE
     from graph_urpe.files import atomic_write_csv, check_writable
-    from graph_urpe.transforms import pair_pre_transform
     from graph_urpe.viz.attribution import atom_attributions, draw_attributions
 
     module = _load(args.ckpt_path)
@@ -124,10 +123,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                            "--smiles_column.")
     frame = read_predict_inputs(args.csv, args.smiles, column)
     smiles = frame[column].tolist()
-    graphs, errors = featurize_inputs(
-        smiles, module.hparams.get("featurization"), module.hparams.get("max_graph_nodes"),
-        pair_pre_transform("resistance" in module.pair_relations()),
-        dataset_source=module.hparams.get("dataset_source"))
+    # graph-urpe predict's path and default budgets: the same molecules accepted and refused.
+    graphs, errors = model_input_graphs(smiles, module)
     by_row = {int(g.sample_id): g for g in graphs}
     rows = []
     for row, text in enumerate(smiles):

@@ -5,7 +5,8 @@ the chunks into the output at the end (:mod:`graph_urpe.cli.prediction_parts`: a
 resumes at the first chunk not written).
 
 * :class:`PredictInputs`: the command's own options (input, SMILES column, output, chunk size);
-  the data module only lends its batch budgets;
+  the data module only lends its batch budgets
+  (:class:`~graph_urpe.data.budgets.BatchBudgets`);
 * :class:`SmilesPredictionWriter`: the Lightning callback that builds a chunk's table
   (:func:`graph_urpe.data.predictions.prediction_table`), handed plain values only;
 * :func:`predict_smiles`: the whole path (what ``graph-urpe predict`` runs).
@@ -15,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import math
 import os
 import signal
 import sys
@@ -28,31 +28,28 @@ import numpy as np
 import pandas as pd
 import torch
 from lightning.pytorch.callbacks import BasePredictionWriter
-from torch_geometric.loader import DataLoader
 from tqdm.auto import tqdm
 
 from graph_urpe.choices import check_at_least
 from graph_urpe.cli.prediction_parts import PredictionParts, file_identity
 from graph_urpe.cli.time_cues import rows_estimate
+from graph_urpe.data.budgets import BatchBudgets
 from graph_urpe.data.csv.reading import csv_header
 from graph_urpe.data.modules.graph import BatchedGraphDataModule
 from graph_urpe.data.predict_inputs import (
-    featurize_inputs,
     iter_predict_inputs,
+    model_input_graphs,
     vocabulary_warnings,
 )
 from graph_urpe.data.predictions import check_output_columns, prediction_table
-from graph_urpe.data.sampler import SizeBucketBatchSampler
 from graph_urpe.files import check_writable, refuse_output_over_inputs
 from graph_urpe.models.classical_baseline import classical_columns, count_outside_domain
 from graph_urpe.models.metrics import EpochPredictions
-from graph_urpe.transforms import pair_pre_transform
 
 __all__ = [
     "PredictInputs",
     "SmilesPredictionWriter",
     "add_predict_arguments",
-    "node_limit",
     "predict_smiles",
 ]
 
@@ -193,59 +190,26 @@ def add_predict_arguments(parser: Any) -> None:
                         "unwritten chunk).")
 
 
-def node_limit(trained_limit: int | None, datamodule: BatchedGraphDataModule) -> int | None:
-    """The largest molecule predicted: the smallest of the model's training limit and the data
-    module's node limit and batch budgets (one graph must fit a batch).
-
-    Args:
-        trained_limit (int, optional): the model's ``max_graph_nodes`` (nodes).
-        datamodule (BatchedGraphDataModule): its ``max_graph_nodes`` (if it has one),
-            ``max_nodes_per_batch`` and ``max_cells_per_batch`` (a graph of ``n`` nodes takes
-            ``n^2`` cells).
-
-    Returns:
-        int or None: the node limit, :obj:`None` when nothing limits it.
-    """
-    limits = [trained_limit, getattr(datamodule, "max_graph_nodes", None),
-              datamodule.max_nodes_per_batch]
-    if datamodule.max_cells_per_batch is not None:
-        limits.append(math.isqrt(datamodule.max_cells_per_batch))
-    limits = [v for v in limits if v is not None]
-    return min(limits) if limits else None
-
-
-def _loader(graphs: list, datamodule: BatchedGraphDataModule, trainer: Any) -> DataLoader:
-    """Size-bucketed batches of ``graphs`` under the data module's budgets, split across the
-    trainer's ranks."""
-    sampler = SizeBucketBatchSampler(
-        [g.num_nodes for g in graphs], max_nodes_per_batch=datamodule.max_nodes_per_batch,
-        max_cells_per_batch=datamodule.max_cells_per_batch, max_batch_size=datamodule.batch_size,
-        shuffle=False, num_replicas=trainer.world_size, rank=trainer.global_rank)
-    return DataLoader(graphs, batch_sampler=sampler, num_workers=datamodule.num_workers)
-
-
 def _predict_chunk(trainer: Any, model: Any, datamodule: BatchedGraphDataModule,
                    frame: pd.DataFrame, inputs: PredictInputs, vocabulary: dict | None,
                    predict_kwargs: dict, progress: Any = None) -> pd.DataFrame:
     """The prediction table of one chunk of input rows (see :func:`predict_smiles`)."""
-    facts = model.hparams
-    featurization = facts.get("featurization")
-    local = frame.reset_index(drop=True)
-    graphs, errors = featurize_inputs(
-        local[inputs.smiles_column].tolist(), featurization,
-        node_limit(facts.get("max_graph_nodes"), datamodule),
-        # Only what the network reads: the resistance distance costs 0.4-0.8 CPU ms a molecule.
-        pair_pre_transform("resistance" in model.pair_relations()),
-        getattr(datamodule, "processing_workers", None), facts.get("dataset_source"))
+    budgets = BatchBudgets.of(datamodule)
+    graphs, errors = model_input_graphs(
+        frame[inputs.smiles_column].tolist(), model, budgets,
+        getattr(datamodule, "processing_workers", None))
     targets = list(model.target_names)
     writer = SmilesPredictionWriter(
-        frame, errors, vocabulary_warnings(graphs, vocabulary, featurization), targets,
+        frame, errors,
+        vocabulary_warnings(graphs, vocabulary, model.hparams.get("featurization")), targets,
         progress)
     if not graphs:  # Lightning skips the loop on an empty loader
         return writer.tabulate(np.zeros(0, dtype=np.int64), np.zeros((0, len(targets))))
     trainer.callbacks.append(writer)
     try:
-        trainer.predict(model, dataloaders=_loader(graphs, datamodule, trainer),
+        loader = budgets.loader(graphs, trainer.world_size, trainer.global_rank,
+                                datamodule.num_workers)
+        trainer.predict(model, dataloaders=loader,
                         return_predictions=False, **predict_kwargs)
     finally:
         trainer.callbacks.remove(writer)
@@ -325,7 +289,7 @@ def predict_smiles(trainer: Any, model: Any, datamodule: BatchedGraphDataModule,
     Checks the output path before any work, then goes through the input in chunks of
     ``inputs.chunk_rows`` rows: featurizes a chunk as the model was trained (its
     ``featurization``, node limit and relations; :func:`~graph_urpe.data.predict_inputs.
-    featurize_inputs`), flags inputs outside the training vocabulary, runs ``trainer.predict``
+    model_input_graphs`, as :class:`~graph_urpe.Predictor` and ``explain`` do), flags inputs outside the training vocabulary, runs ``trainer.predict``
     over size-bucketed batches with one :class:`SmilesPredictionWriter` and writes the chunk's
     rows at once (:class:`~graph_urpe.cli.prediction_parts.PredictionParts`); at the end the
     chunks are joined into the output atomically. Memory is bounded by a chunk, a progress bar on
@@ -339,7 +303,9 @@ def predict_smiles(trainer: Any, model: Any, datamodule: BatchedGraphDataModule,
         model (GraphPropertyModule): the trained module (its ``featurization``,
             ``max_graph_nodes``, ``dataset_source``, ``target_names``).
         datamodule (BatchedGraphDataModule): the batch budgets (``batch_size``,
-            ``max_nodes_per_batch``, ``max_cells_per_batch``), ``max_graph_nodes`` and
+            ``max_nodes_per_batch``, ``max_cells_per_batch``, ``max_graph_nodes``:
+            :meth:`BatchBudgets.of <graph_urpe.data.budgets.BatchBudgets.of>`; without ``--data``
+            options, :data:`~graph_urpe.data.budgets.DEFAULT_BUDGETS`) and
             ``processing_workers`` where it has them. A ``max_graph_nodes`` above the model's
             cannot raise the model's limit: a warning on stderr says so.
         inputs (PredictInputs): what to read and where to write.

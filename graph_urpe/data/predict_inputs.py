@@ -1,8 +1,11 @@
 """What ``predict`` needs from the data side: the input table, its graphs featurized as the
 checkpoint was trained, and the training vocabulary that flags inputs outside it.
 
-* :func:`read_predict_inputs` and :func:`featurize_inputs`: the input table and its graphs (rows
-  that cannot become a graph get an error instead, never dropped);
+* :func:`read_predict_inputs`: the input table;
+* :func:`model_input_graphs`: its graphs as a loaded model reads them, the one path of
+  ``graph-urpe predict``, :class:`~graph_urpe.Predictor` (and ``graph-urpe fingerprint``) and
+  ``graph-urpe explain`` (rows that cannot become a graph get an error instead, never dropped);
+  :func:`featurize_inputs` is its featurization step;
 * :func:`training_vocabulary` (at ``fit``, stored in the checkpoint as plain lists) and
   :func:`vocabulary_warnings`: atom / bond feature values never seen in training (an element, a
   charge, a bond type: salts, metals, exotic elements), and molecules with more atoms than any
@@ -19,13 +22,16 @@ from typing import Any
 import pandas as pd
 import torch
 
+from graph_urpe.data.budgets import DEFAULT_BUDGETS, BatchBudgets
 from graph_urpe.data.collated import collated_counts, collated_rows
 from graph_urpe.data.csv.reading import iter_csv_file, missing_columns, read_csv_file
 from graph_urpe.data.processing import molecules_to_graphs
+from graph_urpe.transforms import pair_pre_transform
 
 __all__ = [
     "featurize_inputs",
     "iter_predict_inputs",
+    "model_input_graphs",
     "read_predict_inputs",
     "training_vocabulary",
     "vocabulary_warnings",
@@ -97,7 +103,9 @@ def iter_predict_inputs(csv: str | None, smiles: list[str] | None,
 def featurize_inputs(smiles: list[str], featurization: str | None, max_graph_nodes: int | None,
                      pre_transform: Any = None, processing_workers: int | None = None,
                      dataset_source: str | None = None) -> tuple[list, dict[int, str]]:
-    """Graphs of the inputs, featurized as the model was trained, with ``sample_id`` = input row.
+    """Graphs of the inputs, featurized as the model was trained, with ``sample_id`` = input row:
+    the featurization step of :func:`model_input_graphs`, which chooses ``max_graph_nodes`` and
+    ``pre_transform`` for a loaded model (predict through it).
 
     Args:
         smiles (list[str]): ``N`` SMILES.
@@ -129,6 +137,44 @@ def featurize_inputs(smiles: list[str], featurization: str | None, max_graph_nod
     for graph in graphs:
         graph.sample_id = int(graph.row)
     return graphs, {e.row: e.reason for e in errors}
+
+
+def model_input_graphs(smiles: list[str], model: Any, budgets: BatchBudgets = DEFAULT_BUDGETS,
+                       processing_workers: int | None = None) -> tuple[list, dict[int, str]]:
+    """The graphs of ``smiles`` as ``model`` reads them, and why the other rows have none: the
+    one path from SMILES to a trained model's input, so ``graph-urpe predict``,
+    :class:`~graph_urpe.Predictor` (``predict``, ``fingerprint``, ``graph-urpe fingerprint``) and
+    ``graph-urpe explain`` accept and refuse the same molecules with the same reasons.
+
+    * featurized as the model was trained (its ``featurization``; :func:`featurize_inputs`);
+    * molecules above :meth:`BatchBudgets.node_limit <graph_urpe.data.budgets.BatchBudgets.
+      node_limit>` of the model's ``max_graph_nodes`` get an error row;
+    * the pair relations its networks read (:meth:`~graph_urpe.models.ensemble.EnsembleMixin.
+      pair_relations`: the shortest-path distance, and the resistance distance for a
+      Graphormer-GD network, 0.4-0.8 CPU ms a molecule, only then) computed on every graph
+      (:func:`~graph_urpe.transforms.pair_pre_transform`).
+
+    Args:
+        smiles (list[str]): ``N`` SMILES.
+        model (GraphPropertyModule): the loaded model (its ``hparams``: ``featurization``,
+            ``max_graph_nodes``, ``dataset_source``; its :meth:`pair_relations`).
+        budgets (BatchBudgets, optional): the batch budgets in force (``graph-urpe predict``: its
+            data module's, :meth:`BatchBudgets.of <graph_urpe.data.budgets.BatchBudgets.of>`).
+            (default: :data:`~graph_urpe.data.budgets.DEFAULT_BUDGETS`)
+        processing_workers (int, optional): worker processes (default: automatic).
+
+    Returns:
+        tuple: the graphs (``torch_geometric.data.Data``, ``sample_id`` = input row) and
+        ``{row: reason}`` for the rows without a graph.
+
+    Raises:
+        ValueError: the model was not trained on molecules.
+    """
+    facts = model.hparams
+    return featurize_inputs(
+        smiles, facts.get("featurization"), budgets.node_limit(facts.get("max_graph_nodes")),
+        pair_pre_transform("resistance" in model.pair_relations()), processing_workers,
+        facts.get("dataset_source"))
 
 
 def _columns_seen(values: torch.Tensor) -> list[list[int]]:

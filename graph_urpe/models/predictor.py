@@ -17,26 +17,28 @@ ensemble or a mean-variance head only: a single network has no per-molecule unce
 checkpoint of a CSV fit adds its classical model's ``<target>_ecfp_svm``, the blend
 ``<target>_blend`` (:mod:`graph_urpe.models.blend`), ``nearest_train_similarity`` and
 ``nearest_train_row`` before ``error``
-(:func:`~graph_urpe.models.classical_baseline.classical_columns`). The molecules are featurized as the checkpoint
-was trained (:func:`~graph_urpe.data.predict_inputs.featurize_inputs`); the predictions are the
+(:func:`~graph_urpe.models.classical_baseline.classical_columns`). The molecules become graphs as
+in ``graph-urpe predict`` (:func:`~graph_urpe.data.predict_inputs.model_input_graphs` under
+:data:`~graph_urpe.data.budgets.DEFAULT_BUDGETS`: the same molecules accepted and refused, with
+the same reasons); the predictions are the
 module's own (:meth:`~graph_urpe.models.ensemble.EnsembleMixin.predict_outputs`), so they equal
 ``graph-urpe predict``'s.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
 import torch
-from torch_geometric.loader import DataLoader
 
-from graph_urpe.data.predict_inputs import featurize_inputs, vocabulary_warnings
+from graph_urpe.data.budgets import DEFAULT_BUDGETS
+from graph_urpe.data.predict_inputs import model_input_graphs, vocabulary_warnings
 from graph_urpe.data.predictions import NOT_FINITE, prediction_table
 from graph_urpe.models.graph import GraphPropertyModule
-from graph_urpe.transforms import pair_pre_transform
 
 __all__ = ["Predictor"]
 
@@ -69,7 +71,8 @@ class Predictor:
 
     Args:
         module (GraphPropertyModule): a trained module (put into eval mode here).
-        batch_size (int, optional): molecules per forward pass. (default: :obj:`64`)
+        batch_size (int, optional): at most this many molecules per forward pass (size-bucketed
+            under :data:`~graph_urpe.data.budgets.DEFAULT_BUDGETS`' cell budget). (default: :obj:`64`)
         classical (ClassicalModel, optional): the checkpoint's classical model
             (:mod:`graph_urpe.models.classical`): its columns in :meth:`predict`.
             (default: :obj:`None`)
@@ -114,24 +117,18 @@ class Predictor:
 
     def _batches(self, molecules: Sequence[Any]):
         """``(frame, errors, warnings, batches)`` of the inputs."""
-        hp = self.module.hparams
         smiles, errors = _as_smiles(molecules)
-        # Only the relations the networks read: the resistance distance costs 0.4-0.8 ms of CPU
-        # per molecule.
-        resistance = "resistance" in self.module.pair_relations()
-        graphs, failed = featurize_inputs(smiles, hp.get("featurization"),
-                                          hp.get("max_graph_nodes"),
-                                          pair_pre_transform(resistance),
-                                          processing_workers=None,
-                                          dataset_source=hp.get("dataset_source"))
+        # graph-urpe predict's path and default budgets: the same molecules accepted and refused.
+        budgets = dataclasses.replace(DEFAULT_BUDGETS, batch_size=self.batch_size)
+        graphs, failed = model_input_graphs(smiles, self.module, budgets)
         graphs = [g for g in graphs if int(g.sample_id) not in errors]
         errors = {**failed, **errors}
         warnings = vocabulary_warnings(graphs, self.module.training_vocabulary,
-                                       hp.get("featurization"))
+                                       self.module.hparams.get("featurization"))
         frame = pd.DataFrame({"smiles": smiles})
         device = self.module.device
-        loader = DataLoader(graphs, batch_size=self.batch_size, shuffle=False)
-        return frame, errors, warnings, (b.to(device) for b in loader)
+        batches = budgets.loader(graphs) if graphs else []
+        return frame, errors, warnings, (b.to(device) for b in batches)
 
     @torch.inference_mode()
     def predict(self, molecules: Sequence[Any]) -> pd.DataFrame:

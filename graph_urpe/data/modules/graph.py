@@ -14,7 +14,9 @@ under a budget) and split batches across DDP ranks themselves, so run the Traine
 (its index in the split), used to de-duplicate and order epoch metrics and predictions.
 
 ``graph-urpe predict`` (:mod:`graph_urpe.cli.predict`) takes its inputs and output itself and
-borrows only a data module's batch budgets.
+borrows only a data module's batch budgets (:class:`~graph_urpe.data.budgets.BatchBudgets`; their
+defaults, :data:`~graph_urpe.data.budgets.DEFAULT_BUDGETS`, are also those of
+:class:`~graph_urpe.Predictor` and ``explain``).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from lightning.pytorch import Callback, LightningDataModule
 from torch_geometric.data import InMemoryDataset
 from torch_geometric.loader import DataLoader
 
+from graph_urpe.data.budgets import DEFAULT_BUDGETS
 from graph_urpe.data.collated import collated_rows
 from graph_urpe.data.facts import DatasetFacts, TrainingStatistics
 from graph_urpe.data.families import DatasetFamily, DatasetSplits, LoadOptions
@@ -37,7 +40,6 @@ from graph_urpe.data.predict_inputs import (
 )
 from graph_urpe.data.processing import check_max_graph_nodes
 from graph_urpe.data.sampler import (
-    DEFAULT_MAX_CELLS,
     ResumableDataLoader,
     SizeBucketBatchSampler,
     graph_sizes,
@@ -100,9 +102,9 @@ class BatchedGraphDataModule(LightningDataModule):
 
     def __init__(
         self,
-        batch_size: int | None = 128,
-        max_nodes_per_batch: int | None = None,
-        max_cells_per_batch: int | None = DEFAULT_MAX_CELLS,
+        batch_size: int | None = DEFAULT_BUDGETS.batch_size,
+        max_nodes_per_batch: int | None = DEFAULT_BUDGETS.max_nodes_per_batch,
+        max_cells_per_batch: int | None = DEFAULT_BUDGETS.max_cells_per_batch,
         num_workers: int = 0,
         seed: int = 0,
         bucketing: bool = True,
@@ -272,9 +274,9 @@ class GraphDataModule(BatchedGraphDataModule):
     def __init__(
         self,
         root: str = "data",
-        batch_size: int | None = 128,
-        max_nodes_per_batch: int | None = None,
-        max_cells_per_batch: int | None = DEFAULT_MAX_CELLS,
+        batch_size: int | None = DEFAULT_BUDGETS.batch_size,
+        max_nodes_per_batch: int | None = DEFAULT_BUDGETS.max_nodes_per_batch,
+        max_cells_per_batch: int | None = DEFAULT_BUDGETS.max_cells_per_batch,
         num_workers: int = 0,
         seed: int = 0,
         max_graph_nodes: int | None = None,
