@@ -207,3 +207,19 @@ def test_a_column_without_a_classical_model_keeps_the_network(tmp_path, capsys, 
     table = Predictor.from_checkpoint(best).predict(["CCO", "c1ccccc1", "CCCCN"])
     assert table["b_ecfp_svm"].isna().all()
     np.testing.assert_array_equal(table["b_blend"], table["b_pred"])
+
+
+def test_weight_keeps_the_network_when_no_weight_has_a_finite_loss():
+    # errors near float64's limit: every squared error overflows, so nothing can be chosen
+    network = np.array([1e200, -1e200, 1e200])
+    classical = np.array([-1e200, 1e200, 1.0])
+    target = np.array([1e200, -1e200, -1e200])
+    assert validation_weight(network, classical, target, "regression") == 1.0
+    # rows with a non-finite prediction are left out of the choice, not turned into NaN
+    net = np.array([[1.0], [np.inf], [3.0]])
+    svm = np.array([[1.0], [2.0], [3.0]])
+    y = np.array([[1.0], [2.0], [3.0]])
+    w = blend_weights(net, svm, y, "regression")
+    assert w.shape == (1,) and 0.0 <= w[0] <= 1.0
+    # two finite rows where both models are exact: every weight ties, the smallest wins (w_val 0)
+    assert w[0] == pytest.approx(shrunk_weight(0.0, 2))

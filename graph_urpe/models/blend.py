@@ -78,11 +78,16 @@ def _losses(network: np.ndarray, classical: np.ndarray, target: np.ndarray,
     from sklearn.metrics import log_loss, mean_squared_error
 
     out = []
-    for w in WEIGHT_GRID:
-        p = w * network + (1.0 - w) * classical
-        out.append(mean_squared_error(target, p) if task == "regression" else
-                   log_loss(target, np.clip(p, 0.0, 1.0), labels=[0, 1]))
-    return np.asarray(out)
+    with np.errstate(over="ignore", invalid="ignore"):  # labels near the float range
+        for w in WEIGHT_GRID:
+            p = w * network + (1.0 - w) * classical
+            if not np.isfinite(p).all():
+                out.append(math.inf)
+                continue
+            out.append(mean_squared_error(target, p) if task == "regression" else
+                       log_loss(target, np.clip(p, 0.0, 1.0), labels=[0, 1]))
+    losses = np.asarray(out, dtype=np.float64)
+    return np.where(np.isnan(losses), math.inf, losses)
 
 
 def validation_weight(network: np.ndarray, classical: np.ndarray, target: np.ndarray,
@@ -99,7 +104,8 @@ def validation_weight(network: np.ndarray, classical: np.ndarray, target: np.nda
         task (str): ``"regression"`` or ``"classification"``.
 
     Returns:
-        float: in ``[0, 1]``; NaN when ``n = 0``.
+        float: in ``[0, 1]``; NaN when ``n = 0``; 1 (the network's) when no weight has a finite
+        validation loss (e.g. labels near the float range).
 
     Raises:
         ValueError: for an unknown task.
@@ -108,7 +114,10 @@ def validation_weight(network: np.ndarray, classical: np.ndarray, target: np.nda
         raise ValueError(f"task must be 'regression' or 'classification', got {task!r}")
     if len(target) == 0:
         return math.nan
-    return float(WEIGHT_GRID[int(np.argmin(_losses(network, classical, target, task)))])
+    losses = _losses(network, classical, target, task)
+    if not np.isfinite(losses).any():  # e.g. labels near the float range: keep the network's
+        return 1.0
+    return float(WEIGHT_GRID[int(np.argmin(losses))])
 
 
 def shrunk_weight(w_val: float, n: int, w0: float = PRIOR_WEIGHT,
@@ -130,7 +139,7 @@ def shrunk_weight(w_val: float, n: int, w0: float = PRIOR_WEIGHT,
 def blend_weights(network: np.ndarray, classical: np.ndarray, target: np.ndarray,
                   task: str, modelled: np.ndarray | None = None) -> np.ndarray:
     """The network's weight of each column from validation rows (module docstring): the rows
-    where the label and both predictions are known; ``1`` for a column without a classical
+    where the label and both predictions are finite; ``1`` for a column without a classical
     model.
 
     Args:
@@ -148,7 +157,7 @@ def blend_weights(network: np.ndarray, classical: np.ndarray, target: np.ndarray
     out = np.ones(target.shape[1])
     modelled = (~np.isnan(classical)).any(0) if modelled is None else modelled
     for t in np.flatnonzero(modelled):
-        keep = ~(np.isnan(network[:, t]) | np.isnan(classical[:, t]) | np.isnan(target[:, t]))
+        keep = np.isfinite(network[:, t]) & np.isfinite(classical[:, t]) & np.isfinite(target[:, t])
         n = int(keep.sum())
         w_val = validation_weight(network[keep, t], classical[keep, t], target[keep, t], task)
         out[t] = shrunk_weight(w_val, n)
