@@ -147,11 +147,13 @@ def model_input_graphs(smiles: list[str], model: Any, budgets: BatchBudgets = DE
     ``graph-urpe explain`` accept and refuse the same molecules with the same reasons.
 
     * featurized as the model was trained (its ``featurization``; :func:`featurize_inputs`);
-    * molecules above :meth:`BatchBudgets.node_limit <graph_urpe.data.budgets.BatchBudgets.
-      node_limit>` of the model's ``max_graph_nodes`` get an error row;
-    * the pair relations its networks read (:meth:`~graph_urpe.models.ensemble.EnsembleMixin.
-      pair_relations`: the shortest-path distance, and the resistance distance for a
-      Graphormer-GD network, 0.4-0.8 CPU ms a molecule, only then) computed on every graph
+    * molecules above the node limit
+      (:meth:`~graph_urpe.data.budgets.BatchBudgets.node_limit`) of the model's
+      ``max_graph_nodes`` get an error row;
+    * the pair relations its networks read
+      (:meth:`~graph_urpe.models.ensemble.EnsembleMixin.pair_relations`: the shortest-path
+      distance, and the resistance distance for a Graphormer-GD network, 0.4-0.8 CPU ms a
+      molecule, only then) computed on every graph
       (:func:`~graph_urpe.transforms.pair_pre_transform`).
 
     Args:
