@@ -1,5 +1,5 @@
 """The blend of the network and the classical model (issue 41 item 2,
-graph_urpe/models/blend.py): the weight chosen on validation rows and shrunk towards the prior
+graph_urpe/models/blend.py): the weight chosen on validation rows as far as their resamples agree
 by hand, the fit's blend scores and predict's ``<target>_blend`` recomputed from the written
 predictions, a changed weight refused, and the one-standard-error choice of C
 (graph_urpe/models/classical.py)."""
@@ -18,11 +18,11 @@ from graph_urpe import Predictor
 from graph_urpe.cli import main
 from graph_urpe.data.fingerprints import ecfp4
 from graph_urpe.models.blend import (
-    PRIOR_ROWS,
-    PRIOR_WEIGHT,
+    BOOTSTRAP_DRAWS,
+    NO_EVIDENCE_WEIGHT,
+    bagged_weight,
     blend,
     blend_weights,
-    shrunk_weight,
     validation_weight,
 )
 from graph_urpe.models.classical import ClassicalModel, one_standard_error_index
@@ -30,11 +30,21 @@ from graph_urpe.models.classical import ClassicalModel, one_standard_error_index
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-def test_the_weight_is_shrunk_towards_the_prior_by_hand():
-    assert (PRIOR_WEIGHT, PRIOR_ROWS) == (0.5, 100)
-    assert shrunk_weight(0.9, 0) == 0.5  # no validation row: the prior
-    assert shrunk_weight(0.9, 100) == pytest.approx((100 * 0.9 + 100 * 0.5) / 200)  # 0.7
-    assert shrunk_weight(0.9, 10**9) == pytest.approx(0.9, abs=1e-6)  # many rows: w_val
+def test_the_weight_follows_the_validation_rows_as_far_as_they_agree():
+    assert (NO_EVIDENCE_WEIGHT, BOOTSTRAP_DRAWS) == (0.5, 200)
+    empty = np.zeros(0)
+    assert bagged_weight(empty, empty, empty, "regression") == 0.5  # no validation row
+    # one-sided rows: the network exact, the classical model 2 off: every resample picks w = 1
+    y = np.linspace(0.0, 1.0, 40)
+    assert bagged_weight(y, y + 2.0, y, "regression") == 1.0
+    assert bagged_weight(y + 2.0, y, y, "regression") == 0.0
+    # split rows: each model exact on half of them, wrong by the same on the other half; the
+    # minimiser is the share of rows where the network is right, so the resampled picks
+    # scatter around 0.5 and their mean stays near it (w_val on all rows: exactly 0.5)
+    net = np.where(np.arange(40) % 2 == 0, y, y + 1.0)
+    svm = np.where(np.arange(40) % 2 == 0, y + 1.0, y)
+    assert validation_weight(net, svm, y, "regression") == 0.5
+    assert 0.4 < bagged_weight(net, svm, y, "regression") < 0.6
     target = np.linspace(0.0, 3.0, 8)
     # network errs +1, classical -3: the blend's error 4 w - 3 vanishes at w = 0.75
     assert validation_weight(target + 1, target - 3, target, "regression") == 0.75
@@ -47,8 +57,9 @@ def test_the_weight_is_shrunk_towards_the_prior_by_hand():
     network = np.stack([target + 1, target, target], 1)
     classical = np.stack([target - 3, np.full(8, np.nan), target], 1)
     weight = blend_weights(network, classical, labels, "regression")
-    np.testing.assert_allclose(weight, [(8 * 0.75 + 50) / 108, 1.0, 0.5])
-    empty = np.zeros((0, 2))  # no validation row: the prior, or 1 without a classical model
+    by_hand = _by_hand_weight(target + 1, target - 3, target, lambda t, q: np.mean((t - q) ** 2))
+    np.testing.assert_allclose(weight, [by_hand, 1.0, 0.5])
+    empty = np.zeros((0, 2))  # no validation row: 0.5, or 1 without a classical model
     np.testing.assert_array_equal(blend_weights(empty, empty, empty, "regression",
                                                 np.array([True, False])), [0.5, 1.0])
     mixed = blend(network, classical, weight)
@@ -86,11 +97,16 @@ def _summary_weight(out: str, metric: str) -> tuple[float, float]:
 
 
 def _by_hand_weight(network, classical, target, loss) -> float:
-    """w_val on the grid 0, 0.05, ..., 1 and the shrinkage, written out here."""
+    """The grid 0, 0.05, ..., 1, its minimiser on each of 200 bootstrap resamples of the rows
+    (the seeded draws blend.py makes), and their mean, written out here as loops."""
     grid = [i / 20 for i in range(21)]
-    losses = [loss(target, w * network + (1 - w) * classical) for w in grid]
     n = len(target)
-    return (n * grid[int(np.argmin(losses))] + 100 * 0.5) / (n + 100)
+    draws = np.random.default_rng(0).integers(0, n, size=(200, n))
+    picks = []
+    for idx in draws:
+        losses = [loss(target[idx], w * network[idx] + (1 - w) * classical[idx]) for w in grid]
+        picks.append(grid[int(np.argmin(losses))])
+    return float(np.mean(picks))
 
 
 def test_regression_blend_recomputed_from_the_written_predictions(tmp_path, capsys,
@@ -221,5 +237,5 @@ def test_weight_keeps_the_network_when_no_weight_has_a_finite_loss():
     y = np.array([[1.0], [2.0], [3.0]])
     w = blend_weights(net, svm, y, "regression")
     assert w.shape == (1,) and 0.0 <= w[0] <= 1.0
-    # two finite rows where both models are exact: every weight ties, the smallest wins (w_val 0)
-    assert w[0] == pytest.approx(shrunk_weight(0.0, 2))
+    # two finite rows where both models are exact: every weight ties, the smallest wins (0)
+    assert w[0] == 0.0

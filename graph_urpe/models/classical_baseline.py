@@ -185,7 +185,7 @@ class ClassicalBaseline(Callback):
                                                           row_errors(pred, target, model))
         self._val_scores = _scores(model, pred, target) if len(smiles) else None
         self._val = pred, target
-        # no validation yet (n = 0): the prior; a column without a model: the network
+        # no validation yet (n = 0): NO_EVIDENCE_WEIGHT; a column without a model: the network
         model.blend_weight = mix.blend_weights(pred[:0], pred[:0], target[:0], task,
                                                self._modelled(model))
         self.model, self.cpu_seconds = model, time.process_time() - start
