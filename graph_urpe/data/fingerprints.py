@@ -54,12 +54,27 @@ def ecfp4(smiles: Sequence[str], n_bits: int = ECFP4_BITS) -> np.ndarray:
 
 
 def pack_bits(bits: np.ndarray) -> np.ndarray:
-    """``[N, D]`` 0/1 rows -> ``[N, ceil(D / 8)]`` ``uint8`` (:func:`numpy.packbits` per row)."""
+    """Bit-pack fingerprint rows (:func:`numpy.packbits` per row), as the checkpoint stores them.
+
+    Args:
+        bits (numpy.ndarray): ``[N, D]`` 0/1 values (any integer or bool dtype).
+
+    Returns:
+        numpy.ndarray: ``[N, ceil(D / 8)]`` ``uint8``, most significant bit first.
+    """
     return np.packbits(np.asarray(bits, dtype=np.uint8), axis=1)
 
 
 def unpack_bits(packed: np.ndarray, n_bits: int = ECFP4_BITS) -> np.ndarray:
-    """The inverse of :func:`pack_bits`: ``[N, n_bits]`` ``uint8`` 0/1 rows."""
+    """The inverse of :func:`pack_bits`.
+
+    Args:
+        packed (numpy.ndarray): ``[N, ceil(n_bits / 8)]`` ``uint8``.
+        n_bits (int, optional): bits per row. (default: :data:`ECFP4_BITS`)
+
+    Returns:
+        numpy.ndarray: ``[N, n_bits]`` ``uint8`` 0/1 rows.
+    """
     return np.unpackbits(np.asarray(packed, dtype=np.uint8), axis=1, count=n_bits)
 
 

@@ -185,7 +185,15 @@ def blend_weights(network: np.ndarray, classical: np.ndarray, target: np.ndarray
 
 def weight_problem(value: Any, num_tasks: int) -> str | None:
     """What makes a stored ``blend_weight`` differ from what this version writes (a float64
-    tensor ``[T]`` of finite values in ``[0, 1]``), or :obj:`None`."""
+    tensor ``[T]`` of finite values in ``[0, 1]``), or :obj:`None`.
+
+    Args:
+        value (Any): the stored value (from a received checkpoint).
+        num_tasks (int): ``T``, the label columns.
+
+    Returns:
+        str or None: one line naming the difference, or :obj:`None`.
+    """
     if not isinstance(value, torch.Tensor) or value.dtype != torch.float64 or value.dim() != 1:
         kind = f"a {value.dtype} tensor of {value.dim()} dims" if isinstance(
             value, torch.Tensor) else type(value).__name__
@@ -221,7 +229,14 @@ def network_predictions(trainer: Any, module: Any, loader: Any, size: int) -> np
 
 def weight_note(weight: np.ndarray) -> str:
     """How the summary names the blend: ``"blend, w 0.42"`` (one weight per column, the first
-    four)."""
+    four).
+
+    Args:
+        weight (numpy.ndarray): ``[T]`` the network's weight per label column, in ``[0, 1]``.
+
+    Returns:
+        str: e.g. ``"blend, w 0.42, 1.00"``.
+    """
     shown = ", ".join(f"{w:.2f}" for w in np.asarray(weight)[:4])
     return f"blend, w {shown}{', ...' if len(weight) > 4 else ''}"
 

@@ -336,7 +336,17 @@ def _number(value: Any, name: str, low: float = -math.inf, nan: bool = False) ->
 
 def state_problem(state: Any, num_tasks: int | None = None) -> str | None:
     """What makes ``state`` differ from a :meth:`ClassicalModel.state_dict` of this version, or
-    :obj:`None` (see :meth:`ClassicalModel.from_state`)."""
+    :obj:`None` (see :meth:`ClassicalModel.from_state`): keys, dtypes, shapes, index ranges,
+    finiteness, and the blend weight (:func:`graph_urpe.models.blend.weight_problem`).
+
+    Args:
+        state (Any): the state read from a received checkpoint (plain data only).
+        num_tasks (int, optional): the label columns it must describe. (default: :obj:`None`,
+            not checked)
+
+    Returns:
+        str or None: one line naming the first difference, or :obj:`None`.
+    """
     keys = {"format", "task", "train_fingerprints", "train_rows", "similarity_threshold", "tasks"}
     if not isinstance(state, dict) or set(state) - {"blend_weight"} != keys:
         return f"state is not a mapping of {sorted(keys)} (and blend_weight)"

@@ -386,7 +386,16 @@ def classical_columns(table: pd.DataFrame, smiles: list[str], model: ClassicalMo
 
 
 def count_outside_domain(table: pd.DataFrame, model: ClassicalModel) -> int:
-    """Rows of a :func:`classical_columns` table below the model's applicability threshold."""
+    """Rows of a :func:`classical_columns` table below the model's applicability threshold.
+
+    Args:
+        table (pandas.DataFrame): ``N`` rows with ``nearest_train_similarity`` (ECFP4 Tanimoto,
+            in ``[0, 1]``; empty for rows that failed).
+        model (ClassicalModel): its ``similarity_threshold`` (NaN: no threshold, count 0).
+
+    Returns:
+        int: the number of rows whose similarity is below the threshold.
+    """
     if np.isnan(model.similarity_threshold):
         return 0
     similarity = pd.to_numeric(table["nearest_train_similarity"], errors="coerce").to_numpy()
