@@ -33,9 +33,11 @@ from graph_urpe.dense import (
 from graph_urpe.nn.relations import (
     CONTINUOUS_RELATIONS,
     ContinuousRelations,
+    DistinctValues,
     GraphRelation,
     RelationEmbedding,
     check_relations,
+    distinct_values,
     graph_relation_ids,
     num_graph_relations,
     relation_table_distance,
@@ -59,9 +61,10 @@ class DenseGraphs(NamedTuple):
         ids (LongTensor): relation ids ``[B, N', N']`` of
             :func:`~graph_urpe.nn.graph_relation_ids` (SPD or reachability, unreachable, graph
             token, padding).
-        values (dict[str, Tensor]): each continuous relation's padded values ``[B, N', N']``
-            (:data:`~graph_urpe.constants.UNREACHABLE` at the token, padding and unreachable
-            pairs).
+        values (dict[str, DistinctValues]): each continuous relation's padded values
+            ``[B, N', N']`` (:data:`~graph_urpe.constants.UNREACHABLE` at the token, padding
+            and unreachable pairs) as its :func:`~graph_urpe.nn.relations.distinct_values`,
+            computed once and read by ``B`` and ``C``.
         batch (LongTensor): graph of each node ``[num_nodes]``.
         counts (LongTensor): nodes per graph ``[B]``.
         max_num_nodes (int): ``N``.
@@ -70,7 +73,7 @@ class DenseGraphs(NamedTuple):
     h: Tensor
     key_padding_mask: Tensor
     ids: Tensor
-    values: dict[str, Tensor]
+    values: dict[str, DistinctValues]
     batch: Tensor
     counts: Tensor
     max_num_nodes: int
@@ -174,8 +177,8 @@ def densify_graphs(
         max_distance = 0
     ids = graph_relation_ids(source, padding_mask, max_distance, graph_token=token is not None)
     values = {
-        name: (F.pad(dense[name].float(), pad, value=float(UNREACHABLE)) if token is not None
-               else dense[name].float())
+        name: distinct_values(F.pad(dense[name].float(), pad, value=float(UNREACHABLE))
+                              if token is not None else dense[name].float())
         for name in names if name in CONTINUOUS_RELATIONS
     }
     return DenseGraphs(h, key_padding_mask, ids, values, vec, counts, max_num_nodes)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -34,10 +34,13 @@ from graph_urpe.constants import UNREACHABLE
 __all__ = [
     "CONTINUOUS_RELATIONS",
     "ContinuousRelations",
+    "DistinctValues",
     "GaussianBasisEmbedding",
     "GraphRelation",
     "RelationEmbedding",
     "check_relations",
+    "distinct_values",
+    "gather_heads",
     "graph_relation_ids",
     "num_graph_relations",
     "num_relative_positions",
@@ -309,6 +312,59 @@ def graph_relation_ids(
     return ids.masked_fill(padding_mask[:, :, None] | padding_mask[:, None, :], pad)
 
 
+class DistinctValues(NamedTuple):
+    """A real-valued pair map as its distinct values and an index into them
+    (:func:`distinct_values`): ``values[index]`` is the map.
+
+    Attributes:
+        values (Tensor): the distinct values ``[U]``, sorted ascending, the map's dtype.
+        index (LongTensor): ``[..., Nq, Nk]``, the map's shape, entries in ``[0, U)``.
+    """
+
+    values: Tensor
+    index: Tensor
+
+
+def distinct_values(value: Tensor) -> DistinctValues:
+    """The distinct values of a pair map and the index that gathers them back
+    (:func:`torch.unique` with ``return_inverse=True``), so that a function of each value is
+    evaluated once per distinct value (Graphormer-GD's resistance distance:
+    :class:`GaussianBasisEmbedding`).
+
+    Args:
+        value (Tensor): the map ``[..., Nq, Nk]``, any real dtype (kept).
+
+    Returns:
+        DistinctValues: ``values`` ``[U]`` sorted ascending and ``index`` (int64, the map's
+        shape) with ``values[index] == value`` elementwise (``-0.0`` and ``0.0`` are one value).
+    """
+    values, index = torch.unique(value, sorted=True, return_inverse=True)
+    return DistinctValues(values, index)
+
+
+def gather_heads(table: Tensor, index: Tensor) -> Tensor:
+    """Gather per-value head outputs back to the cells, in the attention layout.
+
+    One ``index_select`` on the transposed ``[H, U]`` table: its backward (``index_add``, exact
+    and deterministic on the CPU) was the cheapest of the exact forms measured
+    (``benchmarks/README.md`` section 23: ``F.embedding``'s dense backward and advanced
+    indexing's accumulating ``index_put`` cost more).
+
+    Args:
+        table (Tensor): per-value outputs ``[U, H]``.
+        index (LongTensor): ``[..., Nq, Nk]``, entries in ``[0, U)``.
+
+    Shapes:
+        - **output**: ``[..., H, Nq, Nk]``, the table's dtype
+
+    Raises:
+        IndexError: (from :func:`torch.index_select`) for an index out of range.
+    """
+    heads = table.shape[1]
+    out = table.t().contiguous().index_select(1, index.reshape(-1))
+    return out.view(heads, *index.shape).movedim(0, -3).contiguous()
+
+
 class GaussianBasisEmbedding(nn.Module):
     r"""Per-head values of a continuous pairwise relation through Gaussian basis functions, as
     Graphormer-GD encodes the resistance distance (`Zhang et al., ICLR 2023
@@ -324,6 +380,11 @@ class GaussianBasisEmbedding(nn.Module):
     with learnable means :math:`\mu_k \sim U(0, 3)`, widths :math:`\sigma_k \sim U(0, 3)`
     (used as :math:`|\sigma_k| + 0.01`), scale :math:`a = 1` and shift :math:`b = 0`.
 
+    The function is evaluated once per *distinct* value (:meth:`table` on
+    :func:`distinct_values`) and gathered back to the cells (:func:`gather_heads`): a batch of
+    128 ZINC molecules holds ~60,000 pairs but ~1,400 distinct resistance values, so this is
+    exact and ~40x cheaper than one evaluation per cell (``benchmarks/README.md`` section 23).
+
     Args:
         num_heads (int): outputs per value ``H``.
         num_kernels (int, optional): Gaussians ``K`` (also the hidden width).
@@ -335,8 +396,9 @@ class GaussianBasisEmbedding(nn.Module):
 
     Shapes:
         - **input**: ``[..., Nq, Nk]``, any real or integer dtype, converted to the parameters'
-          dtype (``float32`` unless the module was converted, e.g. with ``.double()``)
-        - **output**: ``[..., H, Nq, Nk]`` in the parameters' dtype; inside
+          dtype (``float32`` unless the module was converted, e.g. with ``.double()``), or its
+          :class:`DistinctValues`; :meth:`table`: the values ``[U]``
+        - **output**: ``[..., H, Nq, Nk]`` (:meth:`table`: ``[U, H]``) in the parameters' dtype; inside
           :func:`torch.autocast` the dtype autocast gives the two linear layers (e.g.
           ``bfloat16``; the Gaussians themselves are computed in the parameters' dtype)
 
@@ -377,13 +439,17 @@ class GaussianBasisEmbedding(nn.Module):
                 nn.init.zeros_(self.out.weight)
             nn.init.zeros_(self.out.bias)
 
-    def forward(self, value: Tensor) -> Tensor:
-        """``[..., Nq, Nk]`` -> ``[..., H, Nq, Nk]``."""
-        r = (self.scale * value.to(self.means.dtype) + self.shift).unsqueeze(-1)
+    def table(self, values: Tensor) -> Tensor:
+        """The per-head outputs of the values ``[U]`` -> ``[U, H]`` (each value on its own)."""
+        r = (self.scale * values.to(self.means.dtype) + self.shift).unsqueeze(-1)
         std = self.stds.abs() + 1e-2
         phi = torch.exp(-0.5 * ((r - self.means) / std) ** 2) / (math.sqrt(2 * math.pi) * std)
-        out = self.out(F.gelu(self.hidden(phi)))
-        return out.movedim(-1, -3).contiguous()
+        return self.out(F.gelu(self.hidden(phi)))
+
+    def forward(self, value: Tensor | DistinctValues) -> Tensor:
+        """``[..., Nq, Nk]`` (or its :func:`distinct_values`) -> ``[..., H, Nq, Nk]``."""
+        distinct = value if isinstance(value, DistinctValues) else distinct_values(value)
+        return gather_heads(self.table(distinct.values), distinct.index)
 
     def __repr__(self) -> str:
         return (f"{self.__class__.__name__}(num_heads={self.num_heads}, "
@@ -405,7 +471,8 @@ class ContinuousRelations(nn.Module):
 
     Shapes:
         - **input**: ``values``, a mapping from each relation's name to its padded values
-          ``[B, N', N']`` (:data:`UNREACHABLE` where there is none)
+          ``[B, N', N']`` (:data:`UNREACHABLE` where there is none), or to their
+          :func:`distinct_values` (computed once per batch and shared by ``B`` and ``C``)
         - **output**: ``[B, H, N', N']``, dtype as :class:`GaussianBasisEmbedding`'s output
 
     Raises:
@@ -426,7 +493,8 @@ class ContinuousRelations(nn.Module):
         for emb in self.embeddings.values():
             emb.reset_parameters()
 
-    def forward(self, values: Mapping[str, Tensor]) -> Tensor:
+    def forward(self, values: Mapping[str, Tensor | DistinctValues]) -> Tensor:
+        """Sum the relations' terms; see the class docstring."""
         out = None
         for name, emb in self.embeddings.items():
             value = values.get(name)
@@ -434,7 +502,10 @@ class ContinuousRelations(nn.Module):
                 raise ValueError(f"relation {name!r} is missing from the batch: build the dataset "
                                  "with graph_urpe.transforms.AddResistanceDistance() (in the CLI: "
                                  "data.init_args.relations includes it).")
-            term = emb(value).masked_fill((value < 0).unsqueeze(-3), 0.0)
+            distinct = value if isinstance(value, DistinctValues) else distinct_values(value)
+            # Negative values (UNREACHABLE: padding, graph token, other components) get 0.
+            table = emb.table(distinct.values).masked_fill((distinct.values < 0)[:, None], 0.0)
+            term = gather_heads(table, distinct.index)
             out = term if out is None else out + term
         return out
 
