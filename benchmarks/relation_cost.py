@@ -21,6 +21,12 @@ of at most 128 molecules, resistance stored):
    ``F.embedding`` (its dense backward), ``index_select`` on the ``[H, U]`` table (backward
    ``index_add``), and advanced indexing ``table[:, index]`` (backward ``index_put`` with
    accumulation)).
+3. **The CSV template from scratch** (``--template SET --out DIR``): two ``graph-urpe fit`` runs
+   of ``configs/csv/template.yaml`` on a set of the Chemprop peer benchmark
+   (``benchmarks/peers/chemprop.py``: same rows, same scaffold split, one thread, seed 0),
+   ``--model.init_args.pretrained null``, with ``relations: [spd]`` and with
+   ``[spd, resistance]`` (and the data's ``resistance: true``): CPU s of each process (user +
+   system) and the test metric. Issue 47's target: the second within 1.3x the first.
 
 Run it on two checkouts (``PYTHONPATH=<checkout>``) for before / after numbers; ``--parts`` needs
 a checkout with :func:`graph_urpe.nn.relations.distinct_values`.
@@ -29,14 +35,17 @@ Usage::
 
     python benchmarks/relation_cost.py --root /tmp/data --steps 12
     python benchmarks/relation_cost.py --root /tmp/data --steps 12 --parts
+    python benchmarks/relation_cost.py --template bace_pic50 --out runs/relation-cost
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import math
 import os
 import time
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -139,6 +148,33 @@ def _parts_of_one_batch(relations, batch, repeats: int) -> dict:
     return row
 
 
+def template_fits(name: str, out: Path, seed: int = 0) -> None:
+    """Part 3: the CSV template from scratch with the SPD alone and with SPD + resistance."""
+    spec = importlib.util.spec_from_file_location(
+        "chemprop_bench", Path(__file__).resolve().parent / "peers" / "chemprop.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    _, task, metric = bench.SETS[name]
+    folder = bench.prepare_set(name, bench.ROOT / "runs" / "wheels", out / "sets")
+    scratch = ["--model.init_args.pretrained", "null"]
+    runs = {"spd": scratch + ["--model.init_args.model.init_args.relations", '["spd"]'],
+            "spd+resistance": scratch + ["--model.init_args.model.init_args.relations",
+                                         '["spd", "resistance"]',
+                                         "--data.init_args.resistance", "true"]}
+    records = {}
+    for relations, extra in runs.items():
+        record = bench.run_ours(folder, task, metric, seed, f"scratch-{relations}",
+                                out / "runs" / name, extra)
+        records[relations] = record
+        emit({"bench": "template", "set": name, "relations": relations, "seed": seed,
+              "metric": metric, "test": record["value"], "cpu_s": record["cpu_s"],
+              "wall_s": record["wall_s"], "loadavg_1min": os.getloadavg()[0]})
+    print("\n" + markdown_table(
+        ["relations", f"test {metric}", "CPU s", "/ spd"],
+        [[k, f"{r['value']:.3f}", f"{r['cpu_s']:.0f}", ratio(r["cpu_s"], records["spd"]["cpu_s"])]
+         for k, r in records.items()]))
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", default="data", help="data root of the ZINC-like data "
@@ -147,7 +183,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--warmup", type=int, default=2, help="untimed batches (default: 2)")
     parser.add_argument("--parts", action="store_true",
                         help="also time one embedding term and its parts (part 2)")
+    parser.add_argument("--template", default=None, metavar="SET",
+                        help="only part 3: template fits on this peer-benchmark set, e.g. "
+                        "bace_pic50")
+    parser.add_argument("--out", type=Path, default=Path("runs") / "relation-cost",
+                        help="part 3's folder (default: runs/relation-cost)")
     args = parser.parse_args(argv)
+    if args.template:
+        template_fits(args.template, args.out.resolve())
+        return
     torch.set_num_threads(1)
     emit({"bench": "machine", **machine_info(torch.device("cpu")),
           "malloc": os.environ.get("LD_PRELOAD", "glibc")})

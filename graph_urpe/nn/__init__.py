@@ -3,7 +3,7 @@
 What researchers import: the attention core :func:`~graph_urpe.nn.functional.urpe_attention`,
 :class:`MultiheadURPEAttention`, relation ids and tables (:class:`RelationEmbedding`,
 :func:`graph_relation_ids`, :func:`relative_position_ids`; continuous relations through
-:class:`GaussianBasisEmbedding`), the Transformer layer (:class:`TransformerLayer`,
+:class:`GaussianBasisEmbedding`, evaluated once per :func:`distinct_values`), the Transformer layer (:class:`TransformerLayer`,
 :class:`GraphormerLayer` with Graphormer's defaults; dense), the graph layer :class:`URPEGraphConv`
 in PyG's sparse layout, the feature encoders, the dense helpers of
 :mod:`graph_urpe.dense` (re-exported here), and the graph and sequence models built from them. No
@@ -20,8 +20,11 @@ from graph_urpe.nn.graphormer_model import Graphormer
 from graph_urpe.nn.heads import GraphHead
 from graph_urpe.nn.relations import (
     ContinuousRelations,
+    DistinctValues,
     GaussianBasisEmbedding,
     RelationEmbedding,
+    distinct_values,
+    gather_heads,
     graph_relation_ids,
     num_graph_relations,
     num_relative_positions,
@@ -34,6 +37,7 @@ __all__ = [
     "CategoricalEncoder",
     "ContinuousRelations",
     "DegreeEncoder",
+    "DistinctValues",
     "GaussianBasisEmbedding",
     "GraphHead",
     "Graphormer",
@@ -46,7 +50,9 @@ __all__ = [
     "TransformerLM",
     "TransformerLayer",
     "URPEGraphConv",
+    "distinct_values",
     "from_dense_batch",
+    "gather_heads",
     "graph_relation_ids",
     "num_graph_relations",
     "num_relative_positions",
