@@ -29,7 +29,7 @@ of at most 128 molecules, resistance stored):
    system) and the test metric. Issue 47's target: the second within 1.3x the first.
 
 Run it on two checkouts (``PYTHONPATH=<checkout>``) for before / after numbers; ``--parts`` needs
-a checkout with :func:`graph_urpe.nn.relations.distinct_values`.
+a checkout with :mod:`graph_urpe.nn.densify` (issue 47 and later).
 
 Usage::
 
@@ -91,7 +91,7 @@ def per_cell(emb: GaussianBasisEmbedding, value: torch.Tensor) -> torch.Tensor:
 
 def embedding_parts(batches: list, repeats: int) -> list[dict]:
     """Part 2: CPU ms of one embedding term and of its parts, per batch."""
-    from graph_urpe.nn.relations import ContinuousRelations
+    from graph_urpe.nn import ContinuousRelations
 
     torch.manual_seed(0)
     relations = ContinuousRelations(["resistance"], num_heads=8)
@@ -102,8 +102,8 @@ def embedding_parts(batches: list, repeats: int) -> list[dict]:
 
 
 def _parts_of_one_batch(relations, batch, repeats: int) -> dict:
-    from graph_urpe.nn.conv import densify_graphs
-    from graph_urpe.nn.relations import distinct_values
+    from graph_urpe.nn import distinct_values
+    from graph_urpe.nn.densify import densify_graphs
 
     emb = relations.embeddings["resistance"]
     dense = densify_graphs(torch.zeros(batch.num_nodes, 1),

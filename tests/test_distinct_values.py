@@ -14,7 +14,7 @@ from torch_geometric.data import Batch
 
 from graph_urpe.data.featurize import feature_dims, smiles_to_graph
 from graph_urpe.nn import Graphormer, URPEGraphConv
-from graph_urpe.nn.relations import (
+from graph_urpe.nn.continuous import (
     ContinuousRelations,
     DistinctValues,
     GaussianBasisEmbedding,
@@ -143,7 +143,7 @@ def test_autocast_equals_per_cell():
     model = _trained(Graphormer(1, atom, bond, num_layers=1, embed_dim=16, num_heads=2,
                                 ffn_dim=16, attention="urpe", relations=["spd", "resistance"],
                                 num_kernels=8))
-    from graph_urpe.nn.conv import densify_graphs
+    from graph_urpe.nn.densify import densify_graphs
 
     dense = densify_graphs(torch.zeros(batch.num_nodes, 1),
                            {"spd": batch.spd, "resistance": batch.resistance}, batch.pair_index,

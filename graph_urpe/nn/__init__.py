@@ -12,6 +12,13 @@ training code lives here, and nothing from the data side.
 
 from graph_urpe.dense import from_dense_batch, to_dense_pair, to_dense_path_edges
 from graph_urpe.nn.attention import MultiheadURPEAttention
+from graph_urpe.nn.continuous import (
+    ContinuousRelations,
+    DistinctValues,
+    GaussianBasisEmbedding,
+    distinct_values,
+    gather_heads,
+)
 from graph_urpe.nn.conv import URPEGraphConv
 from graph_urpe.nn.encoders import CategoricalEncoder, DegreeEncoder, MultiHopEdgeEncoder
 from graph_urpe.nn.functional import urpe_attention
@@ -19,12 +26,7 @@ from graph_urpe.nn.graphormer import GraphormerEncoder
 from graph_urpe.nn.graphormer_model import Graphormer
 from graph_urpe.nn.heads import GraphHead
 from graph_urpe.nn.relations import (
-    ContinuousRelations,
-    DistinctValues,
-    GaussianBasisEmbedding,
     RelationEmbedding,
-    distinct_values,
-    gather_heads,
     graph_relation_ids,
     num_graph_relations,
     num_relative_positions,

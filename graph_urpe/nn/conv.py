@@ -1,5 +1,6 @@
-"""The PyG-native graph layer with URPE attention (:class:`URPEGraphConv`) and the densification
-prologue it shares with :class:`~graph_urpe.nn.GraphormerEncoder` (:func:`densify_graphs`).
+"""The PyG-native graph layer with URPE attention (:class:`URPEGraphConv`); its densification
+prologue, shared with :class:`~graph_urpe.nn.GraphormerEncoder`, is
+:func:`~graph_urpe.nn.densify.densify_graphs`.
 
 :class:`URPEGraphConv` is Graphormer's layer (:class:`~graph_urpe.nn.GraphormerLayer`, dense) with
 PyG's ``*Conv`` contract (as :class:`torch_geometric.nn.GPSConv`): ``conv(x, edge_index, batch)``
@@ -11,177 +12,36 @@ from ``edge_index`` (:func:`~graph_urpe.dense.dense_relations_from_edges`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Literal, NamedTuple
+from collections.abc import Sequence
+from typing import Literal
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
-from torch_geometric.utils import is_sparse, to_dense_batch, to_edge_index
+from torch_geometric.utils import is_sparse, to_edge_index
 
-from graph_urpe.batch_checks import check_edges, check_node_features, check_nodes, check_spd
+from graph_urpe.batch_checks import check_node_features
 from graph_urpe.choices import check_choice
-from graph_urpe.constants import UNREACHABLE
 from graph_urpe.dense import (
-    batch_vector,
-    dense_layout,
-    dense_relations_from_edges,
     from_dense_batch,
-    node_counts,
-    to_dense_pair,
 )
+from graph_urpe.nn.continuous import (
+    ContinuousRelations,
+)
+from graph_urpe.nn.densify import densify_graphs
 from graph_urpe.nn.relations import (
     CONTINUOUS_RELATIONS,
-    ContinuousRelations,
-    DistinctValues,
     GraphRelation,
     RelationEmbedding,
     check_relations,
-    distinct_values,
-    graph_relation_ids,
     num_graph_relations,
     relation_table_distance,
-    token_padding_mask,
 )
 from graph_urpe.nn.transformer_layer import GraphormerLayer
 
-__all__ = ["Attention", "DenseGraphs", "URPEGraphConv", "densify_graphs"]
+__all__ = ["Attention", "URPEGraphConv"]
 
 #: The relative-position switch of every model: none, RPE (``B``), URPE (``B`` and ``C``).
 Attention = Literal["none", "rpe", "urpe"]
-
-
-class DenseGraphs(NamedTuple):
-    """A PyG batch densified for attention (:func:`densify_graphs`).
-
-    Attributes:
-        h (Tensor): node features ``[B, N', C]``, the graph token in slot 0 if one was given
-            (``N' = N + 1``), else ``N' = N``; padded slots hold 0.
-        key_padding_mask (BoolTensor): ``[B, N']``, True at padded slots.
-        ids (LongTensor): relation ids ``[B, N', N']`` of
-            :func:`~graph_urpe.nn.graph_relation_ids` (SPD or reachability, unreachable, graph
-            token, padding).
-        values (dict[str, DistinctValues]): each continuous relation's padded values
-            ``[B, N', N']`` (:data:`~graph_urpe.constants.UNREACHABLE` at the token, padding
-            and unreachable pairs) as its :func:`~graph_urpe.nn.relations.distinct_values`,
-            computed once and read by ``B`` and ``C``.
-        batch (LongTensor): graph of each node ``[num_nodes]``.
-        counts (LongTensor): nodes per graph ``[B]``.
-        max_num_nodes (int): ``N``.
-    """
-
-    h: Tensor
-    key_padding_mask: Tensor
-    ids: Tensor
-    values: dict[str, DistinctValues]
-    batch: Tensor
-    counts: Tensor
-    max_num_nodes: int
-
-
-def densify_graphs(
-    x: Tensor,
-    relations: Mapping[str, Tensor | None],
-    pair_index: Tensor | None,
-    batch: Tensor | None,
-    ptr: Tensor | None,
-    token: Tensor | None,
-    max_distance: int,
-    num_graphs: int | None = None,
-    max_num_nodes: int | None = None,
-    validate: bool = False,
-    edge_index: Tensor | None = None,
-) -> DenseGraphs:
-    """Densify a batch once: node features, the graph token, key padding, relation ids and the
-    continuous relations.
-
-    The relations are read from their stored values (pair layout of :mod:`graph_urpe.transforms`)
-    when ``pair_index`` is given, else computed from ``edge_index``
-    (:func:`~graph_urpe.dense.dense_relations_from_edges`). The one host read is the largest
-    graph size ``N`` (skipped when ``max_num_nodes`` is given).
-
-    Args:
-        x (Tensor): node features ``[num_nodes, C]``.
-        relations (Mapping[str, Tensor]): the relations to use (keys, ``"spd"`` and / or
-            ``"resistance"``; the first key decides the order only) and their collated values
-            ``[P]`` (:obj:`None` when computed from ``edge_index``).
-        pair_index (LongTensor, optional): the collated ``pair_index`` ``[2, P]``.
-        batch (LongTensor, optional): graph of each node ``[num_nodes]``.
-        ptr (LongTensor, optional): node offsets ``[B + 1]`` (preferred to ``batch``).
-        token (Tensor, optional): graph-token state ``[B, C]`` or ``[1, C]``, prepended to every
-            graph; :obj:`None`: no token.
-        max_distance (int): largest distinguished SPD of the relation ids (0 without ``"spd"``).
-        num_graphs (int, optional): ``B``. (default: :obj:`None`, from ``ptr`` / ``batch``)
-        max_num_nodes (int, optional): ``N``. (default: :obj:`None`, the largest graph)
-        validate (bool, optional): check the node layout (``batch`` sorted, consistent with
-            ``ptr``, sizes consistent, :obj:`max_num_nodes` large enough), the edges (within
-            their graph), the stored pair layout and a stored SPD (values, and against
-            ``edge_index`` when given) (:mod:`graph_urpe.batch_checks`; host reads).
-            (default: :obj:`False`)
-        edge_index (LongTensor, optional): ``[2, E]``, to compute the relations, or to check
-            stored ones against.
-
-    Raises:
-        ValueError: if a relation is missing (neither stored nor computable), or (see
-            :func:`~graph_urpe.dense.to_dense_pair`) malformed; with :obj:`validate`, for
-            anything :mod:`graph_urpe.batch_checks` refuses.
-    """
-    names = list(relations)
-    computed = pair_index is None
-    if computed and edge_index is None:
-        raise ValueError("pair_index is missing: pass the batch's stored relations (build the "
-                         "dataset with pre_transform=graph_urpe.transforms."
-                         "AddShortestPathDistance()) or its edge_index to compute them.")
-    if batch is None and ptr is None:  # one graph: all rows of x
-        ptr = torch.tensor([0, x.shape[0]], device=x.device)
-    counts = node_counts(x, batch, ptr, num_graphs)
-    if validate:
-        check_nodes(x.shape[0], counts, batch, num_graphs, max_num_nodes, ptr=ptr)
-    if max_num_nodes is None:
-        max_num_nodes = int(counts.max()) if counts.numel() else 0  # the one host read
-    _, padding_mask = dense_layout(counts, max_num_nodes)
-    if computed:
-        dense = dense_relations_from_edges(edge_index, counts, max_num_nodes, names,
-                                           validate=validate)
-    else:
-        dense = {}
-        for name in names:
-            value = relations[name]
-            if value is None:
-                raise ValueError(f"relation {name!r} is missing from the batch: build the dataset "
-                                 "with the graph_urpe.transforms that store it.")
-            if name == "spd" and (value.is_floating_point() or value.is_complex()
-                                  or value.dtype == torch.bool):
-                raise TypeError(f"spd must hold integer shortest-path distances (int16 from "
-                                f"AddShortestPathDistance), got {value.dtype}: pass data.spd (a "
-                                "resistance distance goes to resistance=)")
-            dense[name] = to_dense_pair(value, pair_index, batch, ptr, num_graphs=num_graphs,
-                                        max_num_nodes=max_num_nodes, validate=validate,
-                                        name=name)[0]
-        if validate and edge_index is not None:  # the stored relations must be edge_index's
-            check_edges(edge_index, counts)
-        if validate and "spd" in dense:
-            check_spd(relations["spd"], pair_index, counts, edge_index)
-    b, n = padding_mask.shape
-    vec = batch_vector(x.shape[0], counts, batch)
-    h, _ = to_dense_batch(x, vec, batch_size=b, max_num_nodes=n)
-    key_padding_mask = padding_mask
-    pad = (1, 0, 1, 0)
-    if token is not None:
-        h = torch.cat([token.expand(b, -1).unsqueeze(1).to(h.dtype), h], dim=1)
-        key_padding_mask = token_padding_mask(padding_mask)  # [B, N + 1]
-    if "spd" in dense:
-        source = dense["spd"].long()
-    else:  # reachability only: distance 0 for every reachable pair
-        source = torch.where(dense[names[0]] >= 0, 0, UNREACHABLE)
-        max_distance = 0
-    ids = graph_relation_ids(source, padding_mask, max_distance, graph_token=token is not None)
-    values = {
-        name: distinct_values(F.pad(dense[name].float(), pad, value=float(UNREACHABLE))
-                              if token is not None else dense[name].float())
-        for name in names if name in CONTINUOUS_RELATIONS
-    }
-    return DenseGraphs(h, key_padding_mask, ids, values, vec, counts, max_num_nodes)
 
 
 class URPEGraphConv(nn.Module):
@@ -206,7 +66,7 @@ class URPEGraphConv(nn.Module):
     over the selected relations :math:`\psi_r`: the shortest-path distance (``"spd"``, a learned
     per-head table :math:`b_{\mathrm{SPD}(i,j)}`, :math:`c_{\mathrm{SPD}(i,j)}`) and the
     resistance distance (``"resistance"``, Gaussian basis functions and a per-head projection,
-    :class:`~graph_urpe.nn.relations.GaussianBasisEmbedding`). :math:`\mathbf{C}` starts at ones
+    :class:`~graph_urpe.nn.continuous.GaussianBasisEmbedding`). :math:`\mathbf{C}` starts at ones
     (URPE starts as RPE); ``attention="rpe"`` drops :math:`\mathbf{C}`, ``"none"`` both terms.
 
     With identical node features, ``attention="rpe"`` gives every node of a graph the same output

@@ -72,11 +72,12 @@ from torch import Tensor, nn
 from graph_urpe.choices import check_at_least, check_choice
 from graph_urpe.dense import from_dense_batch, to_dense_path_edges
 from graph_urpe.nn._dropout import Dropout
-from graph_urpe.nn.conv import Attention, densify_graphs
+from graph_urpe.nn.continuous import ContinuousRelations
+from graph_urpe.nn.conv import Attention
+from graph_urpe.nn.densify import densify_graphs
 from graph_urpe.nn.encoders import CategoricalEncoder, DegreeEncoder, MultiHopEdgeEncoder
 from graph_urpe.nn.relations import (
     CONTINUOUS_RELATIONS,
-    ContinuousRelations,
     GraphRelation,
     RelationEmbedding,
     check_relations,

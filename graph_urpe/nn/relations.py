@@ -7,9 +7,9 @@ head, which gives the Toeplitz matrices ``B[i, j] = b_{j-i}`` and ``C[i, j] = c_
 (Luo et al., NeurIPS 2022, arXiv 2205.13401, Eq. (4)) or Graphormer's spatial encoding
 ``b_{SPD(i, j)}`` (Ying et al., NeurIPS 2021, Eq. (6)).
 
-*Continuous* relations (:class:`GaussianBasisEmbedding`), such as the resistance distance of
-Graphormer-GD (Zhang, Luo, Wang, He, ICLR 2023): ``K`` Gaussian basis functions of the value, then
-a two-layer per-head projection. :class:`ContinuousRelations` sums them over several relations.
+*Continuous* relations, such as the resistance distance of Graphormer-GD (Zhang, Luo, Wang, He,
+ICLR 2023), are embedded by :mod:`graph_urpe.nn.continuous`; this module names them
+(:data:`CONTINUOUS_RELATIONS`).
 
 A graph model selects its relations by name (:data:`GraphRelation`: ``"spd"``, ``"resistance"``;
 the name is also the attribute the transforms store). ``B`` and ``C`` of a graph are the integer
@@ -21,8 +21,8 @@ else reachable / unreachable only) plus the continuous terms; the continuous ``C
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from typing import Literal, NamedTuple
+from collections.abc import Sequence
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
@@ -33,14 +33,9 @@ from graph_urpe.constants import UNREACHABLE
 
 __all__ = [
     "CONTINUOUS_RELATIONS",
-    "ContinuousRelations",
-    "DistinctValues",
-    "GaussianBasisEmbedding",
     "GraphRelation",
     "RelationEmbedding",
     "check_relations",
-    "distinct_values",
-    "gather_heads",
     "graph_relation_ids",
     "num_graph_relations",
     "num_relative_positions",
@@ -310,204 +305,6 @@ def graph_relation_ids(
         ids = F.pad(ids, (1, 0, 1, 0), value=token)
         padding_mask = token_padding_mask(padding_mask)
     return ids.masked_fill(padding_mask[:, :, None] | padding_mask[:, None, :], pad)
-
-
-class DistinctValues(NamedTuple):
-    """A real-valued pair map as its distinct values and an index into them
-    (:func:`distinct_values`): ``values[index]`` is the map.
-
-    Attributes:
-        values (Tensor): the distinct values ``[U]``, sorted ascending, the map's dtype.
-        index (LongTensor): ``[..., Nq, Nk]``, the map's shape, entries in ``[0, U)``.
-    """
-
-    values: Tensor
-    index: Tensor
-
-
-def distinct_values(value: Tensor) -> DistinctValues:
-    """The distinct values of a pair map and the index that gathers them back
-    (:func:`torch.unique` with ``return_inverse=True``), so that a function of each value is
-    evaluated once per distinct value (Graphormer-GD's resistance distance:
-    :class:`GaussianBasisEmbedding`).
-
-    Args:
-        value (Tensor): the map ``[..., Nq, Nk]``, any real dtype (kept).
-
-    Returns:
-        DistinctValues: ``values`` ``[U]`` sorted ascending and ``index`` (int64, the map's
-        shape) with ``values[index] == value`` elementwise (``-0.0`` and ``0.0`` are one value).
-    """
-    values, index = torch.unique(value, sorted=True, return_inverse=True)
-    return DistinctValues(values, index)
-
-
-def gather_heads(table: Tensor, index: Tensor) -> Tensor:
-    """Gather per-value head outputs back to the cells, in the attention layout.
-
-    One ``index_select`` on the transposed ``[H, U]`` table: its backward (``index_add``, exact
-    and deterministic on the CPU) was the cheapest of the exact forms measured
-    (``benchmarks/README.md`` section 23: ``F.embedding``'s dense backward and advanced
-    indexing's accumulating ``index_put`` cost more).
-
-    Args:
-        table (Tensor): per-value outputs ``[U, H]``.
-        index (LongTensor): ``[..., Nq, Nk]``, entries in ``[0, U)``.
-
-    Shapes:
-        - **output**: ``[..., H, Nq, Nk]``, the table's dtype
-
-    Raises:
-        IndexError: (from :func:`torch.index_select`) for an index out of range.
-    """
-    heads = table.shape[1]
-    out = table.t().contiguous().index_select(1, index.reshape(-1))
-    return out.view(heads, *index.shape).movedim(0, -3).contiguous()
-
-
-class GaussianBasisEmbedding(nn.Module):
-    r"""Per-head values of a continuous pairwise relation through Gaussian basis functions, as
-    Graphormer-GD encodes the resistance distance (`Zhang et al., ICLR 2023
-    <https://arxiv.org/abs/2301.09505>`_, Sec. 4):
-
-    .. math::
-        \phi_k(r) = \frac{1}{\sqrt{2 \pi} |\sigma_k|}
-        \exp\Big(-\frac{(a r + b - \mu_k)^2}{2 \sigma_k^2}\Big), \quad k = 1..K,
-
-        \mathrm{out}(r) = \mathbf{W}_2 \, \mathrm{GELU}(\mathbf{W}_1 \phi(r) + \mathbf{b}_1)
-        + \mathbf{b}_2 \in \mathbb{R}^H,
-
-    with learnable means :math:`\mu_k \sim U(0, 3)`, widths :math:`\sigma_k \sim U(0, 3)`
-    (used as :math:`|\sigma_k| + 0.01`), scale :math:`a = 1` and shift :math:`b = 0`.
-
-    The function is evaluated once per *distinct* value (:meth:`table` on
-    :func:`distinct_values`) and gathered back to the cells (:func:`gather_heads`): a batch of
-    128 ZINC molecules holds ~60,000 pairs but ~1,400 distinct resistance values, so this is
-    exact and ~40x cheaper than one evaluation per cell (``benchmarks/README.md`` section 23).
-
-    Args:
-        num_heads (int): outputs per value ``H``.
-        num_kernels (int, optional): Gaussians ``K`` (also the hidden width).
-            (default: :obj:`128`)
-        init (str, optional): the output layer: ``"normal"`` (``N(0, std)`` weights, zero bias: a
-            bias ``B``) or ``"zeros"`` (all zero: a term added to ``C``, which then starts
-            unchanged). (default: :obj:`"normal"`)
-        std (float, optional): standard deviation of the normal inits. (default: :obj:`0.02`)
-
-    Shapes:
-        - **input**: ``[..., Nq, Nk]``, any real or integer dtype, converted to the parameters'
-          dtype (``float32`` unless the module was converted, e.g. with ``.double()``), or its
-          :class:`DistinctValues`; :meth:`table`: the values ``[U]``
-        - **output**: ``[..., H, Nq, Nk]`` (:meth:`table`: ``[U, H]``) in the parameters' dtype; inside
-          :func:`torch.autocast` the dtype autocast gives the two linear layers (e.g.
-          ``bfloat16``; the Gaussians themselves are computed in the parameters' dtype)
-
-    Raises:
-        ValueError: for non-positive sizes or an unknown ``init``.
-    """
-
-    def __init__(self, num_heads: int, num_kernels: int = 128,
-                 init: Literal["normal", "zeros"] = "normal", std: float = 0.02) -> None:
-        super().__init__()
-        check_at_least(1, num_heads=num_heads, num_kernels=num_kernels)
-        check_choice("init", init, ("normal", "zeros"))
-        self.num_heads = num_heads
-        self.num_kernels = num_kernels
-        self.init = init
-        self.std = std
-        self.means = nn.Parameter(torch.empty(num_kernels))
-        self.stds = nn.Parameter(torch.empty(num_kernels))
-        self.scale = nn.Parameter(torch.empty(1))
-        self.shift = nn.Parameter(torch.empty(1))
-        self.hidden = nn.Linear(num_kernels, num_kernels)
-        self.out = nn.Linear(num_kernels, num_heads)
-        self.reset_parameters()
-
-    def reset_parameters(self) -> None:
-        """Means and widths ``U(0, 3)``, scale 1, shift 0, the hidden layer ``N(0, std)`` with
-        zero bias, the output layer as :obj:`init`."""
-        with torch.no_grad():
-            self.means.uniform_(0.0, 3.0)
-            self.stds.uniform_(0.0, 3.0)
-            self.scale.fill_(1.0)
-            self.shift.zero_()
-            nn.init.normal_(self.hidden.weight, 0.0, self.std)
-            nn.init.zeros_(self.hidden.bias)
-            if self.init == "normal":
-                nn.init.normal_(self.out.weight, 0.0, self.std)
-            else:
-                nn.init.zeros_(self.out.weight)
-            nn.init.zeros_(self.out.bias)
-
-    def table(self, values: Tensor) -> Tensor:
-        """The per-head outputs of the values ``[U]`` -> ``[U, H]`` (each value on its own)."""
-        r = (self.scale * values.to(self.means.dtype) + self.shift).unsqueeze(-1)
-        std = self.stds.abs() + 1e-2
-        phi = torch.exp(-0.5 * ((r - self.means) / std) ** 2) / (math.sqrt(2 * math.pi) * std)
-        return self.out(F.gelu(self.hidden(phi)))
-
-    def forward(self, value: Tensor | DistinctValues) -> Tensor:
-        """``[..., Nq, Nk]`` (or its :func:`distinct_values`) -> ``[..., H, Nq, Nk]``."""
-        distinct = value if isinstance(value, DistinctValues) else distinct_values(value)
-        return gather_heads(self.table(distinct.values), distinct.index)
-
-    def __repr__(self) -> str:
-        return (f"{self.__class__.__name__}(num_heads={self.num_heads}, "
-                f"num_kernels={self.num_kernels}, init={self.init!r})")
-
-
-class ContinuousRelations(nn.Module):
-    r"""The sum over several continuous relations of their :class:`GaussianBasisEmbedding`, on a
-    padded graph attention map, zero wherever a relation has no value: padded node slots, the
-    graph token's row and column, pairs in different components (:data:`UNREACHABLE`). The
-    integer table (:class:`RelationEmbedding` over :func:`graph_relation_ids`) covers those cells.
-
-    Args:
-        relations (list[str]): names among :data:`CONTINUOUS_RELATIONS`.
-        num_heads (int): outputs per pair (heads, or layers times heads).
-        num_kernels (int, optional): Gaussians per relation. (default: :obj:`128`)
-        init (str, optional): ``"normal"`` (a bias ``B``) or ``"zeros"`` (a term of ``C``).
-            (default: :obj:`"normal"`)
-
-    Shapes:
-        - **input**: ``values``, a mapping from each relation's name to its padded values
-          ``[B, N', N']`` (:data:`UNREACHABLE` where there is none), or to their
-          :func:`distinct_values` (computed once per batch and shared by ``B`` and ``C``)
-        - **output**: ``[B, H, N', N']``, dtype as :class:`GaussianBasisEmbedding`'s output
-
-    Raises:
-        ValueError: for a relation that is not continuous, or (at call time) a missing one.
-    """
-
-    def __init__(self, relations: Sequence[str], num_heads: int, num_kernels: int = 128,
-                 init: Literal["normal", "zeros"] = "normal") -> None:
-        super().__init__()
-        for name in relations:
-            check_choice("continuous relation", name, CONTINUOUS_RELATIONS)
-        self.embeddings = nn.ModuleDict(
-            {name: GaussianBasisEmbedding(num_heads, num_kernels, init) for name in relations}
-        )
-
-    def reset_parameters(self) -> None:
-        """Reset every relation's embedding."""
-        for emb in self.embeddings.values():
-            emb.reset_parameters()
-
-    def forward(self, values: Mapping[str, Tensor | DistinctValues]) -> Tensor:
-        """Sum the relations' terms; see the class docstring."""
-        out = None
-        for name, emb in self.embeddings.items():
-            value = values.get(name)
-            if value is None:
-                raise ValueError(f"relation {name!r} is missing from the batch: build the dataset "
-                                 "with graph_urpe.transforms.AddResistanceDistance() (in the CLI: "
-                                 "data.init_args.relations includes it).")
-            distinct = value if isinstance(value, DistinctValues) else distinct_values(value)
-            # Negative values (UNREACHABLE: padding, graph token, other components) get 0.
-            table = emb.table(distinct.values).masked_fill((distinct.values < 0)[:, None], 0.0)
-            term = gather_heads(table, distinct.index)
-            out = term if out is None else out + term
-        return out
 
 
 def relation_table_distance(relations: Sequence[str], max_distance: int) -> int:
