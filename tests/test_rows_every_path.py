@@ -9,7 +9,7 @@ predictions: ``fit``'s CSV, ``predict`` (CSV and ``--smiles``), :class:`graph_ur
   (``Predictor``) and "Explained 1 of 1 (0 failed)" (``explain``); one with broken calibration
   buffers a negative std or ``lower > upper``; labels of 3e38 ended ``fit`` with status 0 and NaN
   test metrics (:func:`graph_urpe.data.predictions.output_errors`,
-  :func:`graph_urpe.cli.summary.check_test_outputs`).
+  :func:`graph_urpe.cli.fit_report.check_test_outputs`).
 """
 
 from __future__ import annotations

@@ -60,6 +60,7 @@ from lightning.pytorch.utilities.model_helpers import is_overridden
 from graph_urpe.cli.checkpoint_args import checkpoint_arguments, ckpt_argument
 from graph_urpe.cli.config_help import configured_values_note, help_config_files, help_epilog
 from graph_urpe.cli.configs import DEFAULT_CONFIG
+from graph_urpe.cli.fit_report import print_fit_summary, write_run_outputs
 from graph_urpe.cli.leaderboard import trainer_record, write_record
 from graph_urpe.cli.links import add_links
 from graph_urpe.cli.messages import CLIError
@@ -76,7 +77,6 @@ from graph_urpe.cli.run import (
     use_exact_resume,
 )
 from graph_urpe.cli.seeds import seeds_command
-from graph_urpe.cli.summary import print_fit_summary, write_run_outputs
 from graph_urpe.cli.time_cues import time_cues
 from graph_urpe.data.modules.graph import BatchedGraphDataModule
 from graph_urpe.data.modules.molecule import CSVDataModule

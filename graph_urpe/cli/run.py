@@ -8,7 +8,7 @@
   also across a kill and resume;
 * :class:`SharedRunFolder`: under DDP every rank uses rank 0's run folder.
 
-What the run writes after training and prints at the end is :mod:`graph_urpe.cli.summary`.
+What the run writes after training and prints at the end is :mod:`graph_urpe.cli.fit_report`.
 """
 
 from __future__ import annotations

@@ -284,7 +284,7 @@ class ClassicalBaseline(Callback):
 
         Args:
             table (pandas.DataFrame): the test table
-                (:func:`~graph_urpe.cli.summary.test_prediction_table`), with ``smiles`` and
+                (:func:`~graph_urpe.cli.fit_report.test_prediction_table`), with ``smiles`` and
                 ``<target>_pred`` columns.
             targets (list[str]): the label names.
 
