@@ -20,7 +20,32 @@ from typing import Any, Protocol, runtime_checkable
 
 from graph_urpe.data.featurize import feature_dims
 
-__all__ = ["DatasetFacts", "GraphData", "TrainingStatistics"]
+__all__ = ["DatasetFacts", "GraphData", "TrainingStatistics", "default_metric",
+           "default_target_names", "label_columns"]
+
+
+def label_columns(task: str, num_tasks: int) -> int:
+    """Label columns of a task: one class index per row for ``"multiclass"`` (``num_tasks`` is
+    then the number of classes), else ``num_tasks`` (one column per regression target or binary
+    task).
+
+    Args:
+        task (str): ``"regression"``, ``"classification"`` or ``"multiclass"``.
+        num_tasks (int): outputs of the task (classes for ``"multiclass"``).
+    """
+    return 1 if task == "multiclass" else num_tasks
+
+
+def default_target_names(num_labels: int) -> tuple[str, ...]:
+    """The label columns' names when none are given: ``("y",)`` for one, else ``y0, y1, ...``
+    (the prediction columns are ``<name>_pred``)."""
+    return ("y",) if num_labels == 1 else tuple(f"y{i}" for i in range(num_labels))
+
+
+def default_metric(task: str) -> str:
+    """The metric a task monitors when none is given: ``"rocauc"`` (classification),
+    ``"accuracy"`` (multi-class), else ``"mae"``."""
+    return {"classification": "rocauc", "multiclass": "accuracy"}.get(task, "mae")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,8 +99,7 @@ class DatasetFacts:
 
     def __post_init__(self) -> None:
         if not self.target_names:
-            labels = 1 if self.task == "multiclass" else self.num_tasks
-            names = ("y",) if labels == 1 else tuple(f"y{i}" for i in range(labels))
+            names = default_target_names(label_columns(self.task, self.num_tasks))
             object.__setattr__(self, "target_names", names)
         else:
             object.__setattr__(self, "target_names", tuple(self.target_names))

@@ -43,7 +43,7 @@ from graph_urpe.choices import check_choice
 from graph_urpe.data.csv.dataset import SmilesCSVDataset
 from graph_urpe.data.csv.labels import CSVTask
 from graph_urpe.data.csv.row_errors import InvalidRowsError, RowError
-from graph_urpe.data.facts import DatasetFacts
+from graph_urpe.data.facts import DatasetFacts, default_metric
 from graph_urpe.data.featurize import Featurization
 from graph_urpe.data.ogb import (
     PCQM4Mv2Dataset,
@@ -244,7 +244,7 @@ class CSVFamily(DatasetFamily):
         self.split = split
         self.seed = seed
         self.facts = DatasetFacts("csv", task, len(self.target_columns), featurization,
-                                  "mae" if task == "regression" else "rocauc",
+                                  default_metric(task),
                                   target_names=tuple(self.target_columns),
                                   smiles_column=smiles_column)
 

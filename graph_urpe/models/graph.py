@@ -45,7 +45,13 @@ from lightning.pytorch.utilities import rank_zero_info
 from torch import Tensor, nn
 
 from graph_urpe.data.csv.labels import LARGE_LABEL
-from graph_urpe.data.facts import GraphData, TrainingStatistics
+from graph_urpe.data.facts import (
+    GraphData,
+    TrainingStatistics,
+    default_metric,
+    default_target_names,
+    label_columns,
+)
 from graph_urpe.models import finetune
 from graph_urpe.models.calibration import masked_gaussian_nll
 from graph_urpe.models.ensemble import EnsembleMixin
@@ -220,7 +226,7 @@ class GraphPropertyModule(EnsembleMixin, TrustedLoadMixin, LightningModule):
         finetune.check_finetune_options(model, pretrained, encoder_lr_factor, freeze_encoder)
         # Label columns (the network's num_tasks are its outputs): one class label
         # (multiclass), else one per output.
-        self.num_labels = 1 if task == "multiclass" else self.num_outputs // (1 + self.mve)
+        self.num_labels = label_columns(task, self.num_outputs // (1 + self.mve))
         if target_names and len(target_names) != self.num_labels:  # empty: y0, y1, ...
             shown = ", ".join(map(str, target_names[:4])) + (", ..." if len(target_names) > 4
                                                              else "")
@@ -272,8 +278,7 @@ class GraphPropertyModule(EnsembleMixin, TrustedLoadMixin, LightningModule):
         """The monitored metric (``metric``, else ``mae`` / ``rocauc`` / ``accuracy``)."""
         if self.hparams.get("metric") is not None:
             return self.hparams.metric
-        return {"classification": "rocauc", "multiclass": "accuracy"}.get(
-            self.hparams.get("task"), "mae")
+        return default_metric(self.hparams.get("task"))
 
     @property
     def metric_mode(self) -> str:
@@ -286,7 +291,7 @@ class GraphPropertyModule(EnsembleMixin, TrustedLoadMixin, LightningModule):
         names = self.hparams.target_names
         if names:
             return list(names)
-        return ["y"] if self.num_labels == 1 else [f"y{i}" for i in range(self.num_labels)]
+        return list(default_target_names(self.num_labels))
 
     # ----------------------------------------------------------------------- setup
     def setup(self, stage: str) -> None:

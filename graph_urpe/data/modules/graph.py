@@ -32,7 +32,7 @@ from torch_geometric.loader import DataLoader
 
 from graph_urpe.data.budgets import DEFAULT_BUDGETS
 from graph_urpe.data.collated import collated_rows
-from graph_urpe.data.facts import DatasetFacts, TrainingStatistics
+from graph_urpe.data.facts import DatasetFacts, TrainingStatistics, label_columns
 from graph_urpe.data.families import DatasetFamily, DatasetSplits, LoadOptions
 from graph_urpe.data.indexed import IndexedDataset
 from graph_urpe.data.predict_inputs import (
@@ -165,7 +165,7 @@ class BatchedGraphDataModule(LightningDataModule):
         population std (1 where a label has fewer than two values or no spread; node-level labels
         count every node), the feature vocabulary and :meth:`source`."""
         train = self.train_split()
-        labels = 1 if self.facts.task == "multiclass" else self.facts.num_tasks
+        labels = label_columns(self.facts.task, self.facts.num_tasks)
         ys = collated_labels(train)
         if ys is None:
             ys = torch.cat([train[i].y.view(-1, labels).float() for i in range(len(train))])
