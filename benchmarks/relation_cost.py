@@ -3,8 +3,9 @@
 Graphormer-GD's resistance distance reaches ``B`` and ``C`` through
 :class:`~graph_urpe.nn.GaussianBasisEmbedding` (128 Gaussians, a 128 x 128 hidden layer, a
 per-head output layer). Evaluated on every cell of the padded ``[B, N + 1, N + 1]`` map it made a
-step 3.7x (RPE) and 4.7x (URPE) one with the SPD alone; a batch of 128 ZINC molecules holds about
-60,000 pairs but only ~1,400 distinct resistance values. Two measurements, one torch thread, CPU
+step 2.4x (RPE) and 3.9x (URPE) one with the SPD alone (``benchmarks/README.md`` section 23; issue
+47 measured 3.7x and 4.7x on another day); a batch of 128 ZINC molecules holds about 60,000 pairs
+but only ~1,400 distinct resistance values. The measurements, one torch thread, CPU
 time of the process, on real batches of the embedded ZINC-like data (the default job's batches
 of at most 128 molecules, resistance stored):
 

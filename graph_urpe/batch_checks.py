@@ -24,7 +24,9 @@ __all__ = ["RECOMPUTE_PAIRS", "check_edges", "check_node_features", "check_nodes
 
 #: The fix named by every error about a stored pair layout that does not fit the batch.
 RECOMPUTE_PAIRS: str = (
-    "the pair relations must be computed on these very graphs: apply AddShortestPathDistance / "
+    "the pair relations must be computed on these very graphs (and a batch of several graphs "
+    "needs batch=data.batch or ptr=data.ptr, else it is taken as one graph): apply "
+    "AddShortestPathDistance / "
     "AddResistanceDistance again after a subgraph (torch_geometric.utils.subgraph, "
     "Data.subgraph) or any transform that changes the nodes (or, on a graph with as many edges as "
     "node pairs, the edges: PyG then takes the pairs for edges), or pass no pair_index (nor spd "
@@ -82,10 +84,12 @@ def check_node_features(x: object, channels: int, layer: str, param_dtype: torch
     if x.dtype != param_dtype and (
         not torch.is_autocast_enabled(x.device.type) or torch.float64 in (x.dtype, param_dtype)
     ):
+        numpy_hint = ", e.g. x.float() for numpy's float64" if x.dtype == torch.float64 else ""
+        autocast_hint = (", or run the layer under torch.autocast"
+                         if x.dtype in (torch.bfloat16, torch.float16) else "")
         raise TypeError(
             f"x is {x.dtype} but the {layer}'s parameters are {param_dtype}: cast x "
-            f"(x.to({param_dtype}), e.g. x.float() for numpy's float64) or the layer "
-            f"(layer.to({x.dtype}), e.g. layer.double())"
+            f"(x.to({param_dtype}){numpy_hint}) or the layer (layer.to({x.dtype})){autocast_hint}"
         )
 
 

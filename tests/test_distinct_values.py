@@ -182,3 +182,60 @@ def test_shipped_encoder_saved_before_the_change_encodes_the_same(name, monkeypa
             m.setattr(ContinuousRelations, "forward", per_cell_relations)
             slow = run()
     torch.testing.assert_close(fast, slow, atol=1e-6, rtol=1e-5)
+
+
+def test_a_learned_relation_gets_its_gradient_per_cell():
+    """A value map that requires grad (e.g. a resistance from learned edge weights) is kept per
+    cell: its gradient equals the per-cell evaluation's, cells with equal values included."""
+    torch.manual_seed(0)
+    emb = GaussianBasisEmbedding(num_heads=3, num_kernels=8)
+    value = (torch.rand(2, 4, 4).round(decimals=1) * 3).requires_grad_()
+    grad = torch.randn(2, 3, 4, 4)
+    (fast,) = torch.autograd.grad((emb(value) * grad).sum(), value)
+    (slow,) = torch.autograd.grad((per_cell(emb, value) * grad).sum(), value)
+    torch.testing.assert_close(fast, slow, atol=1e-6, rtol=1e-5)
+    conv = URPEGraphConv(8, heads=2, relations=["resistance"], num_kernels=8)
+    batch = _batch()
+    resistance = batch.resistance.clone().requires_grad_()
+    out = conv(torch.randn(batch.num_nodes, 8), batch.edge_index, batch.batch,
+               pair_index=batch.pair_index, resistance=resistance)
+    out.sum().backward()
+    assert resistance.grad is not None and resistance.grad.abs().sum() > 0
+
+
+def test_bad_relation_inputs_name_the_fix():
+    batch = _batch()
+    conv = URPEGraphConv(8, heads=2, relations=["spd", "resistance"], num_kernels=8)
+    x = torch.randn(batch.num_nodes, 8)
+    with pytest.raises(ValueError, match=r"pass spd=data.spd \(stored by graph_urpe.transforms."
+                                         r"AddShortestPathDistance\(\)"):
+        conv(x, batch.edge_index, batch.batch, pair_index=batch.pair_index,
+             resistance=batch.resistance)
+    for bad in (batch.resistance > 1, batch.resistance[:, None]):
+        with pytest.raises(TypeError, match="resistance must be a real vector aligned with "
+                                            "pair_index"):
+            conv(x, batch.edge_index, batch.batch, pair_index=batch.pair_index, spd=batch.spd,
+                 resistance=bad)
+    with pytest.raises(ValueError, match=r"table \[U, H\] and an index"):
+        gather_heads(torch.zeros(3), torch.zeros(2, 2, dtype=torch.long))
+    with pytest.raises(TypeError, match="real values"):
+        distinct_values(torch.zeros(2, 2, dtype=torch.complex64))
+
+
+def test_float64_relation_keeps_its_precision():
+    """A float64 layer fed a float64 resistance reads it at float64 (no float32 rounding)."""
+    batch = _batch()
+    torch.manual_seed(0)
+    conv = URPEGraphConv(8, heads=2, relations=["resistance"], num_kernels=8).double()
+    x = torch.randn(batch.num_nodes, 8, dtype=torch.float64)
+    exact = batch.resistance.double() + 1e-9  # differs from its float32 rounding
+    seen = {}
+
+    def spy(self, values):
+        seen.update(values)
+        return per_cell_relations(self, values)
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(ContinuousRelations, "forward", spy)
+        conv(x, batch.edge_index, batch.batch, pair_index=batch.pair_index, resistance=exact)
+    assert seen["resistance"].values.dtype == torch.float64

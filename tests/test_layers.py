@@ -278,7 +278,9 @@ def test_stale_pairs_are_refused_and_recomputing_fixes_them(kind, batched):
     graphs = data if batched else data[:1]
     b = Batch.from_data_list(graphs)
     stored = {"pair_index": b.pair_index, "spd": b.spd, "resistance": b.resistance}
-    fix = "computed on these very graphs: apply AddShortestPathDistance / AddResistanceDistance"
+    fix = (r"computed on these very graphs \(and a batch of several graphs needs batch=data.batch "
+           r"or ptr=data.ptr, else it is taken as one graph\): apply AddShortestPathDistance / "
+           "AddResistanceDistance")
     with pytest.raises(ValueError, match=fix):
         conv(b.x, b.edge_index, b.batch, **stored, ptr=b.ptr)
     # The fix named: the transforms again on the final graphs (or no pair_index at all).
@@ -443,13 +445,17 @@ def test_node_features_of_another_dtype_name_the_cast():
     torch.manual_seed(0)
     conv = URPEGraphConv(8, 2)
     batch, _ = _batch()
-    for x_dtype, layer_dtype in [(torch.float64, torch.float32), (torch.float32, torch.float64)]:
+    hints = {torch.float64: (", e.g. x.float() for numpy's float64", ""),
+             torch.float32: ("", ""),
+             torch.bfloat16: ("", ", or run the layer under torch.autocast")}
+    for x_dtype, layer_dtype in [(torch.float64, torch.float32), (torch.float32, torch.float64),
+                                 (torch.bfloat16, torch.float32)]:
         with pytest.raises(TypeError) as wrong:
             conv.to(layer_dtype)(batch.x.to(x_dtype), batch.edge_index)
+        numpy_hint, autocast_hint = hints[x_dtype]
         assert str(wrong.value) == (
             f"x is {x_dtype} but the URPEGraphConv's parameters are {layer_dtype}: cast x "
-            f"(x.to({layer_dtype}), e.g. x.float() for numpy's float64) or the layer "
-            f"(layer.to({x_dtype}), e.g. layer.double())")
+            f"(x.to({layer_dtype}){numpy_hint}) or the layer (layer.to({x_dtype})){autocast_hint}")
     conv.float()
     with torch.autocast("cpu", dtype=torch.bfloat16):
         with pytest.raises(TypeError, match="x is torch.float64 but"):  # autocast leaves float64

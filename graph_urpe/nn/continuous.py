@@ -37,7 +37,8 @@ class DistinctValues(NamedTuple):
     (:func:`distinct_values`): ``values[index]`` is the map.
 
     Attributes:
-        values (Tensor): the distinct values ``[U]``, sorted ascending, the map's dtype.
+        values (Tensor): the distinct values ``[U]``, sorted ascending, the map's dtype (for a
+            map that requires grad: every cell's value, in the map's order, ``U`` = cells).
         index (LongTensor): ``[..., Nq, Nk]``, the map's shape, entries in ``[0, U)``.
     """
 
@@ -51,13 +52,30 @@ def distinct_values(value: Tensor) -> DistinctValues:
     evaluated once per distinct value (Graphormer-GD's resistance distance:
     :class:`GaussianBasisEmbedding`).
 
+    A map that requires grad (a relation computed from learned weights) is kept per cell (its
+    values in order, the index an ``arange``), so that its gradient reaches every cell:
+    :func:`torch.unique` has no derivative, and a value shared by two cells has one gradient
+    per cell.
+
     Args:
-        value (Tensor): the map ``[..., Nq, Nk]``, any real dtype (kept).
+        value (Tensor): the map ``[..., Nq, Nk]`` (real, integer or bool dtype, kept).
 
     Returns:
         DistinctValues: ``values`` ``[U]`` sorted ascending and ``index`` (int64, the map's
         shape) with ``values[index] == value`` elementwise (``-0.0`` and ``0.0`` are one value).
+
+    Shapes:
+        - **input**: ``[..., Nq, Nk]``
+        - **output**: ``values`` ``[U]``, ``index`` ``[..., Nq, Nk]``
+
+    Raises:
+        TypeError: for a complex map.
     """
+    if value.is_complex():
+        raise TypeError(f"a pair map must hold real values, got {value.dtype}")
+    if value.requires_grad:
+        index = torch.arange(value.numel(), device=value.device).view(value.shape)
+        return DistinctValues(value.reshape(-1), index)
     values, index = torch.unique(value, sorted=True, return_inverse=True)
     return DistinctValues(values, index)
 
@@ -72,14 +90,19 @@ def gather_heads(table: Tensor, index: Tensor) -> Tensor:
 
     Args:
         table (Tensor): per-value outputs ``[U, H]``.
-        index (LongTensor): ``[..., Nq, Nk]``, entries in ``[0, U)``.
+        index (LongTensor): ``[..., Nq, Nk]`` (int64 or int32), entries in ``[0, U)``.
 
     Shapes:
+        - **input**: ``table`` ``[U, H]``, ``index`` ``[..., Nq, Nk]``
         - **output**: ``[..., H, Nq, Nk]``, the table's dtype
 
     Raises:
-        IndexError: (from :func:`torch.index_select`) for an index out of range.
+        ValueError: for a table that is not ``[U, H]`` or an index with fewer than 2 dimensions.
+        RuntimeError: (from :func:`torch.index_select`) for an index out of ``[0, U)``.
     """
+    if table.dim() != 2 or index.dim() < 2:
+        raise ValueError(f"gather_heads takes a table [U, H] and an index [..., Nq, Nk], got "
+                         f"{list(table.shape)} and {list(index.shape)}")
     heads = table.shape[1]
     out = table.t().contiguous().index_select(1, index.reshape(-1))
     return out.view(heads, *index.shape).movedim(0, -3).contiguous()
@@ -103,7 +126,8 @@ class GaussianBasisEmbedding(nn.Module):
     The function is evaluated once per *distinct* value (:meth:`table` on
     :func:`distinct_values`) and gathered back to the cells (:func:`gather_heads`): a batch of
     128 ZINC molecules holds ~60,000 pairs but ~1,400 distinct resistance values, so this is
-    exact and ~40x cheaper than one evaluation per cell (``benchmarks/README.md`` section 23).
+    exact and, for one term of ``B`` or ``C`` on such a batch, 33-86x cheaper than one evaluation
+    per cell, the unique included (``benchmarks/README.md`` section 23).
 
     Args:
         num_heads (int): outputs per value ``H``.
@@ -160,7 +184,17 @@ class GaussianBasisEmbedding(nn.Module):
             nn.init.zeros_(self.out.bias)
 
     def table(self, values: Tensor) -> Tensor:
-        """The per-head outputs of the values ``[U]`` -> ``[U, H]`` (each value on its own)."""
+        """The function on each of the values, one row per value (negative values are values
+        here: :class:`ContinuousRelations` zeroes their rows).
+
+        Args:
+            values (Tensor): ``[U]``, any real or integer dtype, converted to the parameters'.
+
+        Shapes:
+            - **input**: ``[U]``
+            - **output**: ``[U, H]``, the parameters' dtype (inside :func:`torch.autocast`, the
+              dtype it gives the two linear layers)
+        """
         r = (self.scale * values.to(self.means.dtype) + self.shift).unsqueeze(-1)
         std = self.stds.abs() + 1e-2
         phi = torch.exp(-0.5 * ((r - self.means) / std) ** 2) / (math.sqrt(2 * math.pi) * std)
@@ -223,7 +257,7 @@ class ContinuousRelations(nn.Module):
             if value is None:
                 raise ValueError(f"relation {name!r} is missing from the batch: build the dataset "
                                  "with graph_urpe.transforms.AddResistanceDistance() (in the CLI: "
-                                 "data.init_args.relations includes it).")
+                                 "--data.init_args.resistance true).")
             distinct = value if isinstance(value, DistinctValues) else distinct_values(value)
             # Negative values (UNREACHABLE: padding, graph token, other components) get 0.
             table = emb.table(distinct.values).masked_fill((distinct.values < 0)[:, None], 0.0)

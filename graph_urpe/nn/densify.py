@@ -27,6 +27,9 @@ from graph_urpe.nn.relations import CONTINUOUS_RELATIONS, graph_relation_ids, to
 
 __all__ = ["DenseGraphs", "densify_graphs"]
 
+#: The transform that stores each relation (named in the error for a missing one).
+_STORED_BY = {"spd": "AddShortestPathDistance()", "resistance": "AddResistanceDistance()"}
+
 
 class DenseGraphs(NamedTuple):
     """A PyG batch densified for attention (:func:`densify_graphs`).
@@ -125,8 +128,14 @@ def densify_graphs(
         for name in names:
             value = relations[name]
             if value is None:
-                raise ValueError(f"relation {name!r} is missing from the batch: build the dataset "
-                                 "with the graph_urpe.transforms that store it.")
+                raise ValueError(f"relation {name!r} is missing: pass {name}=data.{name} (stored "
+                                 f"by graph_urpe.transforms.{_STORED_BY.get(name, 'the transforms')}"
+                                 "; build the dataset with it if the graphs lack it)")
+            if name in CONTINUOUS_RELATIONS and (value.dim() != 1 or value.dtype == torch.bool
+                                                 or value.is_complex()):
+                raise TypeError(f"{name} must be a real vector aligned with pair_index ([P], "
+                                f"float32 from the transforms), got {value.dtype} of shape "
+                                f"{list(value.shape)}: pass data.{name}")
             if name == "spd" and (value.is_floating_point() or value.is_complex()
                                   or value.dtype == torch.bool):
                 raise TypeError(f"spd must hold integer shortest-path distances (int16 from "
@@ -153,9 +162,11 @@ def densify_graphs(
         source = torch.where(dense[names[0]] >= 0, 0, UNREACHABLE)
         max_distance = 0
     ids = graph_relation_ids(source, padding_mask, max_distance, graph_token=token is not None)
-    values = {
-        name: distinct_values(F.pad(dense[name].float(), pad, value=float(UNREACHABLE))
-                              if token is not None else dense[name].float())
-        for name in names if name in CONTINUOUS_RELATIONS
-    }
+    values = {}
+    for name in names:
+        if name in CONTINUOUS_RELATIONS:  # real values keep their dtype (float64 stays float64)
+            value = dense[name] if dense[name].is_floating_point() else dense[name].float()
+            if token is not None:
+                value = F.pad(value, pad, value=float(UNREACHABLE))
+            values[name] = distinct_values(value)
     return DenseGraphs(h, key_padding_mask, ids, values, vec, counts, max_num_nodes)
