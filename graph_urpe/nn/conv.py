@@ -21,17 +21,11 @@ from torch_geometric.utils import is_sparse, to_edge_index
 
 from graph_urpe.batch_checks import check_node_features
 from graph_urpe.choices import check_choice
-from graph_urpe.dense import (
-    from_dense_batch,
-)
-from graph_urpe.nn.continuous import (
-    ContinuousRelations,
-)
+from graph_urpe.dense import from_dense_batch
 from graph_urpe.nn.densify import densify_graphs
+from graph_urpe.nn.relation_terms import relation_modules, relation_term
 from graph_urpe.nn.relations import (
-    CONTINUOUS_RELATIONS,
     GraphRelation,
-    RelationEmbedding,
     check_relations,
     num_graph_relations,
     relation_table_distance,
@@ -188,21 +182,10 @@ class URPEGraphConv(nn.Module):
             channels, heads, 2 * channels if ffn_channels is None else ffn_channels,
             dropout, attention_dropout, activation_dropout,
         )
-        num_rel = num_graph_relations(self.max_distance)
-        continuous = [r for r in self.relations if r in CONTINUOUS_RELATIONS]
-        self.spatial_bias = self.multiplier = None
-        self.continuous_bias = self.continuous_multiplier = None
-        if attention != "none":
-            self.spatial_bias = RelationEmbedding(num_rel, heads, init="normal",
-                                                  padding_idx=num_rel - 1)
-            if continuous:
-                self.continuous_bias = ContinuousRelations(continuous, heads, num_kernels)
-        if attention == "urpe":
-            self.multiplier = RelationEmbedding(num_rel, heads, init="ones",
-                                                padding_idx=num_rel - 1)
-            if continuous:
-                self.continuous_multiplier = ContinuousRelations(continuous, heads, num_kernels,
-                                                                 init="zeros")
+        (self.spatial_bias, self.continuous_bias, self.multiplier,
+         self.continuous_multiplier) = relation_modules(attention, self.relations,
+                                                        self.max_distance, heads, heads,
+                                                        num_kernels)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -269,15 +252,8 @@ class URPEGraphConv(nn.Module):
             self.max_distance, num_graphs=num_graphs, max_num_nodes=max_num_nodes,
             validate=validate, edge_index=edge_index,
         )
-        bias = mult = None
-        if self.spatial_bias is not None:
-            bias = self.spatial_bias(ids)
-            if self.continuous_bias is not None:
-                bias = bias + self.continuous_bias(values)
-        if self.multiplier is not None:
-            mult = self.multiplier(ids)
-            if self.continuous_multiplier is not None:
-                mult = mult + self.continuous_multiplier(values)
+        bias = relation_term(self.spatial_bias, self.continuous_bias, ids, values)
+        mult = relation_term(self.multiplier, self.continuous_multiplier, ids, values)
         h = self.layer(h, bias, mult, key_padding_mask)
         return from_dense_batch(h, vec, counts)
 

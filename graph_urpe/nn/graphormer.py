@@ -76,8 +76,8 @@ from graph_urpe.nn.continuous import ContinuousRelations
 from graph_urpe.nn.conv import Attention
 from graph_urpe.nn.densify import densify_graphs
 from graph_urpe.nn.encoders import CategoricalEncoder, DegreeEncoder, MultiHopEdgeEncoder
+from graph_urpe.nn.relation_terms import relation_modules, relation_term
 from graph_urpe.nn.relations import (
-    CONTINUOUS_RELATIONS,
     GraphRelation,
     RelationEmbedding,
     check_relations,
@@ -225,23 +225,11 @@ class GraphormerEncoder(nn.Module):
         self.input_dropout = Dropout(input_dropout)
 
         num_graph_relations(max_distance)  # refuses a negative one
-        num_rel = num_graph_relations(self.max_distance)
-        continuous = [r for r in self.relations if r in CONTINUOUS_RELATIONS]
-        self.spatial_bias = self.multiplier = None
-        self.continuous_bias = self.continuous_multiplier = None
-        if attention != "none":
-            heads = num_heads * (num_layers if bias_per_layer else 1)
-            self.spatial_bias = RelationEmbedding(
-                num_rel, heads, init="normal", padding_idx=num_rel - 1
-            )
-            if continuous:
-                self.continuous_bias = ContinuousRelations(continuous, heads, num_kernels)
-        if attention == "urpe":
-            heads = num_heads * (num_layers if multiplier_per_layer else 1)
-            self.multiplier = RelationEmbedding(num_rel, heads, init="ones", padding_idx=num_rel - 1)
-            if continuous:
-                self.continuous_multiplier = ContinuousRelations(continuous, heads, num_kernels,
-                                                                 init="zeros")
+        (self.spatial_bias, self.continuous_bias, self.multiplier,
+         self.continuous_multiplier) = relation_modules(
+            attention, self.relations, self.max_distance,
+            num_heads * (num_layers if bias_per_layer else 1),
+            num_heads * (num_layers if multiplier_per_layer else 1), num_kernels)
         self.edge_encoder = (
             MultiHopEdgeEncoder(bond_categories, num_heads, max_hops, validate=validate_inputs)
             if edge_encoding == "multi_hop" else None
@@ -286,12 +274,10 @@ class GraphormerEncoder(nn.Module):
                    values: dict[str, Tensor] | None = None):
         """``B`` or ``C`` for all layers at once, the table gathered once plus the continuous
         terms: ``[B, L, H, N', N']`` (per layer) or ``[B, H, N', N']``."""
-        if table is None:
-            return None
-        out = table(ids)  # [B, heads, N', N']
-        if continuous is not None:
-            out = out + continuous(values)
-        return out.unflatten(1, (self.num_layers, self.num_heads)) if per_layer else out
+        out = relation_term(table, continuous, ids, values)  # [B, heads, N', N']
+        if out is None or not per_layer:
+            return out
+        return out.unflatten(1, (self.num_layers, self.num_heads))
 
     def forward(
         self,
