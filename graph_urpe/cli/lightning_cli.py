@@ -34,9 +34,7 @@ import argparse
 import contextlib
 import io
 import logging
-import os
 import os.path as osp
-import re
 import shlex
 import sys
 import textwrap
@@ -45,7 +43,6 @@ from typing import Any, Literal
 import torch
 from lightning.pytorch import LightningDataModule, LightningModule, Trainer
 from lightning.pytorch.callbacks import (
-    EarlyStopping,
     LearningRateMonitor,
     ModelCheckpoint,
 )
@@ -61,35 +58,23 @@ from graph_urpe.cli.checkpoint_args import checkpoint_arguments, ckpt_argument
 from graph_urpe.cli.config_help import configured_values_note, help_config_files, help_epilog
 from graph_urpe.cli.configs import DEFAULT_CONFIG
 from graph_urpe.cli.fit_report import print_fit_summary, write_run_outputs
+from graph_urpe.cli.fit_setup import fit_callbacks, open_run_folder, release_run_folders
 from graph_urpe.cli.leaderboard import trainer_record, write_record
 from graph_urpe.cli.links import add_links
 from graph_urpe.cli.messages import CLIError
 from graph_urpe.cli.parser import HELP_WIDTH, GraphURPEArgumentParser
 from graph_urpe.cli.predict import PredictInputs, add_predict_arguments, predict_smiles
-from graph_urpe.cli.resume_state import RunCheckpoint, use_checked_restore
+from graph_urpe.cli.resume_state import use_checked_restore
 from graph_urpe.cli.run import (
     AtomicCheckpointIO,
-    LogsAtCheckpoint,
-    RNGStateCheckpoint,
     RunCSVLogger,
-    SharedRunFolder,
     tested_checkpoint,
     use_exact_resume,
 )
 from graph_urpe.cli.seeds import seeds_command
-from graph_urpe.cli.time_cues import time_cues
 from graph_urpe.data.modules.graph import BatchedGraphDataModule
-from graph_urpe.data.modules.molecule import CSVDataModule
-from graph_urpe.files import (
-    check_writable,
-    claim_run_folder,
-    lock_run_folder,
-    remove_stale_temporaries,
-    remove_unused_run_folder,
-)
 from graph_urpe.models.classical import ClassicalModel
-from graph_urpe.models.classical_baseline import ClassicalBaseline, classical_from_checkpoint
-from graph_urpe.owned import refuse_links
+from graph_urpe.models.classical_baseline import classical_from_checkpoint
 from graph_urpe.received import shape_mismatch
 from graph_urpe.trust import read_checkpoint
 
@@ -103,13 +88,6 @@ class _FitConfigCallback(SaveConfigCallback):
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
         if stage == "fit":
             super().setup(trainer, pl_module, stage)
-
-
-def _latest_version(folder: str) -> int | None:
-    found = [int(m.group(1)) for d in (os.listdir(folder) if osp.isdir(folder) else [])
-             if (m := re.fullmatch(r"version_(\d+)", d))
-             and osp.isfile(osp.join(folder, d, "checkpoints", "last.ckpt"))]
-    return max(found) if found else None
 
 
 class GraphURPECLI(LightningCLI):
@@ -299,81 +277,18 @@ class GraphURPECLI(LightningCLI):
             return super().instantiate_trainer(**kwargs)
         root = trainer_cfg.get("default_root_dir") or "runs"
         name = config.get("name") or "run"
-        folder = osp.join(root, name)
-        version = config.get("version")
-        ckpt = config.get("ckpt_path")
-        rank_zero = os.environ.get("LOCAL_RANK", "0") == "0" \
-            and os.environ.get("NODE_RANK", "0") == "0"
-        if version is None and ckpt == "last":
-            version = _latest_version(folder)
-            if version is None:
-                raise CLIError(
-                    f"--ckpt_path last: no run of {name!r} under {root} has a last.ckpt; start "
-                    "the run without --ckpt_path, or give --name/--version of the run to resume."
-                )
-        elif version is None and rank_zero:
-            # a new run claims its folder by exclusive creation: parallel runs never share one
-            version = claim_run_folder(folder)[0]
-        # DDP ranks above 0 (without --version) take rank 0's version at setup
-        self._run_folder = SharedRunFolder(folder, version)
-        run_dir = self.run_dir
-        if rank_zero:
-            # one fit per folder (an explicit --version too); then what a killed one left
-            # a received run folder: nothing is written through a link planted in it
-            refuse_links(run_dir, depth=1, what="run folder")
-            for own in ("best.ckpt", "last.ckpt"):
-                if osp.isdir(osp.join(run_dir, "checkpoints", own)):
-                    raise CLIError(f"{osp.join(run_dir, 'checkpoints', own)} is a folder where "
-                                   "the run keeps its checkpoint file: remove it, or start a new "
-                                   "version")
-            _HELD_LOCKS.append((run_dir, lock_run_folder(run_dir)))
-            for part in (run_dir, osp.join(run_dir, "checkpoints")):
-                remove_stale_temporaries(part)
-            # a full disk is one line here, not a TensorBoard thread's traceback later
-            check_writable(osp.join(run_dir, "config.yaml"))
-        if ckpt == "last":
-            last = osp.join(run_dir, "checkpoints", "last.ckpt")
-            if not osp.isfile(last):
-                raise CLIError(f"--ckpt_path last: {last} does not exist.")
-            config["ckpt_path"] = last
-        elif ckpt is None and version is not None \
-                and osp.isfile(osp.join(run_dir, "checkpoints", "last.ckpt")):
-            raise CLIError(
-                f"run folder {run_dir} already holds a trained run: resume it with --ckpt_path "
-                "last, or leave out --version to start a new version."
-            )
-        model = self.model
-        metric = getattr(model, "metric_name", None)
-        mode = getattr(model, "metric_mode", "min")
-        ckpt_dir = osp.join(run_dir, "checkpoints")
-        callbacks = [
-            RunCheckpoint(dirpath=ckpt_dir, filename="last", monitor=None, save_top_k=1,
-                          save_on_exception=True),
-            LearningRateMonitor(logging_interval="step"),
-            RNGStateCheckpoint(),
-            LogsAtCheckpoint(),
-            self._run_folder,
-        ]
-        if metric is not None:
-            callbacks.insert(0, RunCheckpoint(
-                dirpath=ckpt_dir, filename="best", monitor=f"val/{metric}", mode=mode,
-                save_top_k=1, auto_insert_metric_name=False))
-        patience = config.get("early_stopping_patience")
-        if patience is not None and metric is not None:
-            callbacks.append(EarlyStopping(monitor=f"val/{metric}", mode=mode, patience=patience))
-        if config.get("classical_baseline", True) and isinstance(self.datamodule, CSVDataModule):
-            seed = config.get("seed_everything")
-            seed = seed if type(seed) is int and seed >= 0 else 0
-            callbacks.append(ClassicalBaseline(seed=seed))
+        resume = config.get("ckpt_path") is not None
+        self._run_folder, version, config["ckpt_path"] = open_run_folder(
+            root, name, config.get("version"), config.get("ckpt_path"))
         user_callbacks = [cb for cb in (trainer_cfg.get("callbacks") or [])
                           if not isinstance(cb, (ModelCheckpoint, LearningRateMonitor))]
-        callbacks += time_cues(trainer_cfg.get("enable_progress_bar"), user_callbacks)
-        kwargs["callbacks"] = user_callbacks + callbacks
+        kwargs["callbacks"] = user_callbacks + fit_callbacks(
+            config, self.model, self.datamodule, self._run_folder, user_callbacks)
         kwargs["logger"] = [
-            RunCSVLogger(root, name=name, version=version, resume=ckpt is not None),
+            RunCSVLogger(root, name=name, version=version, resume=resume),
             TensorBoardLogger(root, name=name, version=version, default_hp_metric=False),
         ]
-        kwargs["default_root_dir"] = run_dir
+        kwargs["default_root_dir"] = self.run_dir
         return use_checked_restore(use_exact_resume(super().instantiate_trainer(**kwargs)))
 
     @property
@@ -466,9 +381,6 @@ class GraphURPECLI(LightningCLI):
         return self.trainer.predict(model, **kwargs)
 
 
-_HELD_LOCKS: list[tuple[str, Any]] = []
-"""The run folders and locks (:func:`graph_urpe.files.lock_run_folder`) the command holds."""
-
 CONFIG_HELP = (
     "--config: an experiment file (only what differs from the package's default.yaml), or the "
     "name of one shipped with the package without a path, e.g. csv/template or "
@@ -514,12 +426,7 @@ def run(argv: list[str], user_args: list[str] | None = None) -> None:
         _run_cli(parser_kwargs, argv, user_args)
         failed = False
     finally:  # the run folder is free again when the command ends (also within one process)
-        while _HELD_LOCKS:
-            folder, lock = _HELD_LOCKS.pop()
-            if failed:  # a fit that wrote nothing leaves no empty version_N
-                remove_unused_run_folder(folder)
-            if lock is not None:
-                lock.close()
+        release_run_folders(failed)
 
 
 def _printed_config(parser_kwargs: dict[str, Any], argv: list[str]) -> str:
