@@ -102,10 +102,14 @@ def test_store_equals_the_in_memory_path(tmp_path, chunk_rows, workers):
     assert ds._canonical_keys.tolist() == keys
     split = random_split(len(want), (0.8, 0.1, 0.1), 0)
     assert all(torch.equal(ds.get_idx_split()[k], split[k]) for k in split)
-    # collated attributes as an InMemoryDataset holds them (collated.py, summary.py, sampler.py)
-    for key in ("x", "edge_index", "y", "spd", "row"):
+    # collated attributes as an InMemoryDataset holds them (collated.py, summary.py, sampler.py);
+    # features and edge indices in their narrow stored dtypes (the same values)
+    for key in ("x", "edge_index", "edge_attr", "y", "spd", "row"):
+        narrow = stored_graphs.NARROW.get(key)
+        assert ds._data[key].dtype == (want._data[key].dtype if narrow is None
+                                       else torch.from_numpy(np.zeros(0, narrow)).dtype), key
         torch.testing.assert_close(ds._data[key], want._data[key], rtol=0, atol=0,
-                                   equal_nan=True)
+                                   equal_nan=True, check_dtype=False)
         assert torch.equal(ds.slices[key], want.slices[key]), key
     assert "pair_index" not in ds.slices  # every graph's was the canonical one: rebuilt
     assert not osp.exists(osp.join(ds.processed_dir, "graph.pair_index.part0.bin"))
@@ -215,3 +219,17 @@ def test_writer_and_reader(tmp_path):
         handle.write(b"\0")
     with pytest.raises(CorruptCacheError, match="pairs.bin"):
         read_store(str(tmp_path))
+
+
+def test_categorical_features_beyond_a_byte_are_refused_by_name():
+    from torch_geometric.data import Data
+
+    graph = Data(x=torch.tensor([[3], [300]]), edge_index=torch.tensor([[0, 1], [1, 0]]),
+                 num_nodes=2)
+    with pytest.raises(ValueError, match=r"graph attribute 'x' holds values in \[3, 300\], "
+                                         r"outside uint8"):
+        stored_graphs.graphs_to_columns([graph])
+    graph.x = torch.tensor([[0.5], [300.0]])  # floating features are stored as they are
+    columns = {name: values for name, values, *_ in stored_graphs.graphs_to_columns([graph])}
+    assert columns["graph.x"].dtype == np.float32
+    assert columns["graph.edge_index"].dtype == np.int32
