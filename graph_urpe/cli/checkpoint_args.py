@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os.path as osp
 
+from graph_urpe.cli.argv import option_values
 from graph_urpe.trust import read_run_data
 
 __all__ = ["checkpoint_arguments", "ckpt_argument"]
@@ -19,12 +20,8 @@ __all__ = ["checkpoint_arguments", "ckpt_argument"]
 
 def ckpt_argument(argv: list[str]) -> str | None:
     """The value of ``--ckpt_path`` on the command line (the last one), or :obj:`None`."""
-    value = None
-    for i, arg in enumerate(argv):
-        if arg == "--ckpt_path" and i + 1 < len(argv):
-            value = argv[i + 1]
-        elif arg.startswith("--ckpt_path="):
-            value = arg.split("=", 1)[1]
+    found = option_values(argv, "--ckpt_path")
+    value = found[-1].value if found else None
     return None if value in (None, "null", "None", "") else value
 
 

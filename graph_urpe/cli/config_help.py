@@ -27,6 +27,8 @@ from typing import Any
 
 import yaml
 
+from graph_urpe.cli.argv import option_values
+
 __all__ = ["class_help_option", "configured_values_note", "help_config_files", "help_epilog"]
 
 _HELP = ("-h", "--help")
@@ -34,13 +36,7 @@ _HELP = ("-h", "--help")
 
 def _config_values(argv: list[str]) -> list[tuple[int, str]]:
     """``(position, value)`` of every ``--config`` value of ``argv``."""
-    found = []
-    for i, arg in enumerate(argv):
-        if arg == "--config" and i + 1 < len(argv):
-            found.append((i, argv[i + 1]))
-        elif arg.startswith("--config="):
-            found.append((i, arg.split("=", 1)[1]))
-    return found
+    return [(found.position, found.value) for found in option_values(argv, "--config")]
 
 
 def help_config_files(argv: list[str]) -> list[str]:

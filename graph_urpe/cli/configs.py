@@ -17,6 +17,7 @@ import os.path as osp
 from importlib.resources import files
 from pathlib import Path
 
+from graph_urpe.cli.argv import option_values
 from graph_urpe.cli.messages import CLIError
 
 __all__ = ["CONFIG_DIR", "DEFAULT_CONFIG", "list_configs", "resolve_config", "resolve_config_args"]
@@ -82,9 +83,9 @@ def resolve_config_args(argv: list[str]) -> list[str]:
         CLIError: for a ``--config`` that names nothing.
     """
     out = list(argv)
-    for i, arg in enumerate(out):
-        if arg == "--config" and i + 1 < len(out):
-            out[i + 1] = resolve_config(out[i + 1])
-        elif arg.startswith("--config="):
-            out[i] = "--config=" + resolve_config(arg.split("=", 1)[1])
+    for i, value, inline in option_values(out, "--config"):
+        if inline:
+            out[i] = "--config=" + resolve_config(value)
+        else:
+            out[i + 1] = resolve_config(value)
     return out

@@ -56,6 +56,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from graph_urpe.cli.argv import split_passthrough
 from graph_urpe.cli.messages import CLIError
 from graph_urpe.cli.search_space import (
     DEFAULT_SPACE,
@@ -367,8 +368,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         (a later failing trial is recorded as failed and the search goes on).
     """
     argv = list(sys.argv[1:] if argv is None else argv)
-    extra = argv[argv.index("--") + 1:] if "--" in argv else []
-    args = build_parser().parse_args(argv[:argv.index("--")] if "--" in argv else argv)
+    own, extra = split_passthrough(argv)
+    args = build_parser().parse_args(own)
     if args.print_space:
         print(DEFAULT_SPACE, end="")
         return 0

@@ -24,6 +24,7 @@ import subprocess
 import sys
 from collections.abc import Sequence
 
+from graph_urpe.cli.argv import split_passthrough
 from graph_urpe.cli.collect import main as collect_main
 
 __all__ = ["build_parser", "main", "seeds_command"]
@@ -101,8 +102,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         run folder.
     """
     argv = list(sys.argv[1:] if argv is None else argv)
-    extra = argv[argv.index("--") + 1:] if "--" in argv else []
-    args = build_parser().parse_args(argv[:argv.index("--")] if "--" in argv else argv)
+    own, extra = split_passthrough(argv)
+    args = build_parser().parse_args(own)
     if args.seeds < 1:
         print(f"graph-urpe seeds: error: --seeds must be >= 1, got {args.seeds}", file=sys.stderr)
         return 2
