@@ -34,16 +34,13 @@ __all__ = [
 
 class DistinctValues(NamedTuple):
     """A real-valued pair map as its distinct values and an index into them
-    (:func:`distinct_values`): ``values[index]`` is the map.
-
-    Attributes:
-        values (Tensor): the distinct values ``[U]``, sorted ascending, the map's dtype (for a
-            map that requires grad: every cell's value, in the map's order, ``U`` = cells).
-        index (LongTensor): ``[..., Nq, Nk]``, the map's shape, entries in ``[0, U)``.
-    """
+    (:func:`distinct_values`): ``values[index]`` is the map."""
 
     values: Tensor
+    """The distinct values ``[U]``, sorted ascending, the map's dtype (for a map that requires
+    grad: every cell's value, in the map's order, ``U`` = cells)."""
     index: Tensor
+    """``[..., Nq, Nk]`` int64, the map's shape, entries in ``[0, U)``."""
 
 
 def distinct_values(value: Tensor) -> DistinctValues:
