@@ -105,6 +105,30 @@ def main(argv: list[str] | None = None) -> None:
                          f"{statistics.fmean(r['cpu_s'] for r in mine):.0f}"])
     print(bench.markdown_table(["set", "metric", "encoder", "val mean", "val per seed",
                                 "test mean", "test per seed", "CPU s / run"], rows))
+    print("\n" + choice_line(records, args.sets, args.encoders))
+
+
+def choice_line(records: list[dict], sets: list[str], encoders: list[str]) -> str:
+    """Which encoder has the best mean validation metric on each set, and how many sets each
+    wins: the rule that chooses the template's default (validation only; ties go to the encoder
+    named first)."""
+    wins = dict.fromkeys(encoders, 0)
+    parts = []
+    for name in sets:
+        means = {}
+        for encoder in encoders:
+            vals = [r["val"] for r in records if r["set"] == name and r["encoder"] == encoder]
+            if vals:
+                means[encoder] = statistics.fmean(vals)
+        if not means:
+            continue
+        higher = next(r["metric"] for r in records if r["set"] == name) != "mae"
+        best = max(means, key=lambda e: (means[e] if higher else -means[e],
+                                         -encoders.index(e)))
+        wins[best] += 1
+        parts.append(f"{name}: {best}")
+    return ("best mean validation metric per set: " + "; ".join(parts) + ". Sets won: "
+            + ", ".join(f"{e} {n}" for e, n in wins.items()))
 
 
 if __name__ == "__main__":
