@@ -35,7 +35,8 @@ import torch
 from scipy.stats import spearmanr
 from torch import Tensor
 
-__all__ = ["LEVEL", "SUMMARY_LABELS", "calibration_metrics", "fit_calibration", "fit_platt",
+__all__ = ["LEVEL", "SUMMARY_LABELS", "CalibrationMixin", "calibration_metrics",
+           "fit_calibration", "fit_platt",
            "masked_gaussian_nll", "platt_targets"]
 
 LEVEL = 0.95
@@ -196,3 +197,82 @@ def calibration_metrics(mean: Tensor, std: Tensor, lower: Tensor, upper: Tensor,
                                else float(spearmanr(err, sd).statistic))
         per["nll"].append(float(np.mean(_HALF_LOG_2PI + np.log(sd) + 0.5 * (err / sd) ** 2)))
     return {k: float(np.mean(v)) if v else float("nan") for k, v in per.items()}
+
+
+class CalibrationMixin:
+    """The calibration of a :class:`~graph_urpe.models.GraphPropertyModule`'s predictions, fitted
+    on the validation split: z-scaled standard deviations and conformal 95 % intervals
+    (regression; buffers ``uncertainty_scale``, ``interval_factor``) and Platt scaling
+    (classification with ``platt_scaling``; buffers ``platt_scale``, ``platt_bias``), scored on
+    the test split (:func:`calibration_metrics`). Reads the module's ``num_labels``,
+    ``hparams`` and :attr:`~graph_urpe.models.ensemble.EnsembleMixin.per_molecule_uncertainty`.
+    """
+
+    def _init_calibration(self) -> None:
+        """The buffers ``uncertainty_scale`` (sigma -> calibrated std, z-scaling) and
+        ``interval_factor`` (95 % half-width / sigma, conformal) of each target, fitted on the
+        validation split (regression); NaN until then. With ``platt_scaling`` (classification
+        only) also ``platt_scale`` and ``platt_bias`` (:func:`~graph_urpe.models.calibration.
+        fit_platt`; a buffer only when asked for, so other checkpoints keep their tensors)."""
+        for name in ("uncertainty_scale", "interval_factor"):
+            self.register_buffer(name, torch.full((self.num_labels,), float("nan")))
+        if self.hparams.get("platt_scaling"):
+            if self.hparams.task != "classification":
+                raise ValueError("platt_scaling calibrates the probabilities of binary "
+                                 f"classification; this task is {self.hparams.task!r}: leave "
+                                 "it false.")
+            for name in ("platt_scale", "platt_bias"):
+                self.register_buffer(name, torch.full((self.num_labels,), float("nan")))
+
+    def platt_logits(self, logits: Tensor) -> Tensor:
+        """Classification logits ``[R, T]`` after Platt scaling (``a z + b`` per task; as they
+        are without ``platt_scaling`` and for a task not yet calibrated)."""
+        if not hasattr(self, "platt_scale"):
+            return logits
+        scale = torch.nan_to_num(self.platt_scale, nan=1.0)
+        return logits * scale + torch.nan_to_num(self.platt_bias, nan=0.0)
+
+    def _default_calibration(self, checkpoint: dict) -> None:
+        """A checkpoint written before calibration existed loads as uncalibrated."""
+        state = checkpoint.get("state_dict")
+        for name in ("uncertainty_scale", "interval_factor"):
+            if state is not None and name not in state:
+                state[name] = torch.full((self.num_labels,), float("nan"))
+
+    def calibrated(self, mean: Tensor, variance: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """``(std, lower, upper)`` ``[R, T]``: z-scaled standard deviations and the conformal
+        95 % interval (uncalibrated: the raw std and the Gaussian's 1.96 std)."""
+        sigma = variance.clamp(min=0).sqrt().clamp(min=1e-12)
+        scale = torch.nan_to_num(self.uncertainty_scale, nan=1.0)
+        half = torch.nan_to_num(self.interval_factor, nan=1.959964) * sigma
+        return sigma * scale, mean - half, mean + half
+
+    def _uncertainty_epoch(self, stage: str, mean: Tensor, variance: Tensor, target: Tensor
+                           ) -> dict[str, float]:
+        """Regression: at validation fit the calibration; at test keep ``test_uncertainty``
+        (``{"std", "lower", "upper"}``; without :attr:`per_molecule_uncertainty` no ``"std"``)
+        and return the calibration metrics (``test/coverage95``, ``test/nll``, and with
+        :attr:`per_molecule_uncertainty` ``test/spearman``). An ensemble classifier's test:
+        ``test_uncertainty`` = ``{"std": the members' std of the probability}``."""
+        if self.hparams.task != "regression":
+            if stage == "val" and hasattr(self, "platt_scale"):
+                scale, bias = fit_platt(mean, target)
+                self.platt_scale.copy_(scale)
+                self.platt_bias.copy_(bias)
+            if stage == "test" and len(self.members) > 1:
+                self.test_uncertainty = {"std": variance.clamp(min=0).sqrt()}
+            return {}
+        if stage == "val":
+            scale, factor = fit_calibration(mean, variance.clamp(min=0).sqrt().clamp(min=1e-12),
+                                            target, LEVEL)
+            self.uncertainty_scale.copy_(scale)
+            self.interval_factor.copy_(factor)
+            return {}
+        std, lower, upper = self.calibrated(mean, variance)
+        scores = calibration_metrics(mean, std, lower, upper, target)
+        if not self.per_molecule_uncertainty:  # one std for every molecule: no ranking of them
+            self.test_uncertainty = {"lower": lower, "upper": upper}
+            return {"test/coverage95": scores["coverage"], "test/nll": scores["nll"]}
+        self.test_uncertainty = {"std": std, "lower": lower, "upper": upper}
+        return {"test/coverage95": scores["coverage"], "test/spearman": scores["spearman"],
+                "test/nll": scores["nll"]}

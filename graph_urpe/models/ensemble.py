@@ -28,7 +28,6 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from graph_urpe.choices import check_at_least
-from graph_urpe.models.calibration import LEVEL, calibration_metrics, fit_calibration, fit_platt
 from graph_urpe.models.optim import configure_gradient_clipping
 from graph_urpe.nn.relations import GraphRelation
 
@@ -120,46 +119,15 @@ def member_spread(outputs: Tensor, task: str, mve: bool = False) -> Tensor | Non
 
 
 class EnsembleMixin:
-    """The members' forward, predictions with uncertainty and calibration of a
+    """The members' forward and predictions with uncertainty of a
     :class:`~graph_urpe.models.GraphPropertyModule` (which holds ``_forwards``, ``mve``,
-    ``num_labels``, the target statistics and the buffers ``uncertainty_scale`` and
-    ``interval_factor``)."""
+    ``num_labels`` and the target statistics; the calibration is
+    :class:`~graph_urpe.models.calibration.CalibrationMixin`'s)."""
 
     def _init_ensemble(self, ensemble_size: int) -> None:
         """``ensemble``: the ``ensemble_size - 1`` members beside ``model``."""
         check_at_least(1, ensemble_size=ensemble_size)
         self.ensemble = nn.ModuleList(member_copies(self.model, ensemble_size - 1))
-
-    def _init_calibration(self) -> None:
-        """The buffers ``uncertainty_scale`` (sigma -> calibrated std, z-scaling) and
-        ``interval_factor`` (95 % half-width / sigma, conformal) of each target, fitted on the
-        validation split (regression); NaN until then. With ``platt_scaling`` (classification
-        only) also ``platt_scale`` and ``platt_bias`` (:func:`~graph_urpe.models.calibration.
-        fit_platt`; a buffer only when asked for, so other checkpoints keep their tensors)."""
-        for name in ("uncertainty_scale", "interval_factor"):
-            self.register_buffer(name, torch.full((self.num_labels,), float("nan")))
-        if self.hparams.get("platt_scaling"):
-            if self.hparams.task != "classification":
-                raise ValueError("platt_scaling calibrates the probabilities of binary "
-                                 f"classification; this task is {self.hparams.task!r}: leave "
-                                 "it false.")
-            for name in ("platt_scale", "platt_bias"):
-                self.register_buffer(name, torch.full((self.num_labels,), float("nan")))
-
-    def platt_logits(self, logits: Tensor) -> Tensor:
-        """Classification logits ``[R, T]`` after Platt scaling (``a z + b`` per task; as they
-        are without ``platt_scaling`` and for a task not yet calibrated)."""
-        if not hasattr(self, "platt_scale"):
-            return logits
-        scale = torch.nan_to_num(self.platt_scale, nan=1.0)
-        return logits * scale + torch.nan_to_num(self.platt_bias, nan=0.0)
-
-    def _default_calibration(self, checkpoint: dict) -> None:
-        """A checkpoint written before calibration existed loads as uncalibrated."""
-        state = checkpoint.get("state_dict")
-        for name in ("uncertainty_scale", "interval_factor"):
-            if state is not None and name not in state:
-                state[name] = torch.full((self.num_labels,), float("nan"))
 
     @property
     def per_molecule_uncertainty(self) -> bool:
@@ -216,14 +184,6 @@ class EnsembleMixin:
         return out[:, :self.num_labels] * self.target_std + self.target_mean, \
             var * self.target_std.square()
 
-    def calibrated(self, mean: Tensor, variance: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """``(std, lower, upper)`` ``[R, T]``: z-scaled standard deviations and the conformal
-        95 % interval (uncalibrated: the raw std and the Gaussian's 1.96 std)."""
-        sigma = variance.clamp(min=0).sqrt().clamp(min=1e-12)
-        scale = torch.nan_to_num(self.uncertainty_scale, nan=1.0)
-        half = torch.nan_to_num(self.interval_factor, nan=1.959964) * sigma
-        return sigma * scale, mean - half, mean + half
-
     def _eval_rows(self, batch) -> Tensor:
         """What validation and test collect per row: regression ``[means, variances]``
         (:meth:`mean_and_variance`), classification ``[logits, members' variance of the
@@ -238,36 +198,6 @@ class EnsembleMixin:
         spread = member_spread(outs.float(), task)
         return torch.cat([out.float(), torch.zeros_like(out.float()) if spread is None
                           else spread], dim=-1)
-
-    def _uncertainty_epoch(self, stage: str, mean: Tensor, variance: Tensor, target: Tensor
-                           ) -> dict[str, float]:
-        """Regression: at validation fit the calibration; at test keep ``test_uncertainty``
-        (``{"std", "lower", "upper"}``; without :attr:`per_molecule_uncertainty` no ``"std"``)
-        and return the calibration metrics (``test/coverage95``, ``test/nll``, and with
-        :attr:`per_molecule_uncertainty` ``test/spearman``). An ensemble classifier's test:
-        ``test_uncertainty`` = ``{"std": the members' std of the probability}``."""
-        if self.hparams.task != "regression":
-            if stage == "val" and hasattr(self, "platt_scale"):
-                scale, bias = fit_platt(mean, target)
-                self.platt_scale.copy_(scale)
-                self.platt_bias.copy_(bias)
-            if stage == "test" and len(self.members) > 1:
-                self.test_uncertainty = {"std": variance.clamp(min=0).sqrt()}
-            return {}
-        if stage == "val":
-            scale, factor = fit_calibration(mean, variance.clamp(min=0).sqrt().clamp(min=1e-12),
-                                            target, LEVEL)
-            self.uncertainty_scale.copy_(scale)
-            self.interval_factor.copy_(factor)
-            return {}
-        std, lower, upper = self.calibrated(mean, variance)
-        scores = calibration_metrics(mean, std, lower, upper, target)
-        if not self.per_molecule_uncertainty:  # one std for every molecule: no ranking of them
-            self.test_uncertainty = {"lower": lower, "upper": upper}
-            return {"test/coverage95": scores["coverage"], "test/nll": scores["nll"]}
-        self.test_uncertainty = {"std": std, "lower": lower, "upper": upper}
-        return {"test/coverage95": scores["coverage"], "test/spearman": scores["spearman"],
-                "test/nll": scores["nll"]}
 
     def predict_outputs(self, batch) -> dict[str, Tensor]:
         """``{"prediction": [R, T]}`` in the labels' units (probabilities for classification),

@@ -53,7 +53,7 @@ from graph_urpe.data.facts import (
     label_columns,
 )
 from graph_urpe.models import finetune
-from graph_urpe.models.calibration import masked_gaussian_nll
+from graph_urpe.models.calibration import CalibrationMixin, masked_gaussian_nll
 from graph_urpe.models.ensemble import EnsembleMixin
 from graph_urpe.models.hparams import save_configuration
 from graph_urpe.models.metrics import (
@@ -94,7 +94,7 @@ class NonFiniteLossError(RuntimeError):
     blames the labels only when they are out of range."""
 
 
-class GraphPropertyModule(EnsembleMixin, TrustedLoadMixin, LightningModule):
+class GraphPropertyModule(EnsembleMixin, CalibrationMixin, TrustedLoadMixin, LightningModule):
     r"""Graph- or node-level regression / binary / multi-class classification with an injected
     network.
 
