@@ -16,7 +16,8 @@ from graph_urpe.cli.predict import PredictInputs, predict_smiles
 from graph_urpe.data.featurize import smiles_to_graph
 from graph_urpe.data.modules.graph import IndexedDataset
 from graph_urpe.data.modules.molecule import CSVDataModule
-from graph_urpe.models.graph import GraphPropertyModule, NonFiniteLossError
+from graph_urpe.models.graph import GraphPropertyModule
+from graph_urpe.models.loss_checks import NonFiniteLossError
 from graph_urpe.models.metrics import EpochPredictions, epoch_metrics, masked_loss
 from graph_urpe.models.optim import PolynomialDecayLR, parameter_groups, polynomial_decay_lr
 from graph_urpe.nn import Graphormer

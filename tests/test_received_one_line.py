@@ -21,7 +21,8 @@ from optuna.storages.journal import JournalFileBackend
 
 from graph_urpe.cli import main
 from graph_urpe.data.modules.molecule import CSVDataModule
-from graph_urpe.models.graph import GraphPropertyModule, NonFiniteLossError
+from graph_urpe.models.graph import GraphPropertyModule
+from graph_urpe.models.loss_checks import NonFiniteLossError
 from graph_urpe.models.pruning import open_study, study_storage
 from graph_urpe.trust import ReceivedFileError, read_checkpoint
 from tests.test_hpopt import tiny_config

@@ -34,7 +34,6 @@ from a network *instance* is loaded with ``load_from_checkpoint(path, model=net)
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -44,7 +43,6 @@ from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from lightning.pytorch.utilities import rank_zero_info
 from torch import Tensor, nn
 
-from graph_urpe.data.csv.labels import LARGE_LABEL
 from graph_urpe.data.facts import (
     GraphData,
     TrainingStatistics,
@@ -56,6 +54,7 @@ from graph_urpe.models import finetune
 from graph_urpe.models.calibration import CalibrationMixin, masked_gaussian_nll
 from graph_urpe.models.ensemble import EnsembleMixin
 from graph_urpe.models.hparams import save_configuration
+from graph_urpe.models.loss_checks import non_finite_loss_error
 from graph_urpe.models.metrics import (
     METRICS,
     EpochPredictions,
@@ -82,17 +81,10 @@ from graph_urpe.trust import TrustedLoadMixin
 __all__ = [
     "NODE_ID_STRIDE",
     "GraphPropertyModule",
-    "NonFiniteLossError",
     "node_sample_ids",
 ]
 
 #: Task types of :class:`GraphPropertyModule`; losses and monitored metrics it accepts.
-
-class NonFiniteLossError(RuntimeError):
-    """Training produced a NaN / infinite loss: the run is stopped instead of continuing. The
-    message says what was seen (loss, step, learning rate, largest label, outputs, weights) and
-    blames the labels only when they are out of range."""
-
 
 class GraphPropertyModule(EnsembleMixin, CalibrationMixin, TrustedLoadMixin, LightningModule):
     r"""Graph- or node-level regression / binary / multi-class classification with an injected
@@ -187,7 +179,8 @@ class GraphPropertyModule(EnsembleMixin, CalibrationMixin, TrustedLoadMixin, Lig
             ``pos_weight`` for a task other than classification, of the wrong length, or not
             positive and finite; ``target_names`` of another length than the targets;
             (in :meth:`setup`) for ``compile=True`` on a CPU run.
-        NonFiniteLossError: (during training) when a loss is NaN or infinite.
+        ~graph_urpe.models.loss_checks.NonFiniteLossError: (during training) when a loss is
+            NaN or infinite.
     """
 
     def __init__(
@@ -401,45 +394,9 @@ class GraphPropertyModule(EnsembleMixin, CalibrationMixin, TrustedLoadMixin, Lig
         loss = sum(self._loss(pred, target) for pred in outs)
         pred = outs[0]
         if not torch.isfinite(loss):
-            raise self._non_finite_loss(loss, outs, target)
+            raise non_finite_loss_error(self, loss, outs, target)
         self.log("train/loss", loss / len(outs), prog_bar=True, batch_size=pred.shape[0])
         return loss
-
-    def _non_finite_loss(self, loss: Tensor, outs: Tensor, target: Tensor) -> NonFiniteLossError:
-        """The error for a NaN / infinite training loss, saying what was seen (the loss, the step,
-        the learning rate, the largest label as the loss sees it, whether the outputs and the
-        weights are finite) and blaming the labels only when they are out of range
-        (:data:`~graph_urpe.data.csv.labels.LARGE_LABEL`), else the learning rate (or, before
-        the first update, the starting weights)."""
-        scaled = self._scaled(target)
-        seen = scaled[~torch.isnan(scaled)].abs()
-        largest = seen.max().item() if seen.numel() else 0.0
-        lrs = [g["lr"] for opt in self.trainer.optimizers for g in opt.param_groups]
-        params = list(self.parameters())
-        broken = sum(not torch.isfinite(p).all().item() for p in params)
-        standardised = " (standardised)" if self.hparams.task == "regression" \
-            and self.hparams.get("standardize", True) else ""
-        seen_text = (f"training loss is {loss.item()} at epoch {self.current_epoch}, step "
-                     f"{self.global_step}, lr {max(lrs, default=float('nan')):.3g}; the batch's "
-                     f"largest |label|{standardised} is {largest:.3g}, its outputs are "
-                     f"{'' if torch.isfinite(outs).all() else 'not '}finite, "
-                     + (f"{broken} of {len(params)} weight tensors are not finite" if broken
-                        else "the weights are finite"))
-        if not math.isfinite(largest) or largest > LARGE_LABEL:
-            advice = ("the labels are out of range: check the label column for huge values "
-                      "(or rescale them)")
-        elif self.global_step == 0 and not self.trainer.ckpt_path:
-            advice = ("the labels are in range and no update was made yet: check the network's "
-                      "starting weights (--model.init_args.pretrained) and its settings")
-        else:
-            advice = ("the labels are in range, so the updates diverged: lower the optimizer's "
-                      "lr (--model.init_args.optimizer.init_args.lr)")
-            resumed = self.trainer.ckpt_path
-            if resumed and broken:
-                advice += (f"; this run resumed from {resumed}: if its optimizer state is not "
-                           "this model's, start a new fit")
-        return NonFiniteLossError(f"{seen_text}: {advice}. Training stopped; the last good "
-                                  "checkpoint is kept.")
 
     def _eval_step(self, batch, stage: str) -> None:
         pred = self._eval_rows(batch)
