@@ -84,6 +84,8 @@ def cv_fit(gram: np.ndarray, y: np.ndarray, task: str, seed: int):
 def kernel_heads(emb: np.ndarray, fps: np.ndarray, y: np.ndarray, rows: dict, task: str,
                  seed: int) -> dict[str, np.ndarray]:
     """Predictions (labels' units, or SVC decision values) of every row for each kernel."""
+    from sklearn.metrics import roc_auc_score
+
     from graph_urpe.data.fingerprints import tanimoto_kernel
 
     train = rows["train"]
@@ -109,7 +111,6 @@ def kernel_heads(emb: np.ndarray, fps: np.ndarray, y: np.ndarray, rows: dict, ta
         if task == "regression":
             val_score = -float(np.sqrt(np.mean((pred[valid] * y_std + y_mean - y[valid]) ** 2)))
         else:
-            from sklearn.metrics import roc_auc_score
             val_score = float(roc_auc_score(y[valid], pred[valid]))
         tried.append((cv_score, val_score, pred, w))
     by_cv = max(tried, key=lambda t: t[0])

@@ -88,6 +88,7 @@ def test_distinct_values_of_a_hand_worked_map():
     assert torch.equal(distinct.values, torch.tensor([-1.0, 0.0, 0.5]))
     assert torch.equal(distinct.index, torch.tensor([[1, 2, 0], [2, 1, 0], [0, 0, 1]]))
     assert torch.equal(distinct.values[distinct.index], value)
+    assert distinct_values(distinct) is distinct  # already distinct: returned as it is
 
 
 def test_gather_heads_layout_and_gradient():

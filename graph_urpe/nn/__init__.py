@@ -3,11 +3,11 @@
 What researchers import: the attention core :func:`~graph_urpe.nn.functional.urpe_attention`,
 :class:`MultiheadURPEAttention`, relation ids and tables (:class:`RelationEmbedding`,
 :func:`graph_relation_ids`, :func:`relative_position_ids`; continuous relations through
-:class:`GaussianBasisEmbedding`, evaluated once per :func:`distinct_values`), the Transformer layer (:class:`TransformerLayer`,
-:class:`GraphormerLayer` with Graphormer's defaults; dense), the graph layer :class:`URPEGraphConv`
-in PyG's sparse layout, the feature encoders, the dense helpers of
-:mod:`graph_urpe.dense` (re-exported here), and the graph and sequence models built from them. No
-training code lives here, and nothing from the data side.
+:class:`GaussianBasisEmbedding`, evaluated once per :func:`distinct_values`), the Transformer
+layer (:class:`TransformerLayer`, :class:`GraphormerLayer` with Graphormer's defaults; dense), the
+graph layer :class:`URPEGraphConv` in PyG's sparse layout, the feature encoders, the dense
+helpers of :mod:`graph_urpe.dense` (re-exported here), and the graph and sequence models built
+from them. No training code lives here, and nothing from the data side.
 """
 
 from graph_urpe.dense import from_dense_batch, to_dense_pair, to_dense_path_edges

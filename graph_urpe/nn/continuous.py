@@ -43,11 +43,13 @@ class DistinctValues(NamedTuple):
     """``[..., Nq, Nk]`` int64, the map's shape, entries in ``[0, U)``."""
 
 
-def distinct_values(value: Tensor) -> DistinctValues:
+def distinct_values(value: Tensor | DistinctValues) -> DistinctValues:
     """The distinct values of a pair map and the index that gathers them back
     (:func:`torch.unique` with ``return_inverse=True``), so that a function of each value is
     evaluated once per distinct value (Graphormer-GD's resistance distance:
-    :class:`GaussianBasisEmbedding`).
+    :class:`GaussianBasisEmbedding`). Given :class:`DistinctValues`, returns them as they are.
+    On CUDA the unique's size is one host synchronisation per call (one per batch: the encoder
+    and :class:`~graph_urpe.nn.URPEGraphConv` call it once, in their densification).
 
     A map that requires grad (a relation computed from learned weights) is kept per cell (its
     values in order, the index an ``arange``), so that its gradient reaches every cell:
@@ -55,7 +57,8 @@ def distinct_values(value: Tensor) -> DistinctValues:
     per cell.
 
     Args:
-        value (Tensor): the map ``[..., Nq, Nk]`` (real, integer or bool dtype, kept).
+        value (Tensor or DistinctValues): the map ``[..., Nq, Nk]`` (real, integer or bool
+            dtype, kept).
 
     Returns:
         DistinctValues: ``values`` ``[U]`` sorted ascending and ``index`` (int64, the map's
@@ -68,6 +71,8 @@ def distinct_values(value: Tensor) -> DistinctValues:
     Raises:
         TypeError: for a complex map.
     """
+    if isinstance(value, DistinctValues):
+        return value
     if value.is_complex():
         raise TypeError(f"a pair map must hold real values, got {value.dtype}")
     if value.requires_grad:
@@ -139,8 +144,8 @@ class GaussianBasisEmbedding(nn.Module):
         - **input**: ``[..., Nq, Nk]``, any real or integer dtype, converted to the parameters'
           dtype (``float32`` unless the module was converted, e.g. with ``.double()``), or its
           :class:`DistinctValues`; :meth:`table`: the values ``[U]``
-        - **output**: ``[..., H, Nq, Nk]`` (:meth:`table`: ``[U, H]``) in the parameters' dtype; inside
-          :func:`torch.autocast` the dtype autocast gives the two linear layers (e.g.
+        - **output**: ``[..., H, Nq, Nk]`` (:meth:`table`: ``[U, H]``) in the parameters' dtype;
+          inside :func:`torch.autocast` the dtype autocast gives the two linear layers (e.g.
           ``bfloat16``; the Gaussians themselves are computed in the parameters' dtype)
 
     Raises:
@@ -199,7 +204,7 @@ class GaussianBasisEmbedding(nn.Module):
 
     def forward(self, value: Tensor | DistinctValues) -> Tensor:
         """``[..., Nq, Nk]`` (or its :func:`distinct_values`) -> ``[..., H, Nq, Nk]``."""
-        distinct = value if isinstance(value, DistinctValues) else distinct_values(value)
+        distinct = distinct_values(value)
         return gather_heads(self.table(distinct.values), distinct.index)
 
     def __repr__(self) -> str:
@@ -224,8 +229,8 @@ class ContinuousRelations(nn.Module):
 
     Shapes:
         - **input**: ``values``, a mapping from each relation's name to its padded values
-          ``[B, N', N']`` (:data:`~graph_urpe.constants.UNREACHABLE` where there is none), or to their
-          :func:`distinct_values` (computed once per batch and shared by ``B`` and ``C``)
+          ``[B, N', N']`` (:data:`~graph_urpe.constants.UNREACHABLE` where there is none), or
+          to their :func:`distinct_values` (computed once per batch, shared by ``B`` and ``C``)
         - **output**: ``[B, H, N', N']``, dtype as :class:`GaussianBasisEmbedding`'s output
 
     Raises:
@@ -255,7 +260,7 @@ class ContinuousRelations(nn.Module):
                 raise ValueError(f"relation {name!r} is missing from the batch: build the dataset "
                                  "with graph_urpe.transforms.AddResistanceDistance() (in the CLI: "
                                  "--data.init_args.resistance true).")
-            distinct = value if isinstance(value, DistinctValues) else distinct_values(value)
+            distinct = distinct_values(value)
             # Negative values (UNREACHABLE: padding, graph token, other components) get 0.
             table = emb.table(distinct.values).masked_fill((distinct.values < 0)[:, None], 0.0)
             term = gather_heads(table, distinct.index)
