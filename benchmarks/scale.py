@@ -2,7 +2,8 @@
 of molecules, side by side.
 
 For each size ``N`` (the first ``N`` SMILES of MOSES' training set, the ``molsets`` wheel's
-``moses/dataset/data/train.csv.gz``; one random label column), every measurement runs in a fresh
+``moses/dataset/data/train.csv.gz``; one label column ``y``: seeded random numbers, or with
+``--label logp`` RDKit's Crippen logP, a real property for the loss curves), every measurement runs in a fresh
 process (its own peak RSS, ``ru_maxrss``; worker processes' peak separately):
 
 * ``featurize``: :class:`~graph_urpe.data.modules.molecule.CSVDataModule` processing the CSV as
@@ -18,6 +19,13 @@ process (its own peak RSS, ``ru_maxrss``; worker processes' peak separately):
   splitting the batches) open the same cache and take ``--ddp-steps`` training steps; each rank's
   RSS split into ``RssAnon`` / ``RssFile`` and its PSS (``/proc/PID/smaps_rollup``), after the
   steps and again after reading every page of the memory-mapped cache (what an epoch touches);
+* ``epoch``: ``graph-urpe fit`` itself (the CSV template's network from scratch, no classical
+  model, no test) on the cached data for ``--epoch-fraction`` of one epoch (Lightning's
+  ``limit_train_batches`` and ``limit_val_batches``), once per ``--epoch-processes`` count (``1``,
+  and ``2``: Lightning's ``ddp`` strategy on CPU, ``gloo``, one thread a rank): wall and CPU
+  seconds, training graphs per wall second, the largest rank's peak RSS, and the training loss
+  against the graphs seen (``metrics.csv``), so that the curves of 1 and 2 processes can be
+  compared;
 * ``predict``: :func:`graph_urpe.cli.predict.predict_smiles` (what ``graph-urpe predict`` runs)
   over the N SMILES with the template's network (untrained: the speed is the trained one's),
   chunked (``--chunk-rows``): molecules per second, peak RSS, output size.
@@ -136,18 +144,105 @@ def _folder_mb(folder: str) -> float:
     return sum(osp.getsize(osp.join(d, f)) for d, _, fs in os.walk(folder) for f in fs) / 2**20
 
 
-def write_inputs(moses: str, n: int, work: str) -> str:
-    """The first ``n`` MOSES SMILES with a seeded random label column ``y``, as CSV."""
+def write_inputs(moses: str, n: int, work: str, label: str = "random") -> str:
+    """The first ``n`` MOSES SMILES with a label column ``y`` (seeded random numbers, or RDKit's
+    Crippen logP for :obj:`label` ``"logp"``), as CSV."""
     import numpy as np
     import pandas as pd
 
-    path = osp.join(work, f"moses_{n}.csv")
+    path = osp.join(work, f"moses_{n}.csv" if label == "random" else f"moses_{n}_{label}.csv")
     if not osp.isfile(path):
         frame = pd.read_csv(moses, nrows=n)
-        frame = pd.DataFrame({"smiles": frame["SMILES"],
-                              "y": np.random.default_rng(0).normal(size=len(frame))})
-        frame.to_csv(path, index=False)
+        if label == "logp":
+            from rdkit import Chem
+            from rdkit.Chem import Crippen
+
+            y = [Crippen.MolLogP(Chem.MolFromSmiles(s)) for s in frame["SMILES"]]
+        else:
+            y = np.random.default_rng(0).normal(size=len(frame))
+        pd.DataFrame({"smiles": frame["SMILES"], "y": y}).to_csv(path, index=False)
     return path
+
+
+def _watch_tree(proc, period: float = 0.5) -> dict:
+    """Waits for :obj:`proc`; every :obj:`period` seconds reads the CPU seconds and peak RSS (MB,
+    ``VmHWM``) of it and of every process under it (Lightning's ``ddp`` launcher starts rank 1
+    as a child of rank 0 that nobody waits for, so ``RUSAGE_CHILDREN`` misses it): the last
+    values seen for each process id (at most :obj:`period` short of its end)."""
+    import subprocess
+
+    import psutil
+
+    seen: dict[int, tuple[float, float]] = {}
+    root = psutil.Process(proc.pid)
+    while True:
+        try:
+            tree = [root, *root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            tree = []
+        for p in tree:
+            try:
+                times = p.cpu_times()
+                with open(f"/proc/{p.pid}/status") as handle:
+                    hwm = next(int(ln.split()[1]) for ln in handle if ln.startswith("VmHWM"))
+                seen[p.pid] = (times.user + times.system, hwm / 1024)
+            except (psutil.Error, OSError, StopIteration):
+                pass
+        try:
+            proc.wait(timeout=period)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    if proc.returncode != 0:
+        raise RuntimeError(f"graph-urpe fit failed (exit {proc.returncode})")
+    return seen
+
+
+def fit_epoch(config: dict) -> dict:
+    """The ``epoch`` stage: ``graph-urpe fit`` in a child process (see the module docstring)."""
+    import subprocess
+
+    import pandas as pd
+
+    import graph_urpe
+
+    processes, fraction = config["processes"], config["fraction"]
+    runs = osp.join(config["work"], f"runs_{config['n']}")
+    name = f"epoch_p{processes}"
+    shutil.rmtree(osp.join(runs, name), ignore_errors=True)
+    template = osp.join(osp.dirname(graph_urpe.__file__), "configs", "csv", "template.yaml")
+    command = [sys.executable, "-m", "graph_urpe.cli", "fit", "--config", template,
+               "--name", name, "--trainer.default_root_dir", runs,
+               "--data.init_args.path", config["csv"], "--data.init_args.target_columns", "[y]",
+               "--data.init_args.split", config["split"], "--data.init_args.root", config["root"],
+               "--data.init_args.batch_size", "64", "--data.init_args.max_graph_nodes", "128",
+               "--data.init_args.processing_workers", str(config["workers"]),
+               "--model.init_args.pretrained", "null", "--classical_baseline", "false",
+               "--test_after_fit", "false", "--trainer.max_epochs", "1",
+               "--trainer.limit_train_batches", str(fraction),
+               "--trainer.limit_val_batches", str(fraction), "--trainer.log_every_n_steps", "10",
+               "--trainer.accelerator", "cpu", "--trainer.devices", str(processes),
+               "--trainer.enable_progress_bar", "false"]
+    if processes > 1:
+        command += ["--trainer.strategy", "ddp"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    if config.get("checkout"):
+        env["PYTHONPATH"] = config["checkout"]
+    wall = time.perf_counter()
+    seen = _watch_tree(subprocess.Popen(command, env=env))
+    wall = time.perf_counter() - wall
+    cpu_s, peak_mb = sum(c for c, _ in seen.values()), max(m for _, m in seen.values())
+    metrics = pd.read_csv(osp.join(runs, name, "version_0", "metrics.csv"))
+    curve = metrics.dropna(subset=["train/loss"])[["step", "train/loss"]]
+    steps = int(metrics["step"].max()) + 1
+    graphs = steps * 64 * processes  # every rank takes one batch a step (the last may be short)
+    return {"bench": "epoch", "n": config["n"], "checkout": config.get("name", "this"),
+            "processes": processes, "fraction": fraction, "steps": steps, "wall_s": wall,
+            "cpu_s": cpu_s, "workers_cpu_s": 0.0, "peak_rss_mb": peak_mb,
+            "workers_peak_rss_mb": 0.0, "rss_after_imports_mb": 0.0,
+            "train_graphs_per_wall_s": graphs / wall, "mol_per_wall_s": graphs / wall,
+            "cpu_ms_per_mol": 1e3 * cpu_s / graphs, "processes_seen": len(seen),
+            "loss_curve": [[int(s) * 64 * processes, float(v)] for s, v in curve.to_numpy()]}
 
 
 def _datamodule(config: dict, **kwargs):
@@ -272,10 +367,17 @@ def main(argv: list[str] | None = None) -> None:
                         help="the data module's split (default: random; the CSV template's is "
                         "scaffold)")
     parser.add_argument("--stages", nargs="*", default=["featurize", "load", "first_step"],
-                        choices=["featurize", "load", "first_step", "ddp"],
+                        choices=["featurize", "load", "first_step", "ddp", "epoch"],
                         help="what --sizes measures (default: featurize load first_step)")
     parser.add_argument("--ddp-steps", type=int, default=5,
                         help="training steps of each of the ddp stage's 2 ranks (default: 5)")
+    parser.add_argument("--label", default="random", choices=["random", "logp"],
+                        help="the label column y (default: random; logp: RDKit's Crippen logP)")
+    parser.add_argument("--epoch-processes", type=int, nargs="*", default=[1, 2],
+                        help="the epoch stage's process counts (default: 1 2)")
+    parser.add_argument("--epoch-fraction", type=float, default=1.0,
+                        help="the share of an epoch the epoch stage trains and validates "
+                        "(default: 1.0)")
     parser.add_argument("--checkout", action="append", default=[], metavar="NAME=PATH",
                         help="a checkout's root (holding graph_urpe/); repeat to compare")
     args = parser.parse_args(argv)
@@ -291,7 +393,7 @@ def main(argv: list[str] | None = None) -> None:
     checkouts = [c.split("=", 1) for c in args.checkout] or [("this", "")]
     for n, kinds in [*((n, args.stages) for n in args.sizes),
                      *((n, ("predict",)) for n in args.predict_sizes)]:
-        csv = write_inputs(args.moses, n, args.work)
+        csv = write_inputs(args.moses, n, args.work, args.label)
         for kind in kinds:
             for name, path in checkouts:
                 root = osp.join(args.work, name, "small_cache" if kind == "predict"
@@ -304,6 +406,9 @@ def main(argv: list[str] | None = None) -> None:
                     shutil.rmtree(root, ignore_errors=True)
                 if kind == "ddp":
                     records = _run_ranks(script, {**config, "steps": args.ddp_steps})
+                elif kind == "epoch":
+                    records = [fit_epoch({**config, "processes": p, "fraction": args.epoch_fraction})
+                               for p in args.epoch_processes]
                 else:
                     records = [run_worker(script, config, memory_env=False, timeout=6 * 3600)]
                 for record in records:

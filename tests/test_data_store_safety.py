@@ -7,6 +7,7 @@ import os
 import os.path as osp
 import subprocess
 import sys
+import time
 import warnings
 import zlib
 
@@ -172,3 +173,92 @@ def test_a_flipped_byte_is_refused_by_read_store(tmp_path):
         blob[-1] ^= 1
         path.write_bytes(bytes(blob))
         read_store(str(tmp_path))
+
+
+def _small_store(folder) -> None:
+    writer = GraphStoreWriter(str(folder))
+    writer.append("pairs", np.arange(6, dtype=np.int32).reshape(2, 3), [1, 2], cat_dim=1)
+    writer.append("y", np.linspace(0, 1, 3, dtype=np.float32), [1, 2])
+    writer.finish({})
+    time.sleep(0.05)  # older than the record a check writes by more than a clock tick
+
+
+def _crc_reads(monkeypatch) -> list:
+    import graph_urpe.data.store as store
+
+    reads, crc32 = [], store.file_crc32
+    monkeypatch.setattr(store, "file_crc32", lambda path: reads.append(osp.basename(path)) or
+                        crc32(path))
+    return reads
+
+
+def test_a_store_is_checksummed_once_then_opened_by_its_files_identity(tmp_path, monkeypatch):
+    """The first open reads every byte (CRC-32) and records the files' identity in
+    ``verified.json``; later opens read none; a byte changed after that, at once (the same tick
+    of the file system's clock) or later, is found again."""
+    _small_store(tmp_path)
+    reads = _crc_reads(monkeypatch)
+    read_store(str(tmp_path))
+    assert sorted(reads) == ["pairs.bin", "pairs.slices.bin", "y.bin", "y.slices.bin"]
+    assert (tmp_path / "verified.json").is_file()
+    reads.clear()
+    columns, _ = read_store(str(tmp_path))
+    assert reads == []
+    assert columns["y"].values.tolist() == pytest.approx([0.0, 0.5, 1.0])
+    with open(tmp_path / "y.bin", "r+b") as handle:  # in place: same inode, same size
+        handle.seek(4)
+        handle.write(b"\x00\x00\x80\x7f")
+    with pytest.raises(CorruptCacheError, match="y.bin.*CRC-32"):
+        read_store(str(tmp_path))
+
+
+def test_a_copied_store_or_any_other_record_is_checked_in_full(tmp_path, monkeypatch):
+    """A copy (other inodes), a touched file (another change time) or a ``verified.json``
+    that is not the record of this store's files (garbage, another store's, a folder) means
+    the full check: a changed byte is refused whatever the record says."""
+    import json
+    import shutil
+
+    _small_store(tmp_path / "a")
+    read_store(str(tmp_path / "a"))
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    reads = _crc_reads(monkeypatch)
+    read_store(str(tmp_path / "b"))
+    assert len(reads) == 4
+    time.sleep(0.05)
+    reads.clear()
+    os.utime(tmp_path / "b" / "y.bin")
+    read_store(str(tmp_path / "b"))
+    assert len(reads) == 4
+    stamp = (tmp_path / "a" / "verified.json").read_text()
+    path = tmp_path / "b" / "y.bin"
+    blob = bytearray(path.read_bytes())
+    blob[0] ^= 1
+    path.write_bytes(bytes(blob))
+    for record in [stamp, "{}", "[1, 2]", "not json", json.dumps({"files": None}),
+                   (tmp_path / "b" / "verified.json").read_text()]:
+        (tmp_path / "b" / "verified.json").write_text(record)
+        with pytest.raises(CorruptCacheError, match="y.bin.*CRC-32"):
+            read_store(str(tmp_path / "b"))
+    (tmp_path / "b" / "verified.json").unlink()
+    (tmp_path / "b" / "verified.json").mkdir()
+    with pytest.raises(CorruptCacheError, match="y.bin.*CRC-32"):
+        read_store(str(tmp_path / "b"))
+
+
+def test_a_store_in_a_folder_that_cannot_be_written_is_checked_at_every_open(tmp_path,
+                                                                              monkeypatch):
+    import graph_urpe.data.store as store
+    from graph_urpe.files import OutputError
+
+    _small_store(tmp_path)
+
+    def refuse(path, value):
+        raise OutputError(13, f"{path}: permission denied")
+
+    monkeypatch.setattr(store, "_write_json", refuse)
+    reads = _crc_reads(monkeypatch)
+    for _ in range(2):
+        reads.clear()
+        read_store(str(tmp_path))
+        assert len(reads) == 4

@@ -27,16 +27,24 @@ Reading (:func:`read_store`) checks every file against ``store.json`` (size, the
 streaming pass over all files) and every column's slices (start 0, non-decreasing, end at the
 column's length), so a truncated, changed or inconsistent store is refused with
 :class:`~graph_urpe.data.cache.CorruptCacheError` naming the file (the files are data only: nothing
-in them is run). The checksums cost one streaming read of the whole store at every open: about
-0.35-0.55 CPU s per GB with the files in the page cache, 0.65-2 CPU s per GB from disk (measured
-2026-12-02 on a shared 2-core machine: 1.1 CPU s, 1.3 s wall, for the 3.2 GB store of 500,000
-MOSES molecules with shortest paths; 0.34 CPU s for 0.63 GB at 100,000); the read also brings the
-pages into the page cache that the memory maps then share.
+in them is run). The CRC-32 pass reads the whole store (about 0.35-0.55 CPU s per GB with the
+files in the page cache, 0.65-2 CPU s per GB from disk, measured 2026-12-02 on a shared 2-core
+machine), so it is done once: after a full check passes, ``verified.json`` records the manifest's
+SHA-256 and every file's ``os.stat`` identity (device, inode, size, modification and change times
+in nanoseconds), as git's index records the files it hashed; a later open whose manifest and files
+still have that identity checks sizes and slices only. Anything that writes a file changes its
+change time (which no program can set back), and a copied, moved, replaced or touched file has
+another identity, so it is checked in full again; so is a file whose change time is not older than
+``verified.json`` itself (it may have been written in the same tick of the file system's clock,
+after the check: git's "racy" entries). ``verified.json`` is a cache of a check, never trusted
+beyond the identities it names (a missing, unreadable or hostile one means a full check).
+A folder that cannot be written is checked in full at every open.
 """
 
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import math
 import os
@@ -61,6 +69,7 @@ READ_BLOCK = 16 << 20
 
 MANIFEST = "store.json"
 PROGRESS = "progress.json"
+VERIFIED = "verified.json"
 
 
 @dataclass
@@ -144,7 +153,7 @@ class GraphStoreWriter:
         if state is not None and state.get("format") == STORE_FORMAT and self._restore(state):
             return
         for name in os.listdir(folder):
-            if name.endswith(".bin") or name in (PROGRESS, MANIFEST):
+            if name.endswith(".bin") or name in (PROGRESS, MANIFEST, VERIFIED):
                 path = osp.join(folder, name)
                 if osp.isdir(path):
                     raise OutputError(errno.EISDIR, f"{path} is a folder where the processed-data "
@@ -345,6 +354,31 @@ def _read_json(path: str) -> dict | None:
     return value if isinstance(value, dict) else None
 
 
+def _identity(folder: str, manifest_path: str, sizes: dict[str, int]) -> dict:
+    """What ``verified.json`` records after a full check (see the module docstring): the
+    manifest's SHA-256 and each file's ``[device, inode, size, mtime_ns, ctime_ns]``."""
+    def stat(path: str) -> list[int]:
+        info = os.stat(path, follow_symlinks=False)
+        return [info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns]
+
+    with open(manifest_path, "rb") as handle:
+        digest = hashlib.sha256(handle.read()).hexdigest()
+    return {"manifest_sha256": digest, "manifest": stat(manifest_path),
+            "files": {path: stat(osp.join(folder, path)) for path in sorted(sizes)}}
+
+
+def _verified(stamp_path: str, identity: dict) -> bool:
+    """Whether ``verified.json`` records :obj:`identity` and was written after every file last
+    changed: a file whose change time is not older than the record could have been written in
+    the same tick of the file system's clock after the check (git's "racy" entries)."""
+    try:
+        written = os.stat(stamp_path, follow_symlinks=False).st_mtime_ns
+    except OSError:
+        return False
+    changed = [identity["manifest"][4], *(entry[4] for entry in identity["files"].values())]
+    return max(changed) < written and _read_json(stamp_path) == identity
+
+
 def file_crc32(path: str) -> int:
     """CRC-32 (:func:`zlib.crc32`) of a file's bytes, read :data:`READ_BLOCK` at a time."""
     crc = 0
@@ -386,8 +420,9 @@ def read_store(folder: str) -> tuple[dict[str, Column], dict]:
     Raises:
         FileNotFoundError: if ``store.json`` does not exist (no finished store).
         CorruptCacheError: naming the file, for an unreadable ``store.json``, a missing file or
-            one of another size or CRC-32 than recorded, or slices that do not cover their
-            column.
+            one of another size than recorded, one of another CRC-32 (checked unless
+            ``verified.json`` records the files' present identity), or slices that do not cover
+            their column.
     """
     _refuse_links_at(folder)
     manifest_path = osp.join(folder, MANIFEST)
@@ -407,10 +442,17 @@ def read_store(folder: str) -> tuple[dict[str, Column], dict]:
         if actual != size:
             raise CorruptCacheError(full, f"{actual} bytes, the manifest says {size}"
                                     if actual is not None else "missing")
-    for path, crc in manifest["crcs"].items():
-        full = osp.join(folder, path)
-        if file_crc32(full) != crc:
-            raise CorruptCacheError(full, "its bytes changed: CRC-32 differs from the manifest's")
+    identity = _identity(folder, manifest_path, manifest["sizes"])
+    if not _verified(osp.join(folder, VERIFIED), identity):
+        for path, crc in manifest["crcs"].items():
+            full = osp.join(folder, path)
+            if file_crc32(full) != crc:
+                raise CorruptCacheError(full, "its bytes changed: CRC-32 differs from the "
+                                        "manifest's")
+        try:
+            _write_json(osp.join(folder, VERIFIED), identity)
+        except OutputError:
+            pass  # a folder this user cannot write: the full check again at the next open
     try:
         columns = {name: _open_column(folder, name, spec)
                    for name, spec in manifest["columns"].items()}
