@@ -1,7 +1,8 @@
 """How should the blend weight be chosen? Rules compared offline on the run folders of
 ``peers/chemprop.py`` (issue 41 item 2): the tested checkpoint of each template run predicts its
-validation and test rows with :class:`graph_urpe.Predictor` (the network's ``<target>_pred`` and
-the in-fit classical model's ``<target>_ecfp_svm``), each rule chooses the network's weight ``w``
+validation and test rows with :class:`graph_urpe.Predictor` (the network's ``<target>_network``,
+``<target>_pred`` in checkpoints written before the blend became the prediction, and the in-fit
+classical model's ``<target>_ecfp_svm``), each rule chooses the network's weight ``w``
 from the validation rows only, and the test metric of ``w x network + (1 - w) x SVM`` is reported.
 
 Rules:
@@ -82,7 +83,8 @@ def main() -> None:
                 frame = data[data["split"] == split]
                 table = model.predict(frame["smiles"].tolist())
                 ok = table["error"].astype(str) == ""
-                parts[split] = (table.loc[ok, "target_pred"].to_numpy(float),
+                network = "target_network" if "target_network" in table else "target_pred"
+                parts[split] = (table.loc[ok, network].to_numpy(float),
                                 table.loc[ok, "target_ecfp_svm"].to_numpy(float),
                                 frame["target"].to_numpy(float)[ok.to_numpy()])
             for rule in RULES:

@@ -1,7 +1,8 @@
 """The blend of the network and the classical model (issue 41 item 2,
 graph_urpe/models/blend.py): the weight chosen on validation rows as far as their resamples agree
-by hand, the fit's blend scores and predict's ``<target>_blend`` recomputed from the written
-predictions, a changed weight refused, and the one-standard-error choice of C
+by hand, the fit's blend scores and predict's ``<target>_pred`` (the blend) and its conformal
+interval recomputed from the written predictions, a changed weight refused, and the
+one-standard-error choice of C
 (graph_urpe/models/classical.py)."""
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from graph_urpe.models.blend import (
     bagged_weight,
     blend,
     blend_weights,
+    blended_outputs,
+    fit_blend_calibration,
     validation_weight,
 )
 from graph_urpe.models.classical import ClassicalModel, one_standard_error_index
@@ -90,10 +93,34 @@ def test_one_standard_error_rule_on_a_hand_made_cv_table():
 
 
 def _summary_weight(out: str, metric: str) -> tuple[float, float]:
+    """The blend's value and weight from the summary line ``Test MAE: 0.48 (prediction: blend,
+    w 0.07) | 0.65 (network) | 0.47 (ECFP4 Tanimoto SVR)``."""
     line = next(x for x in out.splitlines() if x.startswith(f"Test {metric}:"))
-    found = re.search(r"\| (\d\.\d{4}) \(blend, w (\d\.\d\d)\)$", line)
+    found = re.search(r": (\d\.\d{4}) \(prediction: blend, w (\d\.\d\d)\) \| \d\.\d{4} "
+                      r"\(network\) \| \d\.\d{4} \(ECFP4 Tanimoto SV[RC]\)$", line)
     assert found, line
     return float(found.group(1)), float(found.group(2))
+
+
+def _network_only(path, tmp_path) -> Predictor:
+    """The checkpoint without its blend (a state written before the blend existed): predict
+    writes the network's own prediction and interval as ``<target>_pred``, ``_lower``,
+    ``_upper``."""
+    ckpt = torch.load(path, weights_only=True)
+    state = ckpt["callbacks"]["ClassicalBaseline"]
+    for key in ("blend_weight", "blend_calibration"):
+        state.pop(key, None)
+    torch.save(ckpt, tmp_path / "network_only.ckpt")
+    return Predictor.from_checkpoint(str(tmp_path / "network_only.ckpt"))
+
+
+def _conformal_by_hand(residual: np.ndarray, half: np.ndarray) -> tuple[float, float]:
+    """z-scaling factor and split-conformal factor of ``|residual| / half``, written out: the
+    root mean square, and the ceil((n + 1) 0.95)-th smallest (1-based) of the n ratios."""
+    z = sorted(abs(r) / h for r, h in zip(residual, half))
+    n = len(z)
+    k = min(-(-(n + 1) * 95 // 100), n)
+    return float(np.sqrt(np.mean(np.square(z)))), float(z[k - 1])
 
 
 def _by_hand_weight(network, classical, target, loss) -> float:
@@ -111,6 +138,9 @@ def _by_hand_weight(network, classical, target, loss) -> float:
 
 def test_regression_blend_recomputed_from_the_written_predictions(tmp_path, capsys,
                                                                   monkeypatch):
+    """The blend is predict's ``target_pred``: its weight and its conformal interval by hand
+    from the checkpoint's own validation predictions (the network's, from the same checkpoint
+    without the blend), its test MAE and coverage from ``test_predictions.csv``."""
     monkeypatch.chdir(tmp_path)
     run, frame = _fit(tmp_path, "regression", "--trainer.max_epochs", "2")
     out = capsys.readouterr().out
@@ -124,43 +154,58 @@ def test_regression_blend_recomputed_from_the_written_predictions(tmp_path, caps
         path = str(run / "checkpoints" / f"{name}.ckpt")
         ckpt = torch.load(path, weights_only=True)
         stored = ckpt["callbacks"]["ClassicalBaseline"]["blend_weight"]
-        assert stored.dtype == torch.float64 and stored.shape == (1,)
-        assert name == "best" or ckpt["epoch"] == 1
+        factors = ckpt["callbacks"]["ClassicalBaseline"]["blend_calibration"]
+        assert stored.dtype == factors.dtype == torch.float64 and stored.shape == (1,)
+        assert factors.shape == (2, 1) and name == "best" or ckpt["epoch"] == 1
         # the weight, by hand from the checkpoint's own validation predictions (predict's
         # columns: the network's and the classical model's)
         table = Predictor.from_checkpoint(path).predict(valid["smiles"].tolist())
-        w = _by_hand_weight(table["target_pred"].to_numpy(),
+        network = _network_only(path, tmp_path).predict(valid["smiles"].tolist())
+        np.testing.assert_array_equal(table["target_network"], network["target_pred"])
+        w = _by_hand_weight(table["target_network"].to_numpy(),
                             table["target_ecfp_svm"].to_numpy(), valid["target"].to_numpy(),
                             lambda y, p: np.mean((y - p) ** 2))
         assert float(stored[0]) == pytest.approx(w, abs=1e-9)
-        np.testing.assert_allclose(table["target_blend"], w * table["target_pred"]
-                                   + (1 - w) * table["target_ecfp_svm"], rtol=1e-6)
+        mixed = w * table["target_network"] + (1 - w) * table["target_ecfp_svm"]
+        np.testing.assert_allclose(table["target_pred"], mixed, rtol=1e-6)
+        # its interval: the conformal factor of |y - blend| / (the network's half-width)
+        half = (network["target_upper"] - network["target_lower"]).to_numpy() / 2
+        scale, factor = _conformal_by_hand(valid["target"].to_numpy() - mixed.to_numpy(), half)
+        np.testing.assert_allclose(factors[:, 0].numpy(), [scale, factor], rtol=1e-5)
+        np.testing.assert_allclose(table["target_upper"] - table["target_pred"], factor * half,
+                                   rtol=1e-5)
+        np.testing.assert_allclose(table["target_pred"] - table["target_lower"], factor * half,
+                                   rtol=1e-5)
         weights[name] = w
     w = weights["best"]  # the tested checkpoint's, in the summary
     assert shown_w == round(w, 2)
     state = torch.load(run / "checkpoints" / "best.ckpt",
                        weights_only=True)["callbacks"]["ClassicalBaseline"]
-    # the test MAE of the blend from test_predictions.csv and the stored classical model
+    # the test MAE and coverage of the blend from test_predictions.csv and the stored model
     test = pd.read_csv(run / "test_predictions.csv")
     model = ClassicalModel.from_state(state, num_tasks=1)
     svm = model.predict(ecfp4(test["smiles"].tolist()))[:, 0]
-    mae = np.abs(w * test["target_pred"] + (1 - w) * svm - test["target"]).mean()
+    mae = np.abs(w * test["target_network"] + (1 - w) * svm - test["target"]).mean()
     assert metrics["test/mae_blend"].dropna().iloc[0] == pytest.approx(mae, rel=1e-5)
-    # test_predictions.csv carries predict's classical columns for the tested checkpoint:
-    # what `graph-urpe predict` writes for the same molecules
+    inside = (test["target_lower"] <= test["target"]) & (test["target"] <= test["target_upper"])
+    assert metrics["test/coverage95_blend"].dropna().iloc[0] == pytest.approx(inside.mean())
+    assert f"{metrics['test/coverage95_blend'].dropna().iloc[0]:.4f} (prediction: blend" in out
+    # test_predictions.csv carries predict's columns for the tested checkpoint: what
+    # `graph-urpe predict` writes for the same molecules
     main(["predict", "--ckpt_path", str(run / "checkpoints" / "best.ckpt"), "--smiles",
           *test["smiles"], "--output", str(tmp_path / "test_smiles.csv")])
     predicted = pd.read_csv(tmp_path / "test_smiles.csv")
     assert list(test.columns) == ["row", "smiles", "target", "target_pred", "target_lower",
-                                  "target_upper", "target_ecfp_svm", "target_blend",
+                                  "target_upper", "target_network", "target_ecfp_svm",
                                   "nearest_train_similarity", "nearest_train_row"]
     for column in ("target_ecfp_svm", "nearest_train_similarity", "nearest_train_row"):
         pd.testing.assert_series_equal(test[column], predicted[column])
     np.testing.assert_array_equal(test["target_ecfp_svm"], svm)
-    # the blend of the table's own network column (float32 there: batches differ from predict's)
-    np.testing.assert_allclose(test["target_blend"], predicted["target_blend"], rtol=1e-5)
-    np.testing.assert_allclose(test["target_blend"],  # target_pred: a float32, as written
-                               w * test["target_pred"] + (1 - w) * svm, rtol=1e-6)
+    # the same blend and interval (float32 network outputs: batches differ from predict's)
+    for column in ("target_pred", "target_lower", "target_upper", "target_network"):
+        np.testing.assert_allclose(test[column], predicted[column], rtol=1e-5)
+    np.testing.assert_allclose(test["target_pred"],  # target_network: a float32, as written
+                               w * test["target_network"] + (1 - w) * svm, rtol=1e-6)
 
 
 def test_classification_blends_probabilities(tmp_path, capsys, monkeypatch):
@@ -176,15 +221,18 @@ def test_classification_blends_probabilities(tmp_path, capsys, monkeypatch):
     valid = frame[frame["split"] == "valid"]
     predictor = Predictor.from_checkpoint(best)
     table = predictor.predict(valid["smiles"].tolist())
-    w = _by_hand_weight(table["target_pred"].to_numpy(), table["target_ecfp_svm"].to_numpy(),
-                        valid["target"].to_numpy(),
+    w = _by_hand_weight(table["target_network"].to_numpy(),
+                        table["target_ecfp_svm"].to_numpy(), valid["target"].to_numpy(),
                         lambda y, p: log_loss(y, p, labels=[0, 1]))
     assert float(stored[0]) == pytest.approx(w, abs=1e-9) and shown_w == round(w, 2)
+    assert "blend_calibration" not in torch.load(best, weights_only=True)["callbacks"][
+        "ClassicalBaseline"]  # a probability has no interval
     test = pd.read_csv(run / "test_predictions.csv")
     table = predictor.predict(test["smiles"].tolist())
+    np.testing.assert_allclose(table["target_network"], test["target_network"], rtol=1e-5)
     np.testing.assert_allclose(table["target_pred"], test["target_pred"], rtol=1e-5)
-    mixed = table["target_blend"].to_numpy()
-    np.testing.assert_allclose(mixed, w * table["target_pred"]
+    mixed = table["target_pred"].to_numpy()
+    np.testing.assert_allclose(mixed, w * table["target_network"]
                                + (1 - w) * table["target_ecfp_svm"], rtol=1e-6)
     assert ((mixed >= 0) & (mixed <= 1)).all()
     rocauc = pd.read_csv(run / "metrics.csv")["test/rocauc_blend"].dropna()
@@ -195,10 +243,20 @@ def test_a_state_without_a_weight_still_predicts_without_the_blend(tmp_path, mon
     monkeypatch.chdir(tmp_path)
     run, _ = _fit(tmp_path, "regression", "--test_after_fit", "false")
     ckpt = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
-    del ckpt["callbacks"]["ClassicalBaseline"]["blend_weight"]  # written before the blend
+    state = ckpt["callbacks"]["ClassicalBaseline"]
+    weight, _ = state.pop("blend_weight"), state.pop("blend_calibration")  # before the blend
     torch.save(ckpt, tmp_path / "old.ckpt")
     table = Predictor.from_checkpoint(str(tmp_path / "old.ckpt")).predict(["CCO", "CCCN"])
-    assert "target_ecfp_svm" in table.columns and "target_blend" not in table.columns
+    assert "target_ecfp_svm" in table.columns and "target_network" not in table.columns
+    # written with a weight but before the blend had its own interval: the network's
+    # half-width around the blend
+    state["blend_weight"] = torch.tensor([0.5], dtype=torch.float64)
+    torch.save(ckpt, tmp_path / "weight_only.ckpt")
+    mixed = Predictor.from_checkpoint(str(tmp_path / "weight_only.ckpt")).predict(["CCO", "CCCN"])
+    np.testing.assert_allclose(mixed["target_pred"], 0.5 * (table["target_pred"]
+                                                            + table["target_ecfp_svm"]))
+    np.testing.assert_allclose(mixed["target_upper"] - mixed["target_lower"],
+                               table["target_upper"] - table["target_lower"], rtol=1e-6)
 
 
 def test_a_column_without_a_classical_model_keeps_the_network(tmp_path, capsys, monkeypatch):
@@ -219,10 +277,10 @@ def test_a_column_without_a_classical_model_keeps_the_network(tmp_path, capsys, 
     assert state["tasks"][1]["C"] == 0.0 and float(state["blend_weight"][1]) == 1.0
     assert 0 < float(state["blend_weight"][0]) < 1
     line = next(x for x in out.splitlines() if x.startswith("Test ROC-AUC:"))
-    assert line.endswith(", 1.00)") and "(blend, w " in line
+    assert ", 1.00) | " in line and "(prediction: blend, w " in line
     table = Predictor.from_checkpoint(best).predict(["CCO", "c1ccccc1", "CCCCN"])
     assert table["b_ecfp_svm"].isna().all()
-    np.testing.assert_array_equal(table["b_blend"], table["b_pred"])
+    np.testing.assert_array_equal(table["b_network"], table["b_pred"])
 
 
 def test_weight_keeps_the_network_when_no_weight_has_a_finite_loss():
@@ -239,3 +297,35 @@ def test_weight_keeps_the_network_when_no_weight_has_a_finite_loss():
     assert w.shape == (1,) and 0.0 <= w[0] <= 1.0
     # two finite rows where both models are exact: every weight ties, the smallest wins (0)
     assert w[0] == 0.0
+
+
+def test_blended_outputs_by_hand():
+    """Two columns: one blended (w 0.25, factors s 2 / q 3 of the network's half-width 0.5),
+    one without a classical model (w 1: every output the network's); NaN factors keep the
+    network's width and std around the blend; a classifier's std scales with w."""
+    network = {"prediction": np.array([[1.0, 5.0], [2.0, 6.0]]),
+               "std": np.array([[0.2, 0.1], [0.4, 0.1]]),
+               "lower": np.array([[0.5, 4.0], [1.5, 5.0]]),
+               "upper": np.array([[1.5, 6.0], [2.5, 7.0]])}
+    classical = np.array([[3.0, np.nan], [4.0, np.nan]])
+    weight = np.array([0.25, 1.0])
+    out = blended_outputs(network, classical, weight, np.array([[2.0, 9.0], [3.0, 9.0]]))
+    np.testing.assert_allclose(out["prediction"], [[2.5, 5.0], [3.5, 6.0]])
+    np.testing.assert_allclose(out["lower"], [[1.0, 4.0], [2.0, 5.0]])   # 2.5 - 3 * 0.5
+    np.testing.assert_allclose(out["upper"], [[4.0, 6.0], [5.0, 7.0]])
+    np.testing.assert_allclose(out["std"], [[1.0, 0.1], [1.0, 0.1]])     # 2 * 0.5
+    unknown = blended_outputs(network, classical, weight, np.full((2, 2), np.nan))
+    np.testing.assert_allclose(unknown["lower"][:, 0], [2.0, 3.0])      # +- the network's 0.5
+    np.testing.assert_allclose(unknown["std"][:, 0], [0.2, 0.4])
+    old = blended_outputs(network, classical, weight, None)  # a checkpoint before the factors
+    np.testing.assert_allclose(old["upper"], unknown["upper"])
+    probability = blended_outputs({"prediction": np.array([[0.8]]), "std": np.array([[0.1]])},
+                                  np.array([[0.4]]), np.array([0.5]), None)
+    np.testing.assert_allclose(probability["prediction"], [[0.6]])
+    np.testing.assert_allclose(probability["std"], [[0.05]])
+    factors = fit_blend_calibration(np.array([[1.0], [2.0], [3.0]]),
+                                    {"lower": np.array([[0.0], [0.0], [0.0]]),
+                                     "upper": np.array([[2.0], [2.0], [4.0]])},
+                                    np.array([[1.5], [np.nan], [5.0]]))
+    # |z| = 0.5 / 1 and 2 / 2 (the unlabelled row left out): rms sqrt(0.625), n = 2 -> the 2nd
+    np.testing.assert_allclose(factors[:, 0], [np.sqrt(0.625), 1.0])

@@ -131,7 +131,8 @@ def test_csv_fit_scores_the_classical_model_and_predict_writes_its_columns(
     value = metrics["test/mae_classical"].dropna()
     assert len(value) == 1 and metrics["val/mae_classical"].notna().sum() == 1
     line = next(x for x in out.splitlines() if x.startswith("Test MAE:"))
-    assert f"(network) | {value.iloc[0]:.4f} (ECFP4 Tanimoto SVR) | " in line  # then the blend
+    assert line.endswith(f"(network) | {value.iloc[0]:.4f} (ECFP4 Tanimoto SVR)")
+    assert line.startswith("Test MAE: ") and "(prediction: blend, w " in line
     # independently: the stored model's test predictions against the labels
     state = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
     model = ClassicalModel.from_state(state["callbacks"]["ClassicalBaseline"], num_tasks=1)
@@ -161,9 +162,9 @@ def test_csv_fit_scores_the_classical_model_and_predict_writes_its_columns(
     from graph_urpe import Predictor  # the Python API gives the same columns
 
     api = Predictor.from_checkpoint(str(run / "checkpoints" / "last.ckpt")).predict(query)
-    assert columns.index("target_ecfp_svm") < columns.index("target_blend") < columns.index(
-        "nearest_train_similarity")  # the blend: tests/test_blend.py
-    for column in ("target_ecfp_svm", "target_blend", "nearest_train_similarity",
+    assert columns.index("target_network") < columns.index("target_ecfp_svm") < columns.index(
+        "nearest_train_similarity")  # target_pred is the blend: tests/test_blend.py
+    for column in ("target_pred", "target_network", "target_ecfp_svm", "nearest_train_similarity",
                    "nearest_train_row"):
         np.testing.assert_allclose(api[column].astype(float), table[column], rtol=1e-6)
     # the applicability warning: a threshold of 0.5 put into the checkpoint (6 validation rows
@@ -218,10 +219,20 @@ def _two_weights(state):
     state["blend_weight"] = torch.tensor([0.5, 0.5], dtype=torch.float64)
 
 
+def _negative_interval(state):
+    state["blend_calibration"][1, 0] = -1.0
+
+
+def _calibration_without_weight(state):
+    del state["blend_weight"]
+
+
 @pytest.mark.parametrize(("edit", "named"), [
     (_nan_coefficient, "tasks[0].dual_coef holds values that are not finite"),
     (_weight_above_one, "blend_weight holds values that are not finite numbers in [0, 1]"),
     (_two_weights, "blend_weight has 2 values for 1 label columns"),
+    (_negative_interval, "blend_calibration holds values that are not NaN or finite numbers >= 0"),
+    (_calibration_without_weight, "blend_calibration without blend_weight"),
     (_short_fingerprints, "train_fingerprints [30, 100] / train_rows [30] are not [N, 256]"),
     (_support_out_of_range, "tasks[0].support / dual_coef are not as many distinct indices"),
 ])

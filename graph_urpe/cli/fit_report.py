@@ -24,7 +24,7 @@ from lightning.pytorch.callbacks import EarlyStopping, Timer
 
 from graph_urpe.data.modules.graph import BatchedGraphDataModule, GraphDataModule
 from graph_urpe.files import atomic_write_csv
-from graph_urpe.models.blend import SUFFIX, summary_note
+from graph_urpe.models.blend import SUFFIX, tested_note
 from graph_urpe.models.calibration import SUMMARY_LABELS as UNCERTAINTY_LABELS
 from graph_urpe.models.classical_baseline import METHOD_NAMES, ClassicalBaseline
 from graph_urpe.models.metrics import METRICS
@@ -320,10 +320,15 @@ def print_fit_summary(trainer: Trainer, metrics: dict[str, float] | None, run_di
             value = _format(shown[key])
             if key.endswith("spearman") and value == "nan":
                 value = "n/a (the std is the same for every molecule, or under 3 labels)"
+            blend, note = metrics.get(f"test/{key}{SUFFIX}"), tested_note(trainer.callbacks)
+            parts = [f"{value} (network)"] if key in classical or (
+                blend is not None and note) else [value]
             if key in classical:  # the classical model's and the blend's (ClassicalBaseline)
                 method = METHOD_NAMES.get(hparams.get("task"), "classical")
-                value += f" (network) | {_format(classical[key])} ({method})" + summary_note(
-                    trainer.callbacks, metrics.get(f"test/{key}{SUFFIX}"), _format)
+                parts.append(f"{_format(classical[key])} ({method})")
+            if blend is not None and note:  # the blend is predict's <target>_pred
+                parts.insert(0, f"{_format(blend)} (prediction: {note})")
+            value = " | ".join(parts)
             lines.append(f"Test {label}: {value}")
         if "coverage95" in shown and getattr(module, "per_molecule_uncertainty", True) is False:
             lines.append(NO_PER_MOLECULE_UNCERTAINTY)

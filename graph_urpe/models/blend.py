@@ -19,7 +19,10 @@ weight 1.51, on BACE, BACE pIC50 and Lipophilicity as good as the prior:
 :class:`~graph_urpe.models.classical_baseline.ClassicalBaseline` fits it (the stored weight of
 each checkpoint from that checkpoint's validation predictions; the tested checkpoint's again
 at ``test``), logs ``val|test/<metric>_blend`` and keeps it in the checkpoint
-(``blend_weight``); ``predict`` writes ``<target>_blend``
+(``blend_weight``). For regression the blend has its own uncertainty, fitted on the same
+validation rows (:func:`fit_blend_calibration`, ``blend_calibration``). ``predict`` writes the
+blend as ``<target>_pred`` with its ``_std`` / ``_lower`` / ``_upper`` (:func:`blended_outputs`)
+and the network's own prediction as ``<target>_network``
 (:func:`~graph_urpe.models.classical_baseline.classical_columns`).
 """
 
@@ -32,7 +35,8 @@ import numpy as np
 import torch
 
 __all__ = ["BOOTSTRAP_DRAWS", "NO_EVIDENCE_WEIGHT", "SUFFIX", "WEIGHT_GRID", "bagged_weight",
-           "blend", "blend_weights", "network_predictions", "summary_note", "validation_weight",
+           "blend", "blend_weights", "blended_outputs", "calibration_problem",
+           "fit_blend_calibration", "network_predictions", "tested_note", "validation_weight",
            "weight_note", "weight_problem"]
 
 NO_EVIDENCE_WEIGHT = 0.5
@@ -45,8 +49,7 @@ WEIGHT_GRID = np.linspace(0.0, 1.0, 21)
 """The network weights :math:`w_\\text{val}` is chosen from: 0, 0.05, ..., 1."""
 
 SUFFIX = "_blend"
-"""``predict``'s column of the blend, ``<target>_blend``, and the metrics' suffix
-(``val|test/<metric>_blend``)."""
+"""The blend's metrics' suffix (``val|test/<metric>_blend``)."""
 
 
 def blend(network: np.ndarray, classical: np.ndarray, weight: np.ndarray) -> np.ndarray:
@@ -205,10 +208,11 @@ def weight_problem(value: Any, num_tasks: int) -> str | None:
     return None
 
 
-def network_predictions(trainer: Any, module: Any, loader: Any, size: int) -> np.ndarray:
-    """The network's predictions of one split from the module's own ``predict_step``
-    (``prediction``: labels' units, probabilities for classification), in sample-id order, under
-    the trainer's precision as ``predict`` runs it (its ``predict_step_context``).
+def network_predictions(trainer: Any, module: Any, loader: Any, size: int
+                        ) -> dict[str, np.ndarray]:
+    """The network's outputs for one split from the module's own ``predict_step``, in
+    sample-id order, under the trainer's precision as ``predict`` runs it (its
+    ``predict_step_context``).
 
     Args:
         trainer (Trainer): the trainer (it moves the batches to the module's device).
@@ -217,14 +221,111 @@ def network_predictions(trainer: Any, module: Any, loader: Any, size: int) -> np
         size (int): the split's number of molecules.
 
     Returns:
-        numpy.ndarray: ``[size, T]`` float64, NaN for a molecule the loader did not give.
+        dict[str, numpy.ndarray]: each output of ``predict_step`` but ``sample_id``
+        (``prediction``: labels' units, probabilities for classification; regression also
+        ``lower``, ``upper`` and, with per-molecule uncertainty, ``std``), ``[size, T]``
+        float64, NaN for a molecule the loader did not give.
     """
-    out = np.full((size, module.num_labels), np.nan)
+    out: dict[str, np.ndarray] = {}
     with torch.no_grad(), trainer.precision_plugin.predict_step_context():
         for batch in loader:
             rows = module.predict_step(trainer.strategy.batch_to_device(batch, module.device), 0)
-            out[rows["sample_id"].cpu().numpy()] = rows["prediction"].double().cpu().numpy()
+            ids = rows.pop("sample_id").cpu().numpy()
+            for key, value in rows.items():
+                out.setdefault(key, np.full((size, module.num_labels), np.nan))[ids] = \
+                    value.double().cpu().numpy()
     return out
+
+
+def fit_blend_calibration(blended: np.ndarray, network: dict[str, np.ndarray],
+                          target: np.ndarray) -> np.ndarray:
+    r"""The blend's uncertainty, fitted on validation rows as the network's own is
+    (:func:`~graph_urpe.models.calibration.fit_calibration`: z-scaling and split conformal
+    prediction with normalised residuals, level :data:`~graph_urpe.models.calibration.LEVEL`),
+    with the network's calibrated interval half-width :math:`h` as the per-molecule scale:
+    :math:`z = (y - \text{blend}) / h`. Conformal prediction holds for any such score, so the
+    interval ``blend +- q h`` covers a new label with probability at least 95 % when the
+    validation and new molecules are exchangeable.
+
+    Args:
+        blended (numpy.ndarray): ``[N, T]`` the blend's validation predictions (labels' units).
+        network (dict[str, numpy.ndarray]): the network's outputs for those rows (``lower``,
+            ``upper`` ``[N, T]``: :func:`network_predictions`).
+        target (numpy.ndarray): ``[N, T]`` their labels, NaN = missing.
+
+    Returns:
+        numpy.ndarray: ``[2, T]`` float64: the z-scaling factor (the blend's std is it times
+        :math:`h`) and the conformal factor :math:`q` of each column; NaN for a column without
+        validation labels.
+    """
+    from graph_urpe.models.calibration import LEVEL, fit_calibration
+
+    half = torch.as_tensor(_half_width(network)).clamp(min=1e-12)
+    scale, quantile = fit_calibration(torch.as_tensor(np.asarray(blended, np.float64)), half,
+                                      torch.as_tensor(np.asarray(target, np.float64)), LEVEL)
+    return torch.stack([scale, quantile]).double().numpy()
+
+
+def _half_width(network: dict[str, np.ndarray]) -> np.ndarray:
+    return (np.asarray(network["upper"], np.float64) - np.asarray(network["lower"],
+                                                                   np.float64)) / 2
+
+
+def blended_outputs(network: dict[str, np.ndarray], classical: np.ndarray, weight: np.ndarray,
+                    calibration: np.ndarray | None) -> dict[str, np.ndarray]:
+    r"""What ``predict`` writes for a checkpoint with a blend: the blend as the prediction, and
+    its uncertainty in the same columns as the network's.
+
+    Regression (``lower`` / ``upper`` present): the interval ``blend +- q h`` and, where the
+    network has a ``std``, the blend's std ``s h`` (:func:`fit_blend_calibration`: ``h`` the
+    network's half-width); a column whose factors are NaN (no validation label, or a
+    checkpoint written before the blend had its own) keeps the network's half-width and std
+    around the blend. Classification: an ensemble's ``std`` of the probability times ``w`` (the
+    classical model's probability is one number). A column with ``w = 1`` is the network's,
+    every output unchanged.
+
+    Args:
+        network (dict[str, numpy.ndarray]): the network's outputs ``[N, T]`` (``prediction``,
+            optionally ``std``, ``lower``, ``upper``).
+        classical (numpy.ndarray): ``[N, T]`` the classical model's predictions, NaN = none.
+        weight (numpy.ndarray): ``[T]`` the network's weight per column.
+        calibration (numpy.ndarray, optional): ``[2, T]`` from :func:`fit_blend_calibration`.
+
+    Returns:
+        dict[str, numpy.ndarray]: the same keys as :obj:`network`, ``[N, T]`` float64.
+    """
+    weight = np.asarray(weight, np.float64)
+    mean = blend(network["prediction"], classical, weight)
+    out = {"prediction": mean}
+    own = weight == 1.0
+    if "lower" not in network:
+        if "std" in network:
+            out["std"] = np.where(own, network["std"], weight * np.asarray(network["std"]))
+        return out
+    half = _half_width(network)
+    factors = np.full((2, len(weight)), np.nan) if calibration is None else calibration
+    width = np.where(np.isnan(factors[1]), half, factors[1] * half)
+    out["lower"] = np.where(own, network["lower"], mean - width)
+    out["upper"] = np.where(own, network["upper"], mean + width)
+    if "std" in network:
+        std = np.where(np.isnan(factors[0]), network["std"], factors[0] * half)
+        out["std"] = np.where(own, network["std"], std)
+    return out
+
+
+def calibration_problem(value: Any, num_tasks: int) -> str | None:
+    """What makes a stored ``blend_calibration`` differ from what this version writes (a
+    float64 tensor ``[2, T]`` of values >= 0 or NaN), or :obj:`None`."""
+    if not isinstance(value, torch.Tensor) or value.dtype != torch.float64 or value.dim() != 2:
+        kind = f"a {value.dtype} tensor of {value.dim()} dims" if isinstance(
+            value, torch.Tensor) else type(value).__name__
+        return f"blend_calibration is {kind}, this version writes a torch.float64 tensor of 2 dims"
+    if tuple(value.shape) != (2, num_tasks):
+        return f"blend_calibration has shape {list(value.shape)}, not [2, {num_tasks}]"
+    finite = value[~torch.isnan(value)]
+    if not bool(torch.isfinite(finite).all()) or bool((finite < 0).any()):
+        return "blend_calibration holds values that are not NaN or finite numbers >= 0"
+    return None
 
 
 def weight_note(weight: np.ndarray) -> str:
@@ -241,15 +342,13 @@ def weight_note(weight: np.ndarray) -> str:
     return f"blend, w {shown}{', ...' if len(weight) > 4 else ''}"
 
 
-def summary_note(callbacks: Any, value: float | None, fmt: Any) -> str:
-    """The fit summary's blend after a test metric: ``" | 0.3610 (blend, w 0.42)"``, or ``""``
-    when no callback holds a tested weight (``ClassicalBaseline.tested_weight``) or no value.
+def tested_note(callbacks: Any) -> str | None:
+    """How the fit summary names the tested checkpoint's blend (:func:`weight_note`), or
+    :obj:`None` when no callback holds a tested weight (``ClassicalBaseline.tested_weight``).
 
     Args:
         callbacks (list): the trainer's callbacks.
-        value (float, optional): the blend's ``test/<metric>_blend``.
-        fmt (Callable): formats a metric's value.
     """
     weight = next((c.tested_weight for c in callbacks
                    if getattr(c, "tested_weight", None) is not None), None)
-    return "" if weight is None or value is None else f" | {fmt(value)} ({weight_note(weight)})"
+    return None if weight is None else weight_note(weight)

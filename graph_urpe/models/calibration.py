@@ -35,12 +35,15 @@ import torch
 from scipy.stats import spearmanr
 from torch import Tensor
 
-__all__ = ["LEVEL", "SUMMARY_LABELS", "CalibrationMixin", "calibration_metrics",
+__all__ = ["GAUSSIAN_HALF_WIDTH", "LEVEL", "SUMMARY_LABELS", "CalibrationMixin", "calibration_metrics",
            "fit_calibration", "fit_platt",
            "masked_gaussian_nll", "platt_targets"]
 
 LEVEL = 0.95
 """The level of the prediction intervals (``<target>_lower`` / ``<target>_upper``)."""
+
+GAUSSIAN_HALF_WIDTH = 1.959964
+"""The standard normal's 97.5 % quantile: an uncalibrated interval's half-width in stds."""
 
 SUMMARY_LABELS = {
     "coverage95": "coverage of the 95% intervals (calibrated on the validation split)",
@@ -244,7 +247,7 @@ class CalibrationMixin:
         95 % interval (uncalibrated: the raw std and the Gaussian's 1.96 std)."""
         sigma = variance.clamp(min=0).sqrt().clamp(min=1e-12)
         scale = torch.nan_to_num(self.uncertainty_scale, nan=1.0)
-        half = torch.nan_to_num(self.interval_factor, nan=1.959964) * sigma
+        half = torch.nan_to_num(self.interval_factor, nan=GAUSSIAN_HALF_WIDTH) * sigma
         return sigma * scale, mean - half, mean + half
 
     def _uncertainty_epoch(self, stage: str, mean: Tensor, variance: Tensor, target: Tensor

@@ -33,7 +33,9 @@ CSV fit trains one on the same training rows and reports it beside the network
   support vectors (indices into those fingerprints), dual coefficients, intercept, Platt A / B,
   target mean / std and the C chosen; the applicability threshold; the network's weight in the
   blend per column (``blend_weight``, :mod:`graph_urpe.models.blend`; absent in a state
-  written before the blend existed: no blend). Predictions from these arrays
+  written before the blend existed: no blend) and, for regression, the blend's uncertainty
+  factors (``blend_calibration``; absent before they existed: the network's widths around the
+  blend). Predictions from these arrays
   equal scikit-learn's ``predict`` / ``predict_proba`` (tests/test_classical.py).
   :meth:`ClassicalModel.from_state` checks a received state (keys, dtypes, shapes, ranges,
   finiteness) before anything is computed from it.
@@ -54,7 +56,7 @@ from graph_urpe.data.fingerprints import (
     tanimoto_kernel,
     unpack_bits,
 )
-from graph_urpe.models.blend import weight_problem
+from graph_urpe.models.blend import calibration_problem, weight_problem
 
 __all__ = ["CV_MAX_MOLECULES", "C_GRID", "STATE_FORMAT", "ClassicalModel", "fit_task",
            "one_standard_error_index", "state_problem"]
@@ -185,6 +187,10 @@ class ClassicalModel:
             the nearest training molecule (NaN: none chosen).
         blend_weight (numpy.ndarray, optional): ``[T]`` float64 in ``[0, 1]``, the network's
             weight per column in the blend (:mod:`graph_urpe.models.blend`); :obj:`None`: none.
+        blend_calibration (numpy.ndarray, optional): ``[2, T]`` float64, the blend's z-scaling
+            and conformal factors per column
+            (:func:`~graph_urpe.models.blend.fit_blend_calibration`; NaN: no validation label);
+            :obj:`None`: none (classification, or a checkpoint written before them).
     """
 
     task: str
@@ -193,6 +199,7 @@ class ClassicalModel:
     tasks: list[dict]
     similarity_threshold: float = math.nan
     blend_weight: np.ndarray | None = None
+    blend_calibration: np.ndarray | None = None
 
     @classmethod
     def fit(cls, bits: np.ndarray, labels: np.ndarray, rows: np.ndarray, task: str,
@@ -282,8 +289,9 @@ class ClassicalModel:
             "tasks": [{key: torch.from_numpy(np.ascontiguousarray(e[key])) if key in (
                 "support", "dual_coef") else float(e[key]) for key in _TASK_KEYS}
                 for e in self.tasks],
-            **({} if self.blend_weight is None else {"blend_weight": torch.tensor(
-                self.blend_weight, dtype=torch.float64)}),
+            **{key: torch.tensor(value, dtype=torch.float64) for key, value in (
+                ("blend_weight", self.blend_weight),
+                ("blend_calibration", self.blend_calibration)) if value is not None},
         }
 
     @classmethod
@@ -307,11 +315,12 @@ class ClassicalModel:
             raise ValueError(f"the classical model's {problem}")
         tasks = [{k: (v.numpy().copy() if isinstance(v, torch.Tensor) else float(v))
                   for k, v in e.items()} for e in state["tasks"]]
-        weight = state.get("blend_weight")
+        weight, calibration = state.get("blend_weight"), state.get("blend_calibration")
         return cls(state["task"], state["train_fingerprints"].numpy().copy(),
                    state["train_rows"].numpy().copy(), tasks,
                    float(state["similarity_threshold"]),
-                   None if weight is None else weight.numpy().copy())
+                   None if weight is None else weight.numpy().copy(),
+                   None if calibration is None else calibration.numpy().copy())
 
 
 def _tensor(value: Any, dtype: torch.dtype, dims: int, name: str) -> str | None:
@@ -348,8 +357,8 @@ def state_problem(state: Any, num_tasks: int | None = None) -> str | None:
         str or None: one line naming the first difference, or :obj:`None`.
     """
     keys = {"format", "task", "train_fingerprints", "train_rows", "similarity_threshold", "tasks"}
-    if not isinstance(state, dict) or set(state) - {"blend_weight"} != keys:
-        return f"state is not a mapping of {sorted(keys)} (and blend_weight)"
+    if not isinstance(state, dict) or set(state) - {"blend_weight", "blend_calibration"} != keys:
+        return f"state is not a mapping of {sorted(keys)} (and blend_weight, blend_calibration)"
     if not isinstance(state["format"], str) or not isinstance(state["task"], str) or state[
             "format"] != STATE_FORMAT or state["task"] not in ("regression", "classification"):
         return (f"format / task {str(state['format'])[:40]!r} / {str(state['task'])[:20]!r} is "
@@ -392,4 +401,8 @@ def state_problem(state: Any, num_tasks: int | None = None) -> str | None:
                 return problem
         if (entry["C"] == 0) != (len(support) == 0):
             return f"{where} has C = {entry['C']} with {len(support)} support vectors"
-    return weight_problem(state["blend_weight"], len(tasks)) if "blend_weight" in state else None
+    if "blend_calibration" in state and "blend_weight" not in state:
+        return "blend_calibration without blend_weight"
+    return (weight_problem(state["blend_weight"], len(tasks)) if "blend_weight" in state
+            else None) or (calibration_problem(state["blend_calibration"], len(tasks))
+                           if "blend_calibration" in state else None)

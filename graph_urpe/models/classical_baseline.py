@@ -22,13 +22,18 @@ validation similarity (the edge of what was validated). At least 10 labelled val
 are needed (else no threshold, no warning). ``predict`` warns (one line) for the molecules
 below it (:func:`classical_columns`).
 
-**Blend** (:mod:`graph_urpe.models.blend`): the network's weight per column, from the
-validation predictions of each checkpoint (captured at the end of each validation, before the
-checkpoint is written: its ``blend_weight``), and at ``test`` again from the tested checkpoint's
+**Blend** (:mod:`graph_urpe.models.blend`): the network's weight per column and, for
+regression, the blend's uncertainty factors, from the validation predictions of each checkpoint
+(captured at the end of each validation, before the checkpoint is written: its
+``blend_weight`` and ``blend_calibration``), and at ``test`` again from the tested checkpoint's
 validation predictions (the module's ``predict_step`` over the validation loader). Logged as
 ``val/<metric>_blend`` and ``test/<metric>_blend`` (every label column: one without a classical
-model is the network's); ``predict`` writes ``<target>_blend``.
-Not computed at ``test`` under several processes (one line says so).
+model is the network's; regression also ``test/coverage95_blend``, ``test/nll_blend``). The
+blend is the prediction: ``predict`` writes it as ``<target>_pred`` with its interval, and the
+network's own as ``<target>_network`` (benchmarks/README.md section 25a: on six public sets,
+3 seeds, the blend is at least as good as the network on test, and the validation rows rank
+them the same way). Not computed at ``test`` under several processes (one line says so; the
+test table then has the network's columns only).
 """
 
 from __future__ import annotations
@@ -45,12 +50,16 @@ from lightning.pytorch.utilities import rank_zero_info
 
 from graph_urpe.data.fingerprints import ecfp4
 from graph_urpe.models import blend as mix
+from graph_urpe.models.calibration import GAUSSIAN_HALF_WIDTH, calibration_metrics
 from graph_urpe.models.classical import ClassicalModel, state_problem
 from graph_urpe.models.metrics import epoch_metrics
 
-__all__ = ["ERROR_RATIO", "MAX_TRAIN_MOLECULES", "METHOD_NAMES", "ClassicalBaseline",
+__all__ = ["ERROR_RATIO", "MAX_TRAIN_MOLECULES", "METHOD_NAMES", "NETWORK", "ClassicalBaseline",
            "classical_columns", "classical_from_checkpoint", "count_outside_domain", "row_errors",
            "similarity_threshold", "split_molecules"]
+
+NETWORK = "_network"
+"""``predict``'s column of the network's own prediction where the blend is ``<target>_pred``."""
 
 MAX_TRAIN_MOLECULES = 20_000
 """Above this many training molecules the classical model is skipped (one line says so)."""
@@ -125,6 +134,19 @@ def similarity_threshold(similarity: np.ndarray, error: np.ndarray) -> float:
     return chosen
 
 
+def _interval_scores(blended: dict[str, np.ndarray], std: np.ndarray, target: np.ndarray,
+                     per_molecule: bool) -> dict[str, float]:
+    """The blend's uncertainty scores on labelled rows
+    (:func:`~graph_urpe.models.calibration.calibration_metrics`, with its z-scaled std
+    :obj:`std` ``[N, T]``), named as the network's: ``coverage95``, ``nll`` and, with
+    :obj:`per_molecule` uncertainty, ``spearman``."""
+    mean, lower, upper = (torch.as_tensor(blended[k]) for k in ("prediction", "lower", "upper"))
+    scores = calibration_metrics(mean, torch.as_tensor(std), lower, upper,
+                                 torch.as_tensor(target))
+    out = {"coverage95": scores["coverage"], "nll": scores["nll"]}
+    return {**out, "spearman": scores["spearman"]} if per_molecule else out
+
+
 def _scores(model: ClassicalModel, pred: np.ndarray, target: np.ndarray) -> dict[str, float]:
     """:func:`epoch_metrics` of the classical predictions (columns without a model left out)."""
     target = np.where(np.isnan(pred), np.nan, target)
@@ -155,8 +177,8 @@ class ClassicalBaseline(Callback):
         self._val: tuple[np.ndarray, np.ndarray] | None = None  # classical predictions, labels
         self._captured: tuple[np.ndarray, torch.Tensor] | None = None
         self._blend_scores: dict[str, dict[str, float]] = {}  # stage -> metric -> value
-        self.tested_weight: np.ndarray | None = None
-        """``[T]`` the blend's weights of the tested checkpoint (set at ``test``)."""
+        self.tested: ClassicalModel | None = None
+        """The model with the tested checkpoint's blend (set at ``test``)."""
 
     @staticmethod
     def _splits(trainer: Trainer) -> dict:
@@ -216,31 +238,51 @@ class ClassicalBaseline(Callback):
         if trainer.sanity_checking or self.model is None:
             return
         ids, pred, _ = pl_module.epoch_predictions["val"].rows()
-        self._captured = ids.cpu().numpy(), pred[:, :len(self.model.tasks)]
+        self._captured = ids.cpu().numpy(), pred  # [means or logits, variances]
         if self._val_logged or self._val_scores is None:
             return
         self._log(pl_module, "val", self._val_scores)
         self._val_logged = True
 
     def on_validation_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        """The blend's weights of the checkpoint about to be written, from its validation
-        predictions (classification: the module's ``predict_values`` path, sigmoid of the
-        Platt-scaled logits, with the Platt fit of this validation)."""
+        """The blend's weights (and for regression its uncertainty factors) of the checkpoint
+        about to be written, from its validation predictions (classification: the module's
+        ``predict_values`` path, sigmoid of the Platt-scaled logits, with the Platt fit of this
+        validation; regression: the network's interval with the calibration of this
+        validation, as its ``predict_step`` writes it)."""
         if self._captured is None:
             return
         (ids, pred), self._captured = self._captured, None
-        if self.model.task == "classification":
-            pred = torch.sigmoid(pl_module.platt_logits(pred))
+        tasks = len(self.model.tasks)
         svm, target = self._classical_val(trainer)
-        network = np.full(target.shape, np.nan)
-        network[ids] = pred.double().cpu().numpy()
-        self.model.blend_weight = mix.blend_weights(network, svm, target, self.model.task,
-                                                    self._modelled(self.model))
+        network: dict[str, np.ndarray] = {}
+        if self.model.task == "classification":
+            outputs = {"prediction": torch.sigmoid(pl_module.platt_logits(pred[:, :tasks]))}
+        else:
+            _, lower, upper = pl_module.calibrated(pred[:, :tasks], pred[:, tasks:2 * tasks])
+            outputs = {"prediction": pred[:, :tasks], "lower": lower, "upper": upper}
+        for key, value in outputs.items():
+            network[key] = np.full(target.shape, np.nan)
+            network[key][ids] = value.double().cpu().numpy()
+        self.model.blend_weight, self.model.blend_calibration = self._fit_blend(network, svm,
+                                                                                target)
+
+    def _fit_blend(self, network: dict[str, np.ndarray], svm: np.ndarray, target: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray | None]:
+        """``(weight [T], calibration [2, T] or None)`` from validation outputs."""
+        weight = mix.blend_weights(network["prediction"], svm, target, self.model.task,
+                                   self._modelled(self.model))
+        if self.model.task != "regression":
+            return weight, None
+        return weight, mix.fit_blend_calibration(mix.blend(network["prediction"], svm, weight),
+                                                 network, target)
 
     def on_test_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        """The tested checkpoint's blend weights from its validation predictions, and the
-        blend's scores on the validation and test rows."""
-        self._blend_scores, self.tested_weight = {}, None
+        """The tested checkpoint's blend (weights, uncertainty factors) from its validation
+        predictions, and the blend's scores on the validation and test rows (regression also
+        its interval's: ``test/coverage95_blend``, ``test/nll_blend``, and with per-molecule
+        uncertainty ``test/spearman_blend``)."""
+        self._blend_scores, self.tested = {}, None
         splits = self._splits(trainer)
         if self.model is None or len(splits.get("test") or ()) == 0:
             return
@@ -251,14 +293,27 @@ class ClassicalBaseline(Callback):
         data = trainer.datamodule
         svm, target = self._classical_val(trainer)
         network = mix.network_predictions(trainer, pl_module, data.val_dataloader(), len(target))
-        weight = mix.blend_weights(network, svm, target, self.model.task,
-                                   self._modelled(self.model))
-        scores = {"val": _scores(self.model, mix.blend(network, svm, weight), target)}
+        weight, calibration = self._fit_blend(network, svm, target)
+        scores = {"val": _scores(self.model, mix.blend(network["prediction"], svm, weight),
+                                 target)}
         smiles, target, _ = split_molecules(splits["test"], len(weight))
         network = mix.network_predictions(trainer, pl_module, data.test_dataloader(), len(target))
-        svm = self.model.predict(ecfp4(smiles))
-        scores["test"] = _scores(self.model, mix.blend(network, svm, weight), target)
-        self._blend_scores, self.tested_weight = scores, weight
+        blended = mix.blended_outputs(network, self.model.predict(ecfp4(smiles)), weight,
+                                      calibration)
+        scores["test"] = _scores(self.model, blended["prediction"], target)
+        if calibration is not None:  # the std a missing factor falls back to: calibrated()'s
+            half = (network["upper"] - network["lower"]) / 2
+            std = np.where(np.isnan(calibration[0]), half / GAUSSIAN_HALF_WIDTH,
+                           calibration[0] * half)
+            scores["test"].update(_interval_scores(blended, std, target, "std" in network))
+        self._blend_scores = scores
+        self.tested = dataclasses.replace(self.model, blend_weight=weight,
+                                          blend_calibration=calibration)
+
+    @property
+    def tested_weight(self) -> np.ndarray | None:
+        """``[T]`` the blend's weights of the tested checkpoint (set at ``test``)."""
+        return None if self.tested is None else self.tested.blend_weight
 
     def on_test_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """Log ``test/<metric>_classical`` on the data module's test rows, and the blend's
@@ -293,7 +348,8 @@ class ClassicalBaseline(Callback):
         """
         if self.model is None or "smiles" not in table.columns:
             return table
-        model = dataclasses.replace(self.model, blend_weight=self.tested_weight)
+        model = self.tested or dataclasses.replace(self.model, blend_weight=None,
+                                                   blend_calibration=None)
         return classical_columns(table, table["smiles"].astype(str).tolist(), model, targets)
 
     def state_dict(self) -> dict[str, Any]:
@@ -336,15 +392,20 @@ def classical_from_checkpoint(checkpoint: dict, path: str) -> ClassicalModel | N
 
 def classical_columns(table: pd.DataFrame, smiles: list[str], model: ClassicalModel,
                       targets: list[str]) -> pd.DataFrame:
-    """``predict``'s table with the classical model's columns, before ``error``:
-    ``<target>_ecfp_svm`` (its prediction), ``<target>_blend`` (the blend of ``<target>_pred``
-    and it with the checkpoint's ``blend_weight``: :func:`graph_urpe.models.blend.blend`; not
-    for a model stored without one), ``nearest_train_similarity`` (ECFP4 Tanimoto to the
-    nearest training molecule) and ``nearest_train_row`` (that molecule's CSV data row); empty
-    for rows with an error (a table without an ``error`` column: every row is predicted).
+    """``predict``'s table with the classical model's columns, before ``error``.
+
+    With a blend (the checkpoint's ``blend_weight``): ``<target>_pred`` becomes the blend
+    (:func:`graph_urpe.models.blend.blended_outputs`; ``<target>_std``, ``<target>_lower``,
+    ``<target>_upper`` its uncertainty) and ``<target>_network`` keeps the network's own
+    prediction. Then ``<target>_ecfp_svm`` (the classical model's prediction),
+    ``nearest_train_similarity`` (ECFP4 Tanimoto to the nearest training molecule) and
+    ``nearest_train_row`` (that molecule's CSV data row). Empty for rows with an error (a table
+    without an ``error`` column: every row is predicted).
 
     Args:
-        table (pandas.DataFrame): the prediction table, one row per input, in input order.
+        table (pandas.DataFrame): the prediction table, one row per input, in input order, with
+            the network's ``<target>_pred`` (and ``_std``, ``_lower``, ``_upper`` where it
+            writes them).
         smiles (list[str]): the inputs' SMILES, in the same order.
         model (ClassicalModel): the checkpoint's classical model.
         targets (list[str]): the label names (its columns).
@@ -360,9 +421,9 @@ def classical_columns(table: pd.DataFrame, smiles: list[str], model: ClassicalMo
         raise ValueError(f"the checkpoint's classical model has {len(model.tasks)} label columns "
                          f"and its network {len(targets)}: use a checkpoint `graph-urpe fit` "
                          "wrote")
-    blends = [] if model.blend_weight is None else [f"{t}{mix.SUFFIX}" for t in targets]
-    names = [f"{t}{SUFFIX}" for t in targets] + blends + ["nearest_train_similarity",
-                                                          "nearest_train_row"]
+    networks = [] if model.blend_weight is None else [f"{t}{NETWORK}" for t in targets]
+    names = networks + [f"{t}{SUFFIX}" for t in targets] + ["nearest_train_similarity",
+                                                            "nearest_train_row"]
     taken = [n for n in names if n in table.columns]
     if taken:
         raise ValueError(f"the input has a column {taken[0]!r}, a name predict writes: rename it")
@@ -375,11 +436,17 @@ def classical_columns(table: pd.DataFrame, smiles: list[str], model: ClassicalMo
         p, s, r = model.predict_with_neighbours(ecfp4([smiles[i] for i in ok]))
         pred[ok], similarity[ok], nearest[ok] = p, s, r
     out = table.copy()
-    at = list(out.columns).index("error") if "error" in out.columns else len(out.columns)
-    if blends:
-        network = table[[f"{t}_pred" for t in targets]].to_numpy(np.float64)
-        pred = np.concatenate([pred, mix.blend(network, pred, model.blend_weight)], axis=1)
     values = [*pred.T, similarity, nearest]
+    if networks:
+        network = {key: table[[f"{t}_{key}" for t in targets]].to_numpy(np.float64)
+                   for key in ("pred", "std", "lower", "upper")
+                   if f"{targets[0]}_{key}" in table.columns}
+        network["prediction"] = network.pop("pred")
+        blended = mix.blended_outputs(network, pred, model.blend_weight, model.blend_calibration)
+        for key, value in blended.items():
+            out[[f"{t}_{'pred' if key == 'prediction' else key}" for t in targets]] = value
+        values = [*network["prediction"].T, *values]
+    at = list(out.columns).index("error") if "error" in out.columns else len(out.columns)
     for offset, (name, column) in enumerate(zip(names, values)):
         out.insert(at + offset, name, column)
     return out

@@ -14,9 +14,10 @@ The rows are those of ``graph-urpe predict`` (:func:`~graph_urpe.data.prediction
 ensemble or a mean-variance head only: a single network has no per-molecule uncertainty),
 ``<target>_lower``, ``<target>_upper``, then ``error`` (why a row has no prediction) and
 ``warning`` (outside the training vocabulary, or more atoms than any training molecule); a
-checkpoint of a CSV fit adds its classical model's ``<target>_ecfp_svm``, the blend
-``<target>_blend`` (:mod:`graph_urpe.models.blend`), ``nearest_train_similarity`` and
-``nearest_train_row`` before ``error``
+checkpoint of a CSV fit makes ``<target>_pred`` (and its interval) the blend of the network and
+its classical model (:mod:`graph_urpe.models.blend`) and adds ``<target>_network`` (the
+network's own), ``<target>_ecfp_svm``, ``nearest_train_similarity`` and ``nearest_train_row``
+before ``error``
 (:func:`~graph_urpe.models.classical_baseline.classical_columns`). The molecules become graphs as
 in ``graph-urpe predict`` (:func:`~graph_urpe.data.predict_inputs.model_input_graphs` under
 :data:`~graph_urpe.data.budgets.DEFAULT_BUDGETS`: the same molecules accepted and refused, with
