@@ -94,9 +94,9 @@ def test_one_standard_error_rule_on_a_hand_made_cv_table():
 
 def _summary_weight(out: str, metric: str) -> tuple[float, float]:
     """The blend's value and weight from the summary line ``Test MAE: 0.48 (prediction: blend,
-    w 0.07) | 0.65 (network) | 0.47 (ECFP4 Tanimoto SVR)``."""
+    network weight 0.07) | 0.65 (network) | 0.47 (ECFP4 Tanimoto SVR)``."""
     line = next(x for x in out.splitlines() if x.startswith(f"Test {metric}:"))
-    found = re.search(r": (\d\.\d{4}) \(prediction: blend, w (\d\.\d\d)\) \| \d\.\d{4} "
+    found = re.search(r": (\d\.\d{4}) \(prediction: blend, network weight (\d\.\d\d)\) \| \d\.\d{4} "
                       r"\(network\) \| \d\.\d{4} \(ECFP4 Tanimoto SV[RC]\)$", line)
     assert found, line
     return float(found.group(1)), float(found.group(2))
@@ -277,7 +277,7 @@ def test_a_column_without_a_classical_model_keeps_the_network(tmp_path, capsys, 
     assert state["tasks"][1]["C"] == 0.0 and float(state["blend_weight"][1]) == 1.0
     assert 0 < float(state["blend_weight"][0]) < 1
     line = next(x for x in out.splitlines() if x.startswith("Test ROC-AUC:"))
-    assert ", 1.00) | " in line and "(prediction: blend, w " in line
+    assert ", 1.00) | " in line and "(prediction: blend, network weight " in line
     table = Predictor.from_checkpoint(best).predict(["CCO", "c1ccccc1", "CCCCN"])
     assert table["b_ecfp_svm"].isna().all()
     np.testing.assert_array_equal(table["b_network"], table["b_pred"])

@@ -132,7 +132,7 @@ def test_csv_fit_scores_the_classical_model_and_predict_writes_its_columns(
     assert len(value) == 1 and metrics["val/mae_classical"].notna().sum() == 1
     line = next(x for x in out.splitlines() if x.startswith("Test MAE:"))
     assert line.endswith(f"(network) | {value.iloc[0]:.4f} (ECFP4 Tanimoto SVR)")
-    assert line.startswith("Test MAE: ") and "(prediction: blend, w " in line
+    assert line.startswith("Test MAE: ") and "(prediction: blend, network weight " in line
     # independently: the stored model's test predictions against the labels
     state = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
     model = ClassicalModel.from_state(state["callbacks"]["ClassicalBaseline"], num_tasks=1)

@@ -74,7 +74,9 @@ def test_fit_writes_one_run_folder_tests_best_then_resumes_and_predicts(
                  "figures/learning_curves.png", "figures/parity.png"):
         assert (run / name).is_file(), name
     assert any(p.name.startswith("events.out.tfevents") for p in run.iterdir())
-    mae = float(re.search(r"Test MAE: ([0-9.]+)", out).group(1))
+    # Test MAE: <blend, the prediction> (prediction: blend, ...) | <network> (network) | ...
+    blend_mae = float(re.search(r"Test MAE: ([0-9.]+) \(prediction: blend", out).group(1))
+    mae = float(re.search(r"Test MAE: .*?([0-9.]+) \(network\)", out).group(1))
     best = re.search(r"Best checkpoint: (\S+)  \(val/mae, tested\)", out).group(1)
     assert best == str(run / "checkpoints" / "best.ckpt")
     # The checkpoint alone rebuilds the trained network (its class path and arguments).
@@ -95,15 +97,18 @@ def test_fit_writes_one_run_folder_tests_best_then_resumes_and_predicts(
     assert table["row"].tolist() == [13, 14, 15]
     assert table["smiles"].tolist() == SMILES[13:]
     assert table["target"].tolist() == pytest.approx([len(s) / 4.0 for s in SMILES[13:]])
-    assert table["target_pred"].tolist() == pytest.approx([preds[i] for i in range(3)], abs=1e-5)
-    # The bootstrap interval of the test MAE: every resample's MAE lies between the smallest
-    # and the largest absolute error of the 3 test molecules.
-    pattern = (r"Test MAE 95% interval over the 3 labelled test graphs \(bootstrap\): "
+    assert table["target_network"].tolist() == pytest.approx([preds[i] for i in range(3)],
+                                                             abs=1e-5)
+    # The bootstrap interval of the prediction's (the blend's) test MAE: every resample's MAE
+    # lies between the smallest and the largest absolute error of the 3 test molecules.
+    pattern = (r"Test MAE of the blend \(the prediction\) 95% interval over the 3 labelled "
+               r"test graphs \(bootstrap\): "
                r"(\d+\.\d+) to (\d+\.\d+)\. The spread over training seeds: graph-urpe seeds "
                r"--seeds 3 --config \S+tiny.yaml\n")
     low, high = map(float, re.search(pattern, out).groups())
     err = (table["target"] - table["target_pred"]).abs()
-    assert err.min() - 1e-4 <= low <= mae <= high <= err.max() + 1e-4
+    assert err.mean() == pytest.approx(blend_mae, abs=1e-4)
+    assert err.min() - 1e-4 <= low <= blend_mae <= high <= err.max() + 1e-4
     first = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
 
     # Resume the latest version from its last.ckpt for one more epoch: no new version folder.
@@ -216,7 +221,7 @@ def test_summary_counts_unlabelled_test_graphs_and_says_when_nothing_was_tested(
     main(["fit", "--config", config])
     out = capsys.readouterr().out
     assert "Test graphs without any label: 1 of 3 (masked" in out
-    assert "Test MAE 95% interval over the 2 labelled test graphs" in out
+    assert "Test MAE of the blend (the prediction) 95% interval over the 2 labelled test graphs" in out
     assert "holds only 2 labelled graph(s)" in out
     frame.loc[13:, "split"] = "train"  # no test part at all
     frame.to_csv(csv, index=False)

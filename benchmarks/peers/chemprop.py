@@ -418,8 +418,10 @@ def beside_network(metrics_csv: Path, metric: str) -> dict:
     model and the blend (the blend's validation score is the one its weight was chosen on).
 
     Returns:
-        dict: ``classical``, ``blend``, ``val_network``, ``val_classical``, ``val_blend`` (NaN
-        where the run logged none).
+        dict: ``network``, ``classical``, ``blend``, ``val_network``, ``val_classical``,
+        ``val_blend`` (NaN where the run logged none). The run's ``value`` (from
+        ``test_predictions.csv``'s ``target_pred``) is the blend since 4efc464 (the network
+        before): ``network`` is the network's own ``test/<metric>``.
     """
     frame = pd.read_csv(metrics_csv)
 
@@ -427,7 +429,8 @@ def beside_network(metrics_csv: Path, metric: str) -> dict:
         values = frame[column].dropna() if column in frame else pd.Series(dtype=float)
         return float(values.iloc[-1]) if len(values) else float("nan")
 
-    return {"classical": last(f"test/{metric}_classical"), "blend": last(f"test/{metric}_blend"),
+    return {"network": last(f"test/{metric}"), "classical": last(f"test/{metric}_classical"),
+            "blend": last(f"test/{metric}_blend"),
             "val_network": last(f"val/{metric}"), "val_classical": last(f"val/{metric}_classical"),
             "val_blend": last(f"val/{metric}_blend")}
 
@@ -443,7 +446,8 @@ def format_beside(results: Sequence[dict]) -> str:
             continue
         metric = "MAE" if mine[0]["metric"] == "mae" else "ROC-AUC"
         rows.append([name, metric, ",".join(str(r["seed"]) for r in mine)] + [
-            _cell([r[key] for r in mine]) for key in ("value", "classical", "blend")] + [
+            _cell([r.get("network", r["value"]) if key == "network" else r[key] for r in mine])
+            for key in ("network", "classical", "blend")] + [
             f"{statistics.fmean(r[key] for r in mine):.3f}"
             for key in ("val_network", "val_classical", "val_blend")])
     return markdown_table(["set", "metric", "seeds", "test: network", "test: ECFP4 SVM (in fit)",

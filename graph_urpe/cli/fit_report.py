@@ -209,13 +209,17 @@ def unlabelled_test_graphs(model: LightningModule) -> int:
     return int(torch.isnan(outputs[2]).all(dim=1).sum())
 
 
-def metric_interval_line(model: LightningModule, seeds_command: str | None = None) -> str | None:
+def metric_interval_line(model: LightningModule, seeds_command: str | None = None,
+                         prediction: tuple[torch.Tensor, torch.Tensor] | None = None
+                         ) -> str | None:
     """The summary's line on how much the monitored test metric could vary with the test graphs:
     its 95 % bootstrap interval (:func:`~graph_urpe.models.uncertainty.bootstrap_interval`) over
-    the graphs of ``model.test_outputs`` that have a label, then :obj:`seeds_command` (the
-    command that measures the spread over seeds) if given; :obj:`None` at node level, for test
-    splits over :data:`~graph_urpe.models.uncertainty.MAX_BOOTSTRAP_CELLS` labels, or where it is
-    undefined."""
+    the graphs that have a label, then :obj:`seeds_command` (the command that measures the
+    spread over seeds) if given; :obj:`None` at node level, for test splits over
+    :data:`~graph_urpe.models.uncertainty.MAX_BOOTSTRAP_CELLS` labels, or where it is
+    undefined. The graphs are those of ``model.test_outputs`` (the network's), or
+    :obj:`prediction` ``(values [n, T], labels [n, T])``: the blend, when it is the prediction
+    (``ClassicalBaseline.tested_outputs``)."""
     from graph_urpe.models.uncertainty import (
         MAX_BOOTSTRAP_CELLS,
         bootstrap_interval,
@@ -225,14 +229,14 @@ def metric_interval_line(model: LightningModule, seeds_command: str | None = Non
     outputs = getattr(model, "test_outputs", None)
     if outputs is None or getattr(model, "level", "graph") != "graph":
         return None
-    _, pred, target = outputs
+    _, pred, target = outputs if prediction is None else (None, *prediction)
     if target.numel() > MAX_BOOTSTRAP_CELLS:
         return None
     metric = model.metric_name
     labelled = ~torch.isnan(target).all(dim=1)  # graphs with at least one label
     pred, target = pred[labelled], target[labelled]
     interval = bootstrap_interval(pred, target, model.hparams.task, metric)
-    label = METRICS[metric].label
+    label = METRICS[metric].label + ("" if prediction is None else " of the blend (the prediction)")
     seeds = f". The spread over training seeds: {seeds_command}" if seeds_command else ""
     if interval is None:
         if pred.shape[0] < 2:
@@ -314,7 +318,8 @@ def print_fit_summary(trainer: Trainer, metrics: dict[str, float] | None, run_di
             # The training objective; regression: in the standardised units it is optimised in.
             scaled = hparams.get("task") == "regression" and hparams.get("standardize")
             labels["loss"] = (f"loss ({LOSS_LABELS.get(loss, loss)}"
-                              f"{' of standardised targets' if scaled else ''})")
+                              f"{' of standardised targets' if scaled else ''}"
+                              f"{', network' if tested_note(trainer.callbacks) else ''})")
         for key in sorted(shown, key=lambda k: order.index(k) if k in order else len(order)):
             label = labels.get(key, key.upper())
             value = _format(shown[key])
@@ -335,7 +340,9 @@ def print_fit_summary(trainer: Trainer, metrics: dict[str, float] | None, run_di
         weights = getattr(module, "pos_weight_summary", None)
         if callable(weights) and weights():
             lines.append(weights())
-        interval = metric_interval_line(module, seeds_command)
+        blended = next((c.tested_outputs for c in trainer.callbacks
+                        if getattr(c, "tested_outputs", None) is not None), None)
+        interval = metric_interval_line(module, seeds_command, blended)
         if interval:
             lines.append(interval)
         if record is not None:

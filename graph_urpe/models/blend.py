@@ -329,17 +329,17 @@ def calibration_problem(value: Any, num_tasks: int) -> str | None:
 
 
 def weight_note(weight: np.ndarray) -> str:
-    """How the summary names the blend: ``"blend, w 0.42"`` (one weight per column, the first
-    four).
+    """How the summary names the blend: ``"blend, network weight 0.42"`` (one weight per
+    column, the first four).
 
     Args:
         weight (numpy.ndarray): ``[T]`` the network's weight per label column, in ``[0, 1]``.
 
     Returns:
-        str: e.g. ``"blend, w 0.42, 1.00"``.
+        str: e.g. ``"blend, network weight 0.42, 1.00"``.
     """
     shown = ", ".join(f"{w:.2f}" for w in np.asarray(weight)[:4])
-    return f"blend, w {shown}{', ...' if len(weight) > 4 else ''}"
+    return f"blend, network weight {shown}{', ...' if len(weight) > 4 else ''}"
 
 
 def tested_note(callbacks: Any) -> str | None:

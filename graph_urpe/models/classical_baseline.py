@@ -179,6 +179,9 @@ class ClassicalBaseline(Callback):
         self._blend_scores: dict[str, dict[str, float]] = {}  # stage -> metric -> value
         self.tested: ClassicalModel | None = None
         """The model with the tested checkpoint's blend (set at ``test``)."""
+        self.tested_outputs: tuple[torch.Tensor, torch.Tensor] | None = None
+        """The blend's test predictions and labels ``[n, T]`` of the labelled test rows (set at
+        ``test``; the summary's bootstrap interval is the blend's)."""
 
     @staticmethod
     def _splits(trainer: Trainer) -> dict:
@@ -282,7 +285,7 @@ class ClassicalBaseline(Callback):
         predictions, and the blend's scores on the validation and test rows (regression also
         its interval's: ``test/coverage95_blend``, ``test/nll_blend``, and with per-molecule
         uncertainty ``test/spearman_blend``)."""
-        self._blend_scores, self.tested = {}, None
+        self._blend_scores, self.tested, self.tested_outputs = {}, None, None
         splits = self._splits(trainer)
         if self.model is None or len(splits.get("test") or ()) == 0:
             return
@@ -309,6 +312,9 @@ class ClassicalBaseline(Callback):
         self._blend_scores = scores
         self.tested = dataclasses.replace(self.model, blend_weight=weight,
                                           blend_calibration=calibration)
+        labelled = ~np.isnan(target).all(1)
+        self.tested_outputs = (torch.from_numpy(blended["prediction"][labelled]),
+                               torch.from_numpy(target[labelled]))
 
     @property
     def tested_weight(self) -> np.ndarray | None:
