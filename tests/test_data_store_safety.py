@@ -184,7 +184,7 @@ def _small_store(folder) -> None:
 
 
 def _crc_reads(monkeypatch) -> list:
-    import graph_urpe.data.store as store
+    from graph_urpe.data import store
 
     reads, crc32 = [], store.file_crc32
     monkeypatch.setattr(store, "file_crc32", lambda path: reads.append(osp.basename(path)) or
@@ -248,7 +248,7 @@ def test_a_copied_store_or_any_other_record_is_checked_in_full(tmp_path, monkeyp
 
 def test_a_store_in_a_folder_that_cannot_be_written_is_checked_at_every_open(tmp_path,
                                                                               monkeypatch):
-    import graph_urpe.data.store as store
+    from graph_urpe.data import store
     from graph_urpe.files import OutputError
 
     _small_store(tmp_path)

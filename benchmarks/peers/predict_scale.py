@@ -33,8 +33,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]  # peers/chemprop.py, benchmarks/_common.py
-from _common import markdown_table  # noqa: E402
-from chemprop import ONE_THREAD, ROOT, TEMPLATE  # noqa: E402
+from _common import markdown_table
+from chemprop import ONE_THREAD, ROOT, TEMPLATE
 
 
 def measured(cmd: list[str], log: Path, env: dict) -> dict:
