@@ -180,6 +180,15 @@ def test_csv_fit_scores_the_classical_model_and_predict_writes_its_columns(
     (line,) = [x for x in capsys.readouterr().err.splitlines() if "applicability" in x]
     assert line.startswith(f"Warning: {below} molecule(s) have an ECFP4 Tanimoto similarity "
                            "below 0.50 to every training molecule")
+    # and each of them says so in its own warning column, naming its nearest training molecule
+    flagged = pd.read_csv(tmp_path / "pred2.csv", keep_default_na=False)
+    noted = flagged["warning"].str.contains("outside the applicability domain")
+    best = dict(zip((0, 1, 3), kernel.max(1)))  # query 2 is invalid: no prediction, no note
+    assert noted.tolist() == [i in best and best[i] < 0.5 for i in range(4)]
+    for i in np.flatnonzero(noted):
+        s, r = flagged.loc[i, ["nearest_train_similarity", "nearest_train_row"]]
+        assert f"ECFP4 similarity {float(s):.2f} to the nearest training molecule (row {r}), " \
+            "below 0.50" in flagged.loc[i, "warning"]
 
 
 def test_classification_summary_and_switching_it_off(tmp_path, capsys, caplog):

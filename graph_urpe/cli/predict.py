@@ -225,8 +225,9 @@ def _report(counts: dict[str, int], first_errors: list[tuple[int, str]], output:
         return
     failed = counts["failed"]
     failed_text = f"{failed} failed (reason in the 'error' column)" if failed else "0 failed"
-    flagged = (f"; {counts['flagged']} flagged: outside the training vocabulary or larger than "
-               "every training molecule (see the 'warning' column)" if counts["flagged"] else "")
+    flagged = (f"; {counts['flagged']} flagged: outside the training vocabulary, larger than "
+               "every training molecule or outside the applicability domain (see the 'warning' "
+               "column)" if counts["flagged"] else "")
     resumed = (f" ({counts['resumed_chunks']} chunks from an interrupted run reused)"
                if counts["resumed_chunks"] else "")
     rows = f"{counts['rows']} input row{'s' if counts['rows'] != 1 else ''}"

@@ -406,7 +406,8 @@ def classical_columns(table: pd.DataFrame, smiles: list[str], model: ClassicalMo
     prediction. Then ``<target>_ecfp_svm`` (the classical model's prediction),
     ``nearest_train_similarity`` (ECFP4 Tanimoto to the nearest training molecule) and
     ``nearest_train_row`` (that molecule's CSV data row). Empty for rows with an error (a table
-    without an ``error`` column: every row is predicted).
+    without an ``error`` column: every row is predicted). A row below the model's
+    applicability threshold gets a note in its ``warning`` column (where the table has one).
 
     Args:
         table (pandas.DataFrame): the prediction table, one row per input, in input order, with
@@ -455,7 +456,19 @@ def classical_columns(table: pd.DataFrame, smiles: list[str], model: ClassicalMo
     at = list(out.columns).index("error") if "error" in out.columns else len(out.columns)
     for offset, (name, column) in enumerate(zip(names, values)):
         out.insert(at + offset, name, column)
+    if "warning" in out.columns and not np.isnan(model.similarity_threshold):
+        out["warning"] = [_domain_warning(w, s, r, model.similarity_threshold) for w, s, r in zip(
+            out["warning"].astype(str), similarity, nearest)]
     return out
+
+
+def _domain_warning(warning: str, similarity: float, nearest: Any, threshold: float) -> str:
+    """A row's ``warning`` with the applicability-domain note added below the threshold."""
+    if not similarity < threshold:  # NaN (a failed row) too
+        return warning
+    note = (f"outside the applicability domain: ECFP4 similarity {similarity:.2f} to the "
+            f"nearest training molecule (row {int(nearest)}), below {threshold:.2f}")
+    return f"{warning}; {note}" if warning else note
 
 
 def count_outside_domain(table: pd.DataFrame, model: ClassicalModel) -> int:
