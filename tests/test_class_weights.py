@@ -118,5 +118,5 @@ def test_fit_balances_the_training_labels_and_reports_them(tmp_path, capsys, mon
             logits += model(batch).tolist()
             labels += batch.y.view(-1, 2).tolist()
     expected = naive_weighted_bce(logits, labels, [7 / 2, 3 / 7])
-    printed = float(re.search(r"Test loss \(BCE\): ([0-9.]+)", out).group(1))
+    printed = float(re.search(r"Test loss \(BCE, network\): ([0-9.]+)", out).group(1))
     assert printed == pytest.approx(expected, abs=1e-4)

@@ -205,7 +205,7 @@ def test_metrics_csv_keeps_the_epochs_after_the_best_checkpoint(tmp_path, capsys
     model.eval()
     with torch.no_grad():
         preds = torch.cat([model.predict_values(b).view(-1) for b in dm.test_dataloader()])
-    assert sorted(table["target_pred"]) == pytest.approx(sorted(preds.tolist()), abs=1e-5)
+    assert sorted(table["target_network"]) == pytest.approx(sorted(preds.tolist()), abs=1e-5)
     metrics = pd.read_csv(runs / "version_0" / "metrics.csv")
     assert sorted(metrics.loc[metrics["val/mae"].notna(), "epoch"]) == [0, 1, 2]
     assert metrics["test/mae"].notna().sum() == 1

@@ -50,7 +50,7 @@ def test_csv_template_runs_from_an_installed_package(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Training finished the planned schedule: 1 of 1 epochs." in proc.stdout
     assert re.search(r"Test MAE: [0-9.]+", proc.stdout)
-    assert "Test loss (L1 of standardised targets):" in proc.stdout
+    assert "Test loss (L1 of standardised targets, network):" in proc.stdout
     # Every path in the summary is absolute (the run folder was given relative).
     run = work / "runs" / "my-csv" / "version_0"
     for label in ("Best checkpoint", "Last checkpoint", "Run folder"):
