@@ -52,6 +52,7 @@ import time
 START = time.time()  # before the heavy imports: first_step counts them
 
 import argparse
+import itertools
 import json
 import os
 import os.path as osp
@@ -165,15 +166,17 @@ def write_inputs(moses: str, n: int, work: str, label: str = "random") -> str:
 
 
 def _watch_tree(proc, period: float = 0.5) -> dict:
-    """Waits for :obj:`proc`; every :obj:`period` seconds reads the CPU seconds and peak RSS (MB,
-    ``VmHWM``) of it and of every process under it (Lightning's ``ddp`` launcher starts rank 1
-    as a child of rank 0 that nobody waits for, so ``RUSAGE_CHILDREN`` misses it): the last
-    values seen for each process id (at most :obj:`period` short of its end)."""
+    """Waits for :obj:`proc`; every :obj:`period` seconds reads the CPU seconds and memory (MB)
+    of it and of every process under it (Lightning's ``ddp`` launcher starts rank 1 as a child
+    of rank 0 that nobody waits for, so ``RUSAGE_CHILDREN`` misses it): for each process id the
+    last CPU seconds seen (at most :obj:`period` short of its end), its peak RSS (``VmHWM``:
+    anonymous memory plus the pages of the memory-mapped store it touched, which the page cache
+    shares between processes) and the largest anonymous RSS seen (``RssAnon``, its own)."""
     import subprocess
 
     import psutil
 
-    seen: dict[int, tuple[float, float]] = {}
+    seen: dict[int, dict[str, float]] = {}
     root = psutil.Process(proc.pid)
     while True:
         try:
@@ -184,9 +187,12 @@ def _watch_tree(proc, period: float = 0.5) -> dict:
             try:
                 times = p.cpu_times()
                 with open(f"/proc/{p.pid}/status") as handle:
-                    hwm = next(int(ln.split()[1]) for ln in handle if ln.startswith("VmHWM"))
-                seen[p.pid] = (times.user + times.system, hwm / 1024)
-            except (psutil.Error, OSError, StopIteration):
+                    status = {ln.split(":")[0]: int(ln.split()[1]) / 1024
+                              for ln in handle if ln.startswith(("VmHWM", "RssAnon"))}
+                before = seen.get(p.pid, {})
+                seen[p.pid] = {"cpu_s": times.user + times.system, "hwm_mb": status["VmHWM"],
+                               "anon_mb": max(status["RssAnon"], before.get("anon_mb", 0.0))}
+            except (psutil.Error, OSError, KeyError):
                 pass
         try:
             proc.wait(timeout=period)
@@ -231,7 +237,9 @@ def fit_epoch(config: dict) -> dict:
     wall = time.perf_counter()
     seen = _watch_tree(subprocess.Popen(command, env=env))
     wall = time.perf_counter() - wall
-    cpu_s, peak_mb = sum(c for c, _ in seen.values()), max(m for _, m in seen.values())
+    cpu_s = sum(r["cpu_s"] for r in seen.values())
+    peak_mb = max(r["hwm_mb"] for r in seen.values())
+    anon_mb = max(r["anon_mb"] for r in seen.values())
     metrics = pd.read_csv(osp.join(runs, name, "version_0", "metrics.csv"))
     curve = metrics.dropna(subset=["train/loss"])[["step", "train/loss"]]
     steps = int(metrics["step"].max()) + 1
@@ -242,6 +250,7 @@ def fit_epoch(config: dict) -> dict:
             "workers_peak_rss_mb": 0.0, "rss_after_imports_mb": 0.0,
             "train_graphs_per_wall_s": graphs / wall, "mol_per_wall_s": graphs / wall,
             "cpu_ms_per_mol": 1e3 * cpu_s / graphs, "processes_seen": len(seen),
+            "peak_anon_mb": anon_mb,
             "loss_curve": [[int(s) * 64 * processes, float(v)] for s, v in curve.to_numpy()]}
 
 
@@ -350,6 +359,18 @@ def _run_ranks(script: str, config: dict) -> list[dict]:
     return records
 
 
+def _curve_parts(curve: list, parts: int = 8) -> list[float]:
+    """The mean training loss in each of :obj:`parts` equal spans of the graphs seen."""
+    import numpy as np
+
+    points = np.asarray(curve, dtype=float).reshape(-1, 2)
+    if not len(points):
+        return []
+    edges = np.linspace(0.0, points[:, 0].max() + 1.0, parts + 1)
+    return [float(points[(points[:, 0] >= a) & (points[:, 0] < b), 1].mean())
+            for a, b in itertools.pairwise(edges)]
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--worker", help=argparse.SUPPRESS)
@@ -427,6 +448,16 @@ def main(argv: list[str] | None = None) -> None:
           (f"{r['peak_rss_mb']:.0f} / {r['workers_peak_rss_mb']:.0f}; "
            f"{r['rss_after_imports_mb']:.0f}"),
           f"{r.get('cache_mb', r.get('output_mb', 0)):.1f}"] for r in rows]))
+    epochs = [r for r in rows if r["bench"] == "epoch"]
+    if epochs:
+        print("\n" + markdown_table(
+            ["molecules", "processes", "share of an epoch", "steps", "wall s", "CPU s",
+             "training graphs / wall s", "peak RSS MB (largest rank, store pages included)",
+             "peak anonymous RSS MB", "training loss over the graphs seen (8 equal parts)"],
+            [[f"{r['n']:,}", str(r["processes"]), f"{r['fraction']:g}", f"{r['steps']:,}",
+              f"{r['wall_s']:.0f}", f"{r['cpu_s']:.0f}", f"{r['train_graphs_per_wall_s']:.0f}",
+              f"{r['peak_rss_mb']:.0f}", f"{r.get('peak_anon_mb', float('nan')):.0f}",
+              " ".join(f"{x:.3f}" for x in _curve_parts(r["loss_curve"]))] for r in epochs]))
     memory = [(r, when, m) for r in rows for when, m in (
         ("end", r.get("memory")), ("after the steps", r.get("after_steps")),
         ("after reading every page of the cache", r.get("after_touch"))) if m]
