@@ -31,13 +31,25 @@ def _naive(graphs):
             "max_atoms": max(g.x.size(0) for g in graphs)}
 
 
-def test_training_vocabulary_reads_only_the_split_from_collated_storage():
+def test_training_vocabulary_reads_only_the_split_from_collated_storage(monkeypatch):
+    from graph_urpe.data import predict_inputs
+    from graph_urpe.data.collated import collated_rows
+
     smiles = ["CCO", "c1ccccc1", "C[N+](C)(C)C", "CC#N", "OC(=O)c1ccccc1Br"]
     graphs = [smiles_to_graph(s, "ogb") for s in smiles]
     dataset = _Collated(graphs)
     for rows in ([0, 3], [1, 2, 4], [4]):
         assert training_vocabulary(dataset[rows]) == _naive([graphs[i] for i in rows])
     assert training_vocabulary(dataset) == _naive(graphs)
+    # A large split is read a few graphs at a time (bounded index memory): the same sets,
+    # including a range whose graphs have no bond at all (a single atom)
+    graphs.append(smiles_to_graph("C", "ogb"))
+    dataset = _Collated(graphs)
+    monkeypatch.setattr(predict_inputs, "VOCABULARY_GRAPHS", 2)
+    for rows in ([5, 0, 3], [5, 5, 0], [1, 2, 4, 5, 0]):  # [5, 5]: a range without bonds
+        assert training_vocabulary(dataset[rows]) == _naive([graphs[i] for i in rows])
+        x = collated_rows(dataset[rows], "x", 1, 3)
+        assert torch.equal(x, torch.cat([graphs[i].x for i in rows[1:3]]))
     # Graph by graph for any other dataset (a list).
     assert training_vocabulary([graphs[0], graphs[2]]) == _naive([graphs[0], graphs[2]])
     assert training_vocabulary([Data(x=torch.randn(3, 2))]) is None  # not categorical features
