@@ -360,15 +360,17 @@ def _run_ranks(script: str, config: dict) -> list[dict]:
 
 
 def _curve_parts(curve: list, parts: int = 8) -> list[float]:
-    """The mean training loss in each of :obj:`parts` equal spans of the graphs seen."""
+    """The mean training loss in each of :obj:`parts` equal spans of the graphs seen (NaN, shown
+    as ``-``, where no step was logged: a short run logs every 10 steps)."""
     import numpy as np
 
     points = np.asarray(curve, dtype=float).reshape(-1, 2)
     if not len(points):
         return []
     edges = np.linspace(0.0, points[:, 0].max() + 1.0, parts + 1)
-    return [float(points[(points[:, 0] >= a) & (points[:, 0] < b), 1].mean())
-            for a, b in itertools.pairwise(edges)]
+    inside = [points[(points[:, 0] >= a) & (points[:, 0] < b), 1]
+              for a, b in itertools.pairwise(edges)]
+    return [float(v.mean()) if len(v) else float("nan") for v in inside]  # NaN: none logged
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -457,7 +459,8 @@ def main(argv: list[str] | None = None) -> None:
             [[f"{r['n']:,}", str(r["processes"]), f"{r['fraction']:g}", f"{r['steps']:,}",
               f"{r['wall_s']:.0f}", f"{r['cpu_s']:.0f}", f"{r['train_graphs_per_wall_s']:.0f}",
               f"{r['peak_rss_mb']:.0f}", f"{r.get('peak_anon_mb', float('nan')):.0f}",
-              " ".join(f"{x:.3f}" for x in _curve_parts(r["loss_curve"]))] for r in epochs]))
+              " ".join("-" if x != x else f"{x:.3f}" for x in _curve_parts(r["loss_curve"]))]
+             for r in epochs]))
     memory = [(r, when, m) for r in rows for when, m in (
         ("end", r.get("memory")), ("after the steps", r.get("after_steps")),
         ("after reading every page of the cache", r.get("after_touch"))) if m]

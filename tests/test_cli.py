@@ -9,6 +9,7 @@ import subprocess
 import sys
 from types import SimpleNamespace
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -284,7 +285,9 @@ def test_ddp_two_processes_on_cpu(tmp_path):
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240, check=False,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    mae = float(re.search(r"Test MAE: ([0-9.]+)", proc.stdout).group(1))
+    # Test MAE: <blend> (prediction: blend, ...) | <network> (network) | <SVR> (...)
+    mae = float(re.search(r"Test MAE: .*?([0-9.]+) \(network\)", proc.stdout).group(1))
+    blend_mae = float(re.search(r"Test MAE: ([0-9.]+) \(prediction: blend", proc.stdout).group(1))
     best = re.search(r"Best checkpoint: (\S+)", proc.stdout).group(1)
     # The global test metric and loss equal a single-process evaluation of the checkpoint.
     model = GraphPropertyModule.load_from_checkpoint(best)
@@ -300,6 +303,16 @@ def test_ddp_two_processes_on_cpu(tmp_path):
     # Validation under DDP saw each of the 3 validation graphs exactly once (after de-duplication).
     metrics = pd.read_csv(run / "version_0" / "metrics.csv")
     assert set(metrics["val/num_graphs"].dropna()) == {3.0}
+    # The blend under DDP is the tested checkpoint's stored one, scored on the gathered test
+    # rows: test_predictions.csv is what `predict` writes with that checkpoint.
+    from graph_urpe import Predictor
+
+    tested = pd.read_csv(run / "version_0" / "test_predictions.csv")
+    again = Predictor.from_checkpoint(best).predict(tested["smiles"].tolist())
+    for column in ("target_pred", "target_lower", "target_upper", "target_network"):
+        np.testing.assert_allclose(tested[column], again[column], rtol=1e-5)
+    assert (tested["target"] - tested["target_pred"]).abs().mean() == pytest.approx(blend_mae,
+                                                                                 abs=1e-4)
 
 
 GRAPH_CONFIGS = sorted(

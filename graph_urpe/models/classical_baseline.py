@@ -32,8 +32,10 @@ model is the network's; regression also ``test/coverage95_blend``, ``test/nll_bl
 blend is the prediction: ``predict`` writes it as ``<target>_pred`` with its interval, and the
 network's own as ``<target>_network`` (benchmarks/README.md section 25a: on six public sets,
 3 seeds, the blend is at least as good as the network on test, and the validation rows rank
-them the same way). Not computed at ``test`` under several processes (one line says so; the
-test table then has the network's columns only).
+them the same way). Under several processes (DDP) the test uses the blend the tested
+checkpoint stored at its validation and the test rows gathered from every rank, so
+``test_predictions.csv`` is what ``predict`` writes with that checkpoint (the validation scores
+of the blend are then not logged again at test).
 """
 
 from __future__ import annotations
@@ -179,6 +181,7 @@ class ClassicalBaseline(Callback):
         self._blend_scores: dict[str, dict[str, float]] = {}  # stage -> metric -> value
         self.tested: ClassicalModel | None = None
         """The model with the tested checkpoint's blend (set at ``test``)."""
+        self._stored: ClassicalModel | None = None  # the tested checkpoint's, under DDP
         self.tested_outputs: tuple[torch.Tensor, torch.Tensor] | None = None
         """The blend's test predictions and labels ``[n, T]`` of the labelled test rows (set at
         ``test``; the summary's bootstrap interval is the blend's)."""
@@ -256,19 +259,27 @@ class ClassicalBaseline(Callback):
         if self._captured is None:
             return
         (ids, pred), self._captured = self._captured, None
-        tasks = len(self.model.tasks)
         svm, target = self._classical_val(trainer)
-        network: dict[str, np.ndarray] = {}
+        network = self._network_outputs(pl_module, ids, pred, target.shape)
+        self.model.blend_weight, self.model.blend_calibration = self._fit_blend(network, svm,
+                                                                                target)
+
+    def _network_outputs(self, pl_module: LightningModule, ids: np.ndarray, pred: torch.Tensor,
+                         shape: tuple[int, int]) -> dict[str, np.ndarray]:
+        """The network's outputs as its ``predict_step`` gives them, from an epoch's collected
+        rows ``pred`` (``[means or logits, variances]``) of the samples ``ids``, in a
+        ``[N, T]`` array per output (NaN for a sample not collected)."""
+        tasks = len(self.model.tasks)
         if self.model.task == "classification":
             outputs = {"prediction": torch.sigmoid(pl_module.platt_logits(pred[:, :tasks]))}
         else:
             _, lower, upper = pl_module.calibrated(pred[:, :tasks], pred[:, tasks:2 * tasks])
             outputs = {"prediction": pred[:, :tasks], "lower": lower, "upper": upper}
+        network: dict[str, np.ndarray] = {}
         for key, value in outputs.items():
-            network[key] = np.full(target.shape, np.nan)
+            network[key] = np.full(shape, np.nan)
             network[key][ids] = value.double().cpu().numpy()
-        self.model.blend_weight, self.model.blend_calibration = self._fit_blend(network, svm,
-                                                                                target)
+        return network
 
     def _fit_blend(self, network: dict[str, np.ndarray], svm: np.ndarray, target: np.ndarray
                    ) -> tuple[np.ndarray, np.ndarray | None]:
@@ -284,14 +295,15 @@ class ClassicalBaseline(Callback):
         """The tested checkpoint's blend (weights, uncertainty factors) from its validation
         predictions, and the blend's scores on the validation and test rows (regression also
         its interval's: ``test/coverage95_blend``, ``test/nll_blend``, and with per-molecule
-        uncertainty ``test/spearman_blend``)."""
+        uncertainty ``test/spearman_blend``); under several processes the blend the checkpoint
+        stored, scored at the test epoch's end (:meth:`on_test_epoch_end`)."""
         self._blend_scores, self.tested, self.tested_outputs = {}, None, None
+        self._stored = None
         splits = self._splits(trainer)
         if self.model is None or len(splits.get("test") or ()) == 0:
             return
-        if trainer.world_size > 1:
-            rank_zero_info("Blend of the network and the classical model not scored: it is "
-                           "computed in a single process.")
+        if trainer.world_size > 1:  # scored from the gathered test rows at the epoch's end
+            self._stored = self._stored_blend(trainer)
             return
         data = trainer.datamodule
         svm, target = self._classical_val(trainer)
@@ -301,6 +313,14 @@ class ClassicalBaseline(Callback):
                                  target)}
         smiles, target, _ = split_molecules(splits["test"], len(weight))
         network = mix.network_predictions(trainer, pl_module, data.test_dataloader(), len(target))
+        self._score_test(network, smiles, target, weight, calibration, scores)
+
+    def _score_test(self, network: dict[str, np.ndarray], smiles: list[str], target: np.ndarray,
+                    weight: np.ndarray, calibration: np.ndarray | None,
+                    scores: dict[str, dict[str, float]]) -> None:
+        """The blend's test scores (with its interval's for regression), its test outputs for
+        the summary and the model :meth:`test_columns` writes with, from the network's test
+        outputs and the blend of the tested checkpoint."""
         blended = mix.blended_outputs(network, self.model.predict(ecfp4(smiles)), weight,
                                       calibration)
         scores["test"] = _scores(self.model, blended["prediction"], target)
@@ -315,6 +335,17 @@ class ClassicalBaseline(Callback):
         labelled = ~np.isnan(target).all(1)
         self.tested_outputs = (torch.from_numpy(blended["prediction"][labelled]),
                                torch.from_numpy(target[labelled]))
+
+    def _stored_blend(self, trainer: Trainer) -> ClassicalModel | None:
+        """The blend the tested checkpoint stored at its validation (under several processes,
+        where the validation rows are not predicted again), or :obj:`None`."""
+        from graph_urpe.trust import read_checkpoint
+
+        path = trainer.ckpt_path
+        if not path:
+            return None
+        stored = classical_from_checkpoint(read_checkpoint(path), path)
+        return stored if stored is not None and stored.blend_weight is not None else None
 
     @property
     def tested_weight(self) -> np.ndarray | None:
@@ -332,16 +363,22 @@ class ClassicalBaseline(Callback):
         smiles, target, _ = split_molecules(test, len(self.model.tasks))
         self._log(pl_module, "test", _scores(self.model, self.model.predict(ecfp4(smiles)),
                                              target))
+        stored, self._stored = self._stored, None
+        if stored is not None:  # several processes: the gathered rows, every rank the same
+            ids, pred, _ = pl_module.epoch_predictions["test"].rows()
+            network = self._network_outputs(pl_module, ids.cpu().numpy(), pred, target.shape)
+            self._score_test(network, smiles, target, stored.blend_weight,
+                             stored.blend_calibration, {})
         for stage, scores in self._blend_scores.items():
             for key, value in scores.items():
                 pl_module.log(f"{stage}/{key}{mix.SUFFIX}", value, sync_dist=False)
 
     def test_columns(self, table: pd.DataFrame, targets: list[str]) -> pd.DataFrame:
         """``test_predictions.csv`` with the columns ``predict`` writes from the tested
-        checkpoint (:func:`classical_columns`: ``<target>_ecfp_svm``, ``<target>_blend`` with
-        :attr:`tested_weight`, none without it, e.g. under several processes, and the nearest
-        training molecule); the table unchanged without a classical model or a ``smiles``
-        column.
+        checkpoint (:func:`classical_columns`: the blend of :attr:`tested` as ``<target>_pred``,
+        ``<target>_network``, ``<target>_ecfp_svm``, the nearest training molecule; without a
+        tested blend the network's prediction and the classical model's columns); the table
+        unchanged without a classical model or a ``smiles`` column.
 
         Args:
             table (pandas.DataFrame): the test table
