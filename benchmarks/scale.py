@@ -54,6 +54,7 @@ START = time.time()  # before the heavy imports: first_step counts them
 import argparse
 import itertools
 import json
+import math
 import os
 import os.path as osp
 import resource
@@ -459,7 +460,7 @@ def main(argv: list[str] | None = None) -> None:
             [[f"{r['n']:,}", str(r["processes"]), f"{r['fraction']:g}", f"{r['steps']:,}",
               f"{r['wall_s']:.0f}", f"{r['cpu_s']:.0f}", f"{r['train_graphs_per_wall_s']:.0f}",
               f"{r['peak_rss_mb']:.0f}", f"{r.get('peak_anon_mb', float('nan')):.0f}",
-              " ".join("-" if x != x else f"{x:.3f}" for x in _curve_parts(r["loss_curve"]))]
+              " ".join("-" if math.isnan(x) else f"{x:.3f}" for x in _curve_parts(r["loss_curve"]))]
              for r in epochs]))
     memory = [(r, when, m) for r in rows for when, m in (
         ("end", r.get("memory")), ("after the steps", r.get("after_steps")),
