@@ -133,6 +133,9 @@ def quiet_third_party() -> None:
     * OGB's non-writable NumPy array warning when it converts its cached arrays;
     * Lightning's note that a checkpoint's callbacks are missing, for ``test`` / ``predict`` on a
       checkpoint of ``fit`` (they write no checkpoints, on purpose);
+    * Lightning's advice to log epoch metrics with ``sync_dist=True`` under DDP: graph-urpe's
+      epoch metrics are computed from rows gathered from every rank
+      (:class:`~graph_urpe.models.metrics.EpochPredictions`), every rank logs the same value;
 
     and prints graph-urpe's own warnings as one line each (:func:`format_warning`).
     """
@@ -145,5 +148,6 @@ def quiet_third_party() -> None:
         r"LightningCLI's args parameter is intended",  # graph-urpe passes argv on purpose
         # predict / test on a checkpoint of fit: its checkpoint callbacks are deliberately absent
         r"Be aware that when using `ckpt_path`, callbacks used to create the checkpoint",
+        r"It is recommended to use `self\.log\('(val|test)/.*sync_dist=True",  # gathered rows
     ):
         warnings.filterwarnings("ignore", message=message)
