@@ -450,7 +450,8 @@ def main(argv: list[str] | None = None) -> None:
           f"{1e3 / r['cpu_ms_per_mol']:.0f}", f"{r['mol_per_wall_s']:.0f}",
           (f"{r['peak_rss_mb']:.0f} / {r['workers_peak_rss_mb']:.0f}; "
            f"{r['rss_after_imports_mb']:.0f}"),
-          f"{r.get('cache_mb', r.get('output_mb', 0)):.1f}"] for r in rows]))
+          f"{r.get('cache_mb', r.get('output_mb', 0)):.1f}"] for r in rows
+         if r["bench"] != "epoch"]))  # the epoch stage has its own table below
     epochs = [r for r in rows if r["bench"] == "epoch"]
     if epochs:
         print("\n" + markdown_table(
