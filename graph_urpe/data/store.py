@@ -70,6 +70,7 @@ READ_BLOCK = 16 << 20
 MANIFEST = "store.json"
 PROGRESS = "progress.json"
 VERIFIED = "verified.json"
+"""The record of the last full check of a store's files (their identity: module docstring)."""
 
 
 @dataclass

@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 __all__ = ["BOOTSTRAP_DRAWS", "NO_EVIDENCE_WEIGHT", "SUFFIX", "WEIGHT_GRID", "bagged_weight",
-           "blend", "blend_weights", "blended_outputs", "calibration_problem",
+           "blend", "blend_std", "blend_weights", "blended_outputs", "calibration_problem",
            "fit_blend_calibration", "network_predictions", "tested_note", "validation_weight",
            "weight_note", "weight_problem"]
 
@@ -197,10 +197,9 @@ def weight_problem(value: Any, num_tasks: int) -> str | None:
     Returns:
         str or None: one line naming the difference, or :obj:`None`.
     """
-    if not isinstance(value, torch.Tensor) or value.dtype != torch.float64 or value.dim() != 1:
-        kind = f"a {value.dtype} tensor of {value.dim()} dims" if isinstance(
-            value, torch.Tensor) else type(value).__name__
-        return f"blend_weight is {kind}, this version writes a torch.float64 tensor of 1 dims"
+    problem = _float64_problem(value, "blend_weight", 1)
+    if problem:
+        return problem
     if value.shape[0] != num_tasks:
         return f"blend_weight has {value.shape[0]} values for {num_tasks} label columns"
     if not bool(torch.isfinite(value).all()) or bool((value < 0).any() | (value > 1).any()):
@@ -308,18 +307,53 @@ def blended_outputs(network: dict[str, np.ndarray], classical: np.ndarray, weigh
     out["lower"] = np.where(own, network["lower"], mean - width)
     out["upper"] = np.where(own, network["upper"], mean + width)
     if "std" in network:
-        std = np.where(np.isnan(factors[0]), network["std"], factors[0] * half)
-        out["std"] = np.where(own, network["std"], std)
+        out["std"] = np.where(own, network["std"], blend_std(network, calibration))
     return out
+
+
+def blend_std(network: dict[str, np.ndarray], calibration: np.ndarray | None) -> np.ndarray:
+    """``[N, T]`` the blend's z-scaled standard deviation ``s h`` (labels' units;
+    :func:`fit_blend_calibration`); where ``s`` is NaN (no validation label, or no factors)
+    the network's own ``std``, or without one the uncalibrated Gaussian's
+    ``h / 1.959964`` (what :meth:`~graph_urpe.models.calibration.CalibrationMixin.calibrated`
+    falls back to).
+
+    Args:
+        network (dict[str, numpy.ndarray]): the network's ``lower``, ``upper`` ``[N, T]`` and
+            optionally ``std``.
+        calibration (numpy.ndarray, optional): ``[2, T]`` from :func:`fit_blend_calibration`.
+    """
+    from graph_urpe.models.calibration import GAUSSIAN_HALF_WIDTH
+
+    half = _half_width(network)
+    scale = np.full(half.shape[1], np.nan) if calibration is None else calibration[0]
+    fallback = network["std"] if "std" in network else half / GAUSSIAN_HALF_WIDTH
+    return np.where(np.isnan(scale), fallback, scale * half)
+
+
+def _float64_problem(value: Any, name: str, dims: int) -> str | None:
+    """One line if :obj:`value` is not a float64 tensor of :obj:`dims` dimensions."""
+    if isinstance(value, torch.Tensor) and value.dtype == torch.float64 and value.dim() == dims:
+        return None
+    kind = f"a {value.dtype} tensor of {value.dim()} dims" if isinstance(
+        value, torch.Tensor) else type(value).__name__
+    return f"{name} is {kind}, this version writes a torch.float64 tensor of {dims} dims"
 
 
 def calibration_problem(value: Any, num_tasks: int) -> str | None:
     """What makes a stored ``blend_calibration`` differ from what this version writes (a
-    float64 tensor ``[2, T]`` of values >= 0 or NaN), or :obj:`None`."""
-    if not isinstance(value, torch.Tensor) or value.dtype != torch.float64 or value.dim() != 2:
-        kind = f"a {value.dtype} tensor of {value.dim()} dims" if isinstance(
-            value, torch.Tensor) else type(value).__name__
-        return f"blend_calibration is {kind}, this version writes a torch.float64 tensor of 2 dims"
+    float64 tensor ``[2, T]`` of values >= 0 or NaN), or :obj:`None`.
+
+    Args:
+        value (Any): the stored value (from a received checkpoint).
+        num_tasks (int): ``T``, the label columns.
+
+    Returns:
+        str or None: one line naming the difference, or :obj:`None`.
+    """
+    problem = _float64_problem(value, "blend_calibration", 2)
+    if problem:
+        return problem
     if tuple(value.shape) != (2, num_tasks):
         return f"blend_calibration has shape {list(value.shape)}, not [2, {num_tasks}]"
     finite = value[~torch.isnan(value)]

@@ -52,7 +52,7 @@ from lightning.pytorch.utilities import rank_zero_info
 
 from graph_urpe.data.fingerprints import ecfp4
 from graph_urpe.models import blend as mix
-from graph_urpe.models.calibration import GAUSSIAN_HALF_WIDTH, calibration_metrics
+from graph_urpe.models.calibration import calibration_metrics
 from graph_urpe.models.classical import ClassicalModel, state_problem
 from graph_urpe.models.metrics import epoch_metrics
 
@@ -324,11 +324,9 @@ class ClassicalBaseline(Callback):
         blended = mix.blended_outputs(network, self.model.predict(ecfp4(smiles)), weight,
                                       calibration)
         scores["test"] = _scores(self.model, blended["prediction"], target)
-        if calibration is not None:  # the std a missing factor falls back to: calibrated()'s
-            half = (network["upper"] - network["lower"]) / 2
-            std = np.where(np.isnan(calibration[0]), half / GAUSSIAN_HALF_WIDTH,
-                           calibration[0] * half)
-            scores["test"].update(_interval_scores(blended, std, target, "std" in network))
+        if calibration is not None:
+            scores["test"].update(_interval_scores(blended, mix.blend_std(network, calibration),
+                                                   target, "std" in network))
         self._blend_scores = scores
         self.tested = dataclasses.replace(self.model, blend_weight=weight,
                                           blend_calibration=calibration)
