@@ -293,50 +293,47 @@ class ClassicalBaseline(Callback):
 
     def on_test_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """The tested checkpoint's blend (weights, uncertainty factors) from its validation
-        predictions, and the blend's scores on the validation and test rows (regression also
-        its interval's: ``test/coverage95_blend``, ``test/nll_blend``, and with per-molecule
-        uncertainty ``test/spearman_blend``); under several processes the blend the checkpoint
-        stored, scored at the test epoch's end (:meth:`on_test_epoch_end`)."""
+        predictions, and its validation scores; under several processes the blend the checkpoint
+        stored. The test rows are scored at the test epoch's end (:meth:`on_test_epoch_end`)."""
         self._blend_scores, self.tested, self.tested_outputs = {}, None, None
         self._stored = None
         splits = self._splits(trainer)
         if self.model is None or len(splits.get("test") or ()) == 0:
             return
-        if trainer.world_size > 1:  # scored from the gathered test rows at the epoch's end
+        if trainer.world_size > 1:
             self._stored = self._stored_blend(trainer)
             return
-        data = trainer.datamodule
         svm, target = self._classical_val(trainer)
-        network = mix.network_predictions(trainer, pl_module, data.val_dataloader(), len(target))
+        network = mix.network_predictions(trainer, pl_module,
+                                          trainer.datamodule.val_dataloader(), len(target))
         weight, calibration = self._fit_blend(network, svm, target)
-        scores = {"val": _scores(self.model, mix.blend(network["prediction"], svm, weight),
-                                 target)}
-        smiles, target, _ = split_molecules(splits["test"], len(weight))
-        network = mix.network_predictions(trainer, pl_module, data.test_dataloader(), len(target))
-        self._score_test(network, smiles, target, weight, calibration, scores)
+        self._blend_scores = {"val": _scores(
+            self.model, mix.blend(network["prediction"], svm, weight), target)}
+        self._stored = dataclasses.replace(self.model, blend_weight=weight,
+                                           blend_calibration=calibration)
 
     def _score_test(self, network: dict[str, np.ndarray], smiles: list[str], target: np.ndarray,
-                    weight: np.ndarray, calibration: np.ndarray | None,
-                    scores: dict[str, dict[str, float]]) -> None:
+                    tested: ClassicalModel) -> None:
         """The blend's test scores (with its interval's for regression), its test outputs for
         the summary and the model :meth:`test_columns` writes with, from the network's test
-        outputs and the blend of the tested checkpoint."""
+        outputs and the blend of the tested checkpoint (:obj:`tested`)."""
+        weight, calibration = tested.blend_weight, tested.blend_calibration
         blended = mix.blended_outputs(network, self.model.predict(ecfp4(smiles)), weight,
                                       calibration)
-        scores["test"] = _scores(self.model, blended["prediction"], target)
+        scores = _scores(self.model, blended["prediction"], target)
         if calibration is not None:
-            scores["test"].update(_interval_scores(blended, mix.blend_std(network, calibration),
-                                                   target, "std" in network))
-        self._blend_scores = scores
-        self.tested = dataclasses.replace(self.model, blend_weight=weight,
-                                          blend_calibration=calibration)
+            scores.update(_interval_scores(blended, mix.blend_std(network, calibration), target,
+                                           "std" in network))
+        self._blend_scores["test"] = scores
+        self.tested = tested
         labelled = ~np.isnan(target).all(1)
         self.tested_outputs = (torch.from_numpy(blended["prediction"][labelled]),
                                torch.from_numpy(target[labelled]))
 
     def _stored_blend(self, trainer: Trainer) -> ClassicalModel | None:
         """The blend the tested checkpoint stored at its validation (under several processes,
-        where the validation rows are not predicted again), or :obj:`None`."""
+        where the validation rows are not predicted again: each rank holds a part), or
+        :obj:`None`."""
         from graph_urpe.trust import read_checkpoint
 
         path = trainer.ckpt_path
@@ -352,7 +349,9 @@ class ClassicalBaseline(Callback):
 
     def on_test_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """Log ``test/<metric>_classical`` on the data module's test rows, and the blend's
-        ``val|test/<metric>_blend``."""
+        ``val|test/<metric>_blend`` from the rows this test epoch collected (regression also
+        its interval's: ``test/coverage95_blend``, ``test/nll_blend``, and with per-molecule
+        uncertainty ``test/spearman_blend``)."""
         if self.model is None:
             return
         test = self._splits(trainer).get("test")
@@ -362,11 +361,10 @@ class ClassicalBaseline(Callback):
         self._log(pl_module, "test", _scores(self.model, self.model.predict(ecfp4(smiles)),
                                              target))
         stored, self._stored = self._stored, None
-        if stored is not None:  # several processes: the gathered rows, every rank the same
+        if stored is not None:  # the test rows this epoch collected (gathered from every rank)
             ids, pred, _ = pl_module.epoch_predictions["test"].rows()
             network = self._network_outputs(pl_module, ids.cpu().numpy(), pred, target.shape)
-            self._score_test(network, smiles, target, stored.blend_weight,
-                             stored.blend_calibration, {})
+            self._score_test(network, smiles, target, stored)
         for stage, scores in self._blend_scores.items():
             for key, value in scores.items():
                 pl_module.log(f"{stage}/{key}{mix.SUFFIX}", value, sync_dist=False)
