@@ -32,6 +32,8 @@ import warnings
 import torch
 from torch import Tensor
 
+from graph_urpe.nn._inputs import AttentionInputs
+
 __all__ = ["combine", "flex_attention_urpe"]
 
 _COMPILED = None
@@ -65,16 +67,12 @@ def combine(out_a: Tensor, lse_a: Tensor, out_b: Tensor, lse_b: Tensor, m: Tenso
     return out.masked_fill(empty[..., None], 0.0)
 
 
-def flex_attention_urpe(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    attn_bias: Tensor | None,
-    multiplier: Tensor | None,
-    key_padding_mask: Tensor | None,
-    is_causal: bool,
-) -> Tensor:
+def flex_attention_urpe(inputs: AttentionInputs) -> Tensor:
     """``(softmax(Q K^T / sqrt(D) + B) ⊙ C) V`` ``[B, H, Nq, Dv]`` by FlexAttention (module doc).
+
+    Args:
+        inputs (AttentionInputs): ``q, k, v``, ``B``, ``C``, the padding mask and causality,
+            validated by :func:`~graph_urpe.nn.functional.urpe_attention`.
 
     Raises:
         RuntimeError: on CPU when a gradient is needed (torch's CPU FlexAttention is
@@ -82,6 +80,7 @@ def flex_attention_urpe(
     """
     from torch.nn.attention.flex_attention import AuxRequest, create_block_mask
 
+    q, k, v, attn_bias, multiplier, key_padding_mask, is_causal = inputs
     b, h, nq, d = q.shape
     nk = k.shape[2]
     on_cpu = q.device.type == "cpu"

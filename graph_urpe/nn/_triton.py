@@ -49,6 +49,8 @@ import triton.language as tl
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
+from graph_urpe.nn._inputs import AttentionInputs
+
 __all__ = ["INTERPRETED", "triton_attention"]
 
 #: Whether the kernels were built for Triton's interpreter (``TRITON_INTERPRET=1`` at import).
@@ -331,16 +333,7 @@ def _grad_buffer(t: Tensor, full: tuple[int, ...], causal: bool) -> Tensor:
     return torch.zeros(shape, device=t.device, dtype=torch.float32)
 
 
-def triton_attention(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    attn_bias: Tensor | None,
-    multiplier: Tensor | None,
-    key_padding_mask: Tensor | None,
-    is_causal: bool,
-    block: int | None = None,
-) -> Tensor:
+def triton_attention(inputs: AttentionInputs, block: int | None = None) -> Tensor:
     """``(softmax(Q K^T / sqrt(D) + B) ⊙ C) V`` by the flash-style Triton kernels (module doc).
 
     Source: Luo et al. 2022, Eq. (4). Same arguments and values as
@@ -349,12 +342,11 @@ def triton_attention(
     ``attn_bias`` and ``multiplier``.
 
     Args:
-        q, k, v (Tensor): float32, bfloat16 or float16 (``q`` and ``k`` of one dtype).
-        attn_bias, multiplier (Tensor, optional): ``B`` and ``C``, broadcastable to
-            ``[B, H, Nq, Nk]`` (per batch ``[B, H, Nq, Nk]`` or shared ``[H, Nq, Nk]``,
-            ``[1, H, Nq, Nk]``, ...); read in float32.
-        key_padding_mask (BoolTensor, optional): ``[B, Nk]``, True = padding.
-        is_causal (bool): hide keys ``j > i``.
+        inputs (AttentionInputs): ``q, k, v`` float32, bfloat16 or float16 (``q`` and ``k`` of
+            one dtype); ``B`` and ``C`` broadcastable to ``[B, H, Nq, Nk]`` (per batch
+            ``[B, H, Nq, Nk]`` or shared ``[H, Nq, Nk]``, ``[1, H, Nq, Nk]``, ...), read in
+            float32; the padding mask ``[B, Nk]`` (True = padding) and causality (hide keys
+            ``j > i``).
         block (int, optional): query and key rows per tile, a power of two >= 16.
             (default: :obj:`None`: 64)
 
@@ -366,6 +358,7 @@ def triton_attention(
         RuntimeError: on CPU tensors unless ``TRITON_INTERPRET=1`` was set when this module was
             imported, or on a device Triton cannot run on.
     """
+    q, k, v, attn_bias, multiplier, key_padding_mask, is_causal = inputs
     if q.device.type == "cpu" and not INTERPRETED:
         raise RuntimeError(
             "backend='triton' needs CUDA tensors (got CPU tensors); use backend='fused' on CPU, "

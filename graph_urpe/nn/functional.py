@@ -37,6 +37,7 @@ from torch import Tensor
 from graph_urpe.nn._chunked import chunked_attention
 from graph_urpe.nn._flex import flex_attention_urpe
 from graph_urpe.nn._fused import fused_attention
+from graph_urpe.nn._inputs import AttentionInputs
 from graph_urpe.nn._masks import additive_mask, empty_rows, hidden_mask
 
 __all__ = ["AUTO_CHUNK_ELEMENTS", "BACKENDS", "eager_attention", "urpe_attention"]
@@ -242,16 +243,16 @@ def urpe_attention(
                     "attention weights (so they cannot be dropped, returned or chunked); use "
                     "backend='fused' for this call."
                 )
+        inputs = AttentionInputs(query, key, value, attn_bias, multiplier, key_padding_mask,
+                                 is_causal)
         if backend == "flex":
-            return flex_attention_urpe(query, key, value, attn_bias, multiplier,
-                                       key_padding_mask, is_causal)
+            return flex_attention_urpe(inputs)
         if importlib.util.find_spec("triton") is None:
             raise RuntimeError("backend='triton' needs the optional triton package; install it "
                                "with pip install 'graph-urpe[triton]', or use backend='fused'.")
         from graph_urpe.nn._triton import triton_attention  # imports triton: only when used
 
-        return triton_attention(query, key, value, attn_bias, multiplier, key_padding_mask,
-                                is_causal)
+        return triton_attention(inputs)
     if chunk_size is None and b * h * nq * nk > AUTO_CHUNK_ELEMENTS:
         chunk_size = max(1, AUTO_CHUNK_ELEMENTS // (b * h * nk))
     # dropout_p = 1 zeroes every weight; the fused backward's 1 / (1 - p) would be inf.
