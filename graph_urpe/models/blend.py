@@ -29,15 +29,16 @@ and the network's own prediction as ``<target>_network``
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import torch
 
 __all__ = ["BOOTSTRAP_DRAWS", "NO_EVIDENCE_WEIGHT", "SUFFIX", "WEIGHT_GRID", "bagged_weight",
-           "blend", "blend_std", "blend_weights", "blended_outputs", "calibration_problem",
-           "fit_blend_calibration", "network_predictions", "tested_note", "validation_weight",
-           "weight_note", "weight_problem"]
+           "blend", "blend_std", "blend_weights", "blended_outputs", "fit_blend_calibration",
+           "network_predictions", "stored_blend_problem", "tested_note", "validation_weight",
+           "weight_note"]
 
 NO_EVIDENCE_WEIGHT = 0.5
 """The network's weight of a column with no labelled validation row: the 50/50 average."""
@@ -186,27 +187,6 @@ def blend_weights(network: np.ndarray, classical: np.ndarray, target: np.ndarray
     return out
 
 
-def weight_problem(value: Any, num_tasks: int) -> str | None:
-    """What makes a stored ``blend_weight`` differ from what this version writes (a float64
-    tensor ``[T]`` of finite values in ``[0, 1]``), or :obj:`None`.
-
-    Args:
-        value (Any): the stored value (from a received checkpoint).
-        num_tasks (int): ``T``, the label columns.
-
-    Returns:
-        str or None: one line naming the difference, or :obj:`None`.
-    """
-    problem = _float64_problem(value, "blend_weight", 1)
-    if problem:
-        return problem
-    if value.shape[0] != num_tasks:
-        return f"blend_weight has {value.shape[0]} values for {num_tasks} label columns"
-    if not bool(torch.isfinite(value).all()) or bool((value < 0).any() | (value > 1).any()):
-        return "blend_weight holds values that are not finite numbers in [0, 1]"
-    return None
-
-
 def network_predictions(trainer: Any, module: Any, loader: Any, size: int
                         ) -> dict[str, np.ndarray]:
     """The network's outputs for one split from the module's own ``predict_step``, in
@@ -331,29 +311,48 @@ def blend_std(network: dict[str, np.ndarray], calibration: np.ndarray | None) ->
     return np.where(np.isnan(scale), fallback, scale * half)
 
 
-def _float64_problem(value: Any, name: str, dims: int) -> str | None:
-    """One line if :obj:`value` is not a float64 tensor of :obj:`dims` dimensions."""
-    if isinstance(value, torch.Tensor) and value.dtype == torch.float64 and value.dim() == dims:
-        return None
-    kind = f"a {value.dtype} tensor of {value.dim()} dims" if isinstance(
-        value, torch.Tensor) else type(value).__name__
-    return f"{name} is {kind}, this version writes a torch.float64 tensor of {dims} dims"
-
-
-def calibration_problem(value: Any, num_tasks: int) -> str | None:
-    """What makes a stored ``blend_calibration`` differ from what this version writes (a
-    float64 tensor ``[2, T]`` of values >= 0 or NaN), or :obj:`None`.
+def stored_blend_problem(state: Mapping[str, Any], num_tasks: int) -> str | None:
+    """What makes the blend's entries of a stored classical state differ from what this version
+    writes, or :obj:`None`: ``blend_weight`` a float64 tensor ``[T]`` of finite values in
+    ``[0, 1]``; ``blend_calibration`` (only with a weight) a float64 tensor ``[2, T]`` of values
+    >= 0 or NaN. A state with neither (no blend) has no problem.
 
     Args:
-        value (Any): the stored value (from a received checkpoint).
+        state (Mapping[str, Any]): the state read from a received checkpoint.
         num_tasks (int): ``T``, the label columns.
 
     Returns:
-        str or None: one line naming the difference, or :obj:`None`.
+        str or None: one line naming the first difference, or :obj:`None`.
     """
-    problem = _float64_problem(value, "blend_calibration", 2)
-    if problem:
-        return problem
+    if "blend_calibration" in state and "blend_weight" not in state:
+        return "blend_calibration without blend_weight"
+    for name, dims, values_problem in (("blend_weight", 1, _weight_values_problem),
+                                       ("blend_calibration", 2, _calibration_values_problem)):
+        if name not in state:
+            continue
+        value = state[name]
+        if not (isinstance(value, torch.Tensor) and value.dtype == torch.float64
+                and value.dim() == dims):
+            kind = f"a {value.dtype} tensor of {value.dim()} dims" if isinstance(
+                value, torch.Tensor) else type(value).__name__
+            return f"{name} is {kind}, this version writes a torch.float64 tensor of {dims} dims"
+        problem = values_problem(value, num_tasks)
+        if problem:
+            return problem
+    return None
+
+
+def _weight_values_problem(value: torch.Tensor, num_tasks: int) -> str | None:
+    """One line if a float64 ``blend_weight`` is not ``[T]`` finite values in ``[0, 1]``."""
+    if value.shape[0] != num_tasks:
+        return f"blend_weight has {value.shape[0]} values for {num_tasks} label columns"
+    if not bool(torch.isfinite(value).all()) or bool((value < 0).any() | (value > 1).any()):
+        return "blend_weight holds values that are not finite numbers in [0, 1]"
+    return None
+
+
+def _calibration_values_problem(value: torch.Tensor, num_tasks: int) -> str | None:
+    """One line if a float64 ``blend_calibration`` is not ``[2, T]`` values >= 0 or NaN."""
     if tuple(value.shape) != (2, num_tasks):
         return f"blend_calibration has shape {list(value.shape)}, not [2, {num_tasks}]"
     finite = value[~torch.isnan(value)]

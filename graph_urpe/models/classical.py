@@ -56,7 +56,7 @@ from graph_urpe.data.fingerprints import (
     tanimoto_kernel,
     unpack_bits,
 )
-from graph_urpe.models.blend import calibration_problem, weight_problem
+from graph_urpe.models.blend import stored_blend_problem
 
 __all__ = ["CV_MAX_MOLECULES", "C_GRID", "STATE_FORMAT", "ClassicalModel", "fit_task",
            "one_standard_error_index", "state_problem"]
@@ -346,7 +346,7 @@ def _number(value: Any, name: str, low: float = -math.inf, nan: bool = False) ->
 def state_problem(state: Any, num_tasks: int | None = None) -> str | None:
     """What makes ``state`` differ from a :meth:`ClassicalModel.state_dict` of this version, or
     :obj:`None` (see :meth:`ClassicalModel.from_state`): keys, dtypes, shapes, index ranges,
-    finiteness, and the blend weight (:func:`graph_urpe.models.blend.weight_problem`).
+    finiteness, and the blend entries (:func:`graph_urpe.models.blend.stored_blend_problem`).
 
     Args:
         state (Any): the state read from a received checkpoint (plain data only).
@@ -401,8 +401,4 @@ def state_problem(state: Any, num_tasks: int | None = None) -> str | None:
                 return problem
         if (entry["C"] == 0) != (len(support) == 0):
             return f"{where} has C = {entry['C']} with {len(support)} support vectors"
-    if "blend_calibration" in state and "blend_weight" not in state:
-        return "blend_calibration without blend_weight"
-    return (weight_problem(state["blend_weight"], len(tasks)) if "blend_weight" in state
-            else None) or (calibration_problem(state["blend_calibration"], len(tasks))
-                           if "blend_calibration" in state else None)
+    return stored_blend_problem(state, len(tasks))
