@@ -25,6 +25,7 @@ worker count, any order, resumable) and never collide with the fixed validation 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal, get_args
 
 import numpy as np
@@ -47,6 +48,7 @@ __all__ = [
 SyntheticTask = Literal["pi", "etp"]
 TASKS = get_args(SyntheticTask)
 
+_Split = Literal["train", "val", "test"]
 _STREAMS = {"train": 0, "val": 1, "test": 2}
 
 
@@ -94,6 +96,7 @@ def even_token_prediction_targets(tokens: Tensor, vocab_size: int) -> Tensor:
     return out
 
 
+@dataclass(eq=False)
 class SyntheticSequenceDataset(Dataset):
     r"""Map-style dataset of ``num_samples`` synthetic (input, target) pairs, generated on access.
 
@@ -118,26 +121,19 @@ class SyntheticSequenceDataset(Dataset):
         ValueError: for an unknown task or split, or non-positive sizes.
     """
 
-    def __init__(
-        self,
-        task: SyntheticTask,
-        length: int,
-        vocab_size: int,
-        num_samples: int,
-        seed: int = 0,
-        split: Literal["train", "val", "test"] = "train",
-    ) -> None:
-        _check_task(task)
-        check_choice("split", split, Literal["train", "val", "test"])
-        check_at_least(2, length=length)
-        check_at_least(1, vocab_size=vocab_size, num_samples=num_samples)
-        check_at_least(0, seed=seed)
-        self.task = task
-        self.length = length
-        self.vocab_size = vocab_size
-        self.num_samples = num_samples
-        self.seed = seed
-        self.split = split
+    task: SyntheticTask
+    length: int
+    vocab_size: int
+    num_samples: int
+    seed: int = 0
+    split: _Split = "train"
+
+    def __post_init__(self) -> None:
+        _check_task(self.task)
+        check_choice("split", self.split, _Split)
+        check_at_least(2, length=self.length)
+        check_at_least(1, vocab_size=self.vocab_size, num_samples=self.num_samples)
+        check_at_least(0, seed=self.seed)
 
     @property
     def num_classes(self) -> int:
@@ -169,10 +165,3 @@ class SyntheticSequenceDataset(Dataset):
         """All samples as two ``[num_samples, n]`` int64 tensors (for a fixed validation set)."""
         x = torch.stack([self.tokens(k) for k in range(self.num_samples)])
         return x, self.targets(x)
-
-    def __repr__(self) -> str:
-        return (
-            f"{self.__class__.__name__}(task={self.task!r}, length={self.length}, "
-            f"vocab_size={self.vocab_size}, num_samples={self.num_samples}, seed={self.seed}, "
-            f"split={self.split!r})"
-        )
