@@ -6,7 +6,7 @@ split, same template, one thread), never on the test rows.
         --seeds 0 --encoders moses-descriptors moses-rdkit path/to/other.pt
 
 Each encoder (a shipped name of :mod:`graph_urpe.pretrained` or a file) is fine-tuned with the
-template as it is, only ``--model.init_args.pretrained`` changed (and the attention kind set to the
+template as it is, only ``--model.init_args.finetune.pretrained`` changed (and the attention kind set to the
 encoder's, e.g. ``rpe`` for an RPE twin), by the benchmark's own ``run_ours``. The validation metric is the one of the checkpoint the template tests
 (``test_checkpoint: auto``): for regression the last epoch's ``val/mae``, for classification the
 best ``val/rocauc``, read from the run's ``metrics.csv``. Records go to
@@ -58,7 +58,7 @@ def encoder_options(encoder: str) -> list[str]:
     if path is None:
         raise SystemExit(f"no encoder file or shipped encoder named {encoder!r}")
     args = torch.load(path, map_location="cpu", weights_only=True)["encoder_args"]
-    options = ["--model.init_args.pretrained", encoder,
+    options = ["--model.init_args.finetune.pretrained", encoder,
                "--model.init_args.model.init_args.attention", str(args.get("attention", "urpe"))]
     relations = list(args.get("relations", ["spd"]))
     if relations != ["spd"]:  # e.g. Graphormer-GD's [spd, resistance]: the data must store them

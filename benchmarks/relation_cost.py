@@ -25,7 +25,7 @@ of at most 128 molecules, resistance stored):
 3. **The CSV template from scratch** (``--template SET --out DIR``): two ``graph-urpe fit`` runs
    of ``configs/csv/template.yaml`` on a set of the Chemprop peer benchmark
    (``benchmarks/peers/chemprop.py``: same rows, same scaffold split, one thread, seed 0),
-   ``--model.init_args.pretrained null``, with ``relations: [spd]`` and with
+   ``--model.init_args.finetune.pretrained null``, with ``relations: [spd]`` and with
    ``[spd, resistance]`` (and the data's ``resistance: true``): CPU s of each process (user +
    system) and the test metric. Issue 47's target: the second within 1.3x the first.
 
@@ -157,7 +157,7 @@ def template_fits(name: str, out: Path, seed: int = 0) -> None:
     spec.loader.exec_module(bench)
     _, task, metric = bench.SETS[name]
     folder = bench.prepare_set(name, bench.ROOT / "runs" / "wheels", out / "sets")
-    scratch = ["--model.init_args.pretrained", "null"]
+    scratch = ["--model.init_args.finetune.pretrained", "null"]
     runs = {"spd": scratch + ["--model.init_args.model.init_args.relations", '["spd"]'],
             "spd+resistance": scratch + ["--model.init_args.model.init_args.relations",
                                          '["spd", "resistance"]',

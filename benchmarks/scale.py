@@ -63,6 +63,8 @@ import sys
 
 from _common import emit, markdown_table, run_worker
 
+from graph_urpe.models.record import ModelRecord
+
 
 def _usage() -> dict:
     me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -224,7 +226,7 @@ def fit_epoch(config: dict) -> dict:
                "--data.init_args.split", config["split"], "--data.init_args.root", config["root"],
                "--data.init_args.batch_size", "64", "--data.init_args.max_graph_nodes", "128",
                "--data.init_args.processing_workers", str(config["workers"]),
-               "--model.init_args.pretrained", "null", "--classical_baseline", "false",
+               "--model.init_args.finetune.pretrained", "null", "--classical_baseline", "false",
                "--test_after_fit", "false", "--trainer.max_epochs", "1",
                "--trainer.limit_train_batches", str(fraction),
                "--trainer.limit_val_batches", str(fraction), "--trainer.log_every_n_steps", "10",
@@ -315,9 +317,7 @@ def worker(config: dict) -> dict:
     elif kind == "predict":
         from functools import partial
 
-        model = GraphPropertyModule(_template_net(), featurization="ogb", target_names=["y"],
-                                    max_graph_nodes=128,
-                                    optimizer=partial(torch.optim.AdamW, lr=1e-3))
+        model = GraphPropertyModule(_template_net(), record=ModelRecord(featurization="ogb", target_names=["y"], max_graph_nodes=128), optimizer=partial(torch.optim.AdamW, lr=1e-3))
         output = osp.join(osp.dirname(config["root"]), f"predictions_{config['n']}.csv")
         os.makedirs(osp.dirname(output), exist_ok=True)
         if osp.exists(output):  # measure the whole run, not a resumed or finished one

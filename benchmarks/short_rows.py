@@ -31,8 +31,8 @@ import time
 from collections.abc import Callable
 
 import torch
-
 from _common import emit, machine_info, markdown_table, ratio
+
 from graph_urpe.nn import _fused
 from graph_urpe.nn.functional import urpe_attention
 

@@ -5,7 +5,10 @@ they are data, never handed to a generic resolver. Each class entry ``{class_pat
 must name a class of :mod:`graph_urpe.registry` (an exact key or alias) in a position of its role,
 and every argument must be a parameter of that class's ``__init__`` holding a value of the type
 its annotation declares: numbers, strings, booleans, :obj:`None`, and lists / dicts of them,
-or a nested registry class where the annotation is a network, optimizer or scheduler. Anything
+a dict of fields where the annotation is an option group (a dataclass such as
+:class:`~graph_urpe.models.record.ModelRecord`), or a nested registry class where the annotation
+is a network, optimizer or scheduler. A class may regroup the arguments of its earlier versions
+(its ``upgrade_arguments``, plain data to plain data) before they are checked. Anything
 else (an unknown key, a tensor, a string where a class or callable stands, a type without a
 declaration) is refused by :class:`Refusal`, naming the entry. :func:`check_class` returns the
 **canonical** configuration: the same plain values, class paths replaced by the registry's own.
@@ -20,6 +23,7 @@ by shape, with the checkpoint's state dict before the real model is built.
 from __future__ import annotations
 
 import collections.abc as cabc
+import dataclasses
 import functools
 import inspect
 import math
@@ -181,6 +185,9 @@ written then still loads, these values dropped."""
 
 def _check_args(entry: RegisteredClass, args: dict, where: str) -> dict[str, Any]:
     params = _parameters(entry.key)
+    upgrade = getattr(entry.load(), "upgrade_arguments", None)
+    if upgrade is not None:  # arguments of an earlier version, regrouped (plain data only)
+        args = upgrade(args)
     out = {}
     for name, value in args.items():
         at = f"{where}.init_args.{name}"
@@ -217,7 +224,15 @@ def _check_value(value: Any, hint: Any, where: str) -> Any:
         if any(type(value) is type(a) and value == a for a in args):
             return value
         raise Refusal(f"{where} holds {_show(value)}; expected one of {list(args)}")
-    if hint is type(None):
+    if dataclasses.is_dataclass(hint):  # an option group: its fields, each of its declared type
+        if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+            fields = typing.get_type_hints(hint)
+            unknown = [k for k in value if k not in fields]
+            if unknown:
+                raise Refusal(f"{where}: {hint.__name__} has no field {_show(unknown[0])} (its "
+                              f"fields: {', '.join(fields)})")
+            return {k: _check_value(v, fields[k], f"{where}.{k}") for k, v in value.items()}
+    elif hint is type(None):
         if value is None:
             return None
     elif hint is bool:

@@ -212,7 +212,7 @@ def test_classification_blends_probabilities(tmp_path, capsys, monkeypatch):
     from sklearn.metrics import log_loss, roc_auc_score
 
     monkeypatch.chdir(tmp_path)
-    run, frame = _fit(tmp_path, "classification", "--model.init_args.platt_scaling", "true")
+    run, frame = _fit(tmp_path, "classification", "--model.init_args.objective.platt_scaling", "true")
     out = capsys.readouterr().out
     _, shown_w = _summary_weight(out, "ROC-AUC")
     best = str(run / "checkpoints" / "best.ckpt")

@@ -15,6 +15,8 @@ from graph_urpe.cli import main
 from graph_urpe.data.modules import CSVDataModule
 from graph_urpe.models import GraphPropertyModule
 from graph_urpe.models.metrics import balanced_pos_weight, masked_loss
+from graph_urpe.models.objective import Objective
+from graph_urpe.models.record import ModelRecord
 from graph_urpe.nn import Graphormer
 
 
@@ -56,13 +58,13 @@ def test_pos_weight_is_refused_where_it_does_not_fit():
     net = Graphormer(num_tasks=2, atom_categories=[8], bond_categories=[4], num_layers=1,
                      embed_dim=8, num_heads=2)
     with pytest.raises(ValueError, match="leave pos_weight unset"):
-        GraphPropertyModule(net, task="regression", pos_weight=[1.0, 2.0])
+        GraphPropertyModule(net, record=ModelRecord(task="regression"), objective=Objective(pos_weight=[1.0, 2.0]))
     with pytest.raises(ValueError, match="give 2 positive number"):
-        GraphPropertyModule(net, task="classification", pos_weight=[1.0])
+        GraphPropertyModule(net, record=ModelRecord(task="classification"), objective=Objective(pos_weight=[1.0]))
     with pytest.raises(ValueError, match="give 2 positive number"):
-        GraphPropertyModule(net, task="classification", pos_weight=[1.0, -2.0])
+        GraphPropertyModule(net, record=ModelRecord(task="classification"), objective=Objective(pos_weight=[1.0, -2.0]))
     with pytest.raises(ValueError, match="pos_weight must be one of"):
-        GraphPropertyModule(net, task="classification", pos_weight="auto")
+        GraphPropertyModule(net, record=ModelRecord(task="classification"), objective=Objective(pos_weight="auto"))
 
 
 SMILES = [
@@ -87,7 +89,7 @@ def test_fit_balances_the_training_labels_and_reports_them(tmp_path, capsys, mon
                     "enable_model_summary": False, "num_sanity_val_steps": 0,
                     "default_root_dir": str(tmp_path / "runs")},
         "model": {"init_args": {
-            "pos_weight": "balanced",
+            "objective": {"pos_weight": "balanced"},
             "model": {"init_args": {"num_layers": 1, "embed_dim": 16, "num_heads": 2,
                                     "ffn_dim": 16, "max_hops": 4, "max_distance": 8,
                                     "max_degree": 6}},

@@ -275,7 +275,7 @@ def test_above_the_cap_the_classical_model_is_skipped_with_one_line(caplog):
     caplog.set_level(logging.INFO, logger=RANK_ZERO)
     splits = {"train": list(range(6)), "valid": [], "test": []}
     data = SimpleNamespace(load=lambda: SimpleNamespace(splits=splits), splits=None)
-    module = SimpleNamespace(hparams=SimpleNamespace(task="regression"), num_labels=1)
+    module = SimpleNamespace(record=SimpleNamespace(task="regression"), num_labels=1)
     callback = ClassicalBaseline(max_train_molecules=5)
     callback.on_fit_start(SimpleNamespace(datamodule=data), module)
     assert callback.model is None and callback.state_dict() == {}

@@ -13,6 +13,7 @@ from PIL import Image
 
 from graph_urpe.cli.plot import default_out_dir, main
 from graph_urpe.models.graph import GraphPropertyModule
+from graph_urpe.models.record import ModelRecord
 from graph_urpe.viz.relations import relation_tables_figure, relation_tables_from_state_dict
 
 SMILES = "CC(=O)Nc1ccc(O)cc1"
@@ -33,7 +34,7 @@ def write_checkpoint(path, **kw):
                "model": {"class_path": "graph_urpe.nn.Graphormer", "init_args": net_args},
                "task": "regression", "featurization": "zinc"}
     with _given_hyperparameters_context(hparams, "lightning.pytorch.cli.instantiate_module"):
-        module = GraphPropertyModule(Graphormer(**net_args), featurization="zinc")
+        module = GraphPropertyModule(Graphormer(**net_args), record=ModelRecord(featurization="zinc"))
     path.parent.mkdir(parents=True, exist_ok=True)
     torch.save({"state_dict": module.state_dict(), "hyper_parameters": dict(module.hparams),
                 "pytorch-lightning_version": lightning.__version__}, path)

@@ -16,6 +16,8 @@ from graph_urpe.data.featurize import smiles_to_graph
 from graph_urpe.models.calibration import calibration_metrics, fit_calibration, masked_gaussian_nll
 from graph_urpe.models.ensemble import combine_members, member_copies
 from graph_urpe.models.graph import GraphPropertyModule
+from graph_urpe.models.objective import Objective
+from graph_urpe.models.record import ModelRecord
 from graph_urpe.nn import Graphormer
 from graph_urpe.transforms import AddShortestPathDistance
 
@@ -87,7 +89,7 @@ def test_gaussian_nll_equals_the_log_density():
 # ---------------------------------------------------------------------------------- ensembles
 def test_ensemble_prediction_is_the_members_mean():
     torch.manual_seed(0)
-    module = GraphPropertyModule(_net(), ensemble_size=3, target_names=["a", "b"])
+    module = GraphPropertyModule(_net(), record=ModelRecord(target_names=["a", "b"]), ensemble_size=3)
     module.target_mean.copy_(torch.tensor([1.0, -2.0]))
     module.target_std.copy_(torch.tensor([3.0, 0.5]))
     module.eval()
@@ -138,8 +140,8 @@ def test_member_copies_are_seeded_and_distinct():
 
 def test_mve_needs_two_outputs_per_task():
     with pytest.raises(ValueError, match="outputs_per_task"):
-        GraphPropertyModule(_net(), loss="mve")
-    module = GraphPropertyModule(_net(outputs_per_task=2), loss="mve")
+        GraphPropertyModule(_net(), objective=Objective(loss="mve"))
+    module = GraphPropertyModule(_net(outputs_per_task=2), objective=Objective(loss="mve"))
     assert module.num_labels == 2 and module.num_outputs == 4
     mean, var = module.mean_and_variance(_batch())
     assert mean.shape == var.shape == (len(SMILES), 2) and bool((var > 0).all())
@@ -150,7 +152,7 @@ def test_fit_ensemble_mve_then_predict_with_intervals(tmp_path, capsys):
     from tests.test_cli import write_config
 
     config, runs = write_config(tmp_path, max_epochs=2)
-    main(["fit", "--config", config, "--ensemble_size", "2", "--model.init_args.loss", "mve"])
+    main(["fit", "--config", config, "--ensemble_size", "2", "--model.init_args.objective.loss", "mve"])
     out = capsys.readouterr().out
     assert "Test coverage of the 95% intervals" in out and "Test NLL (Gaussian" in out
     run = runs / "version_0"
@@ -187,7 +189,7 @@ def test_a_single_network_writes_no_per_molecule_std(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "Spearman" not in out and "n/a" not in out
     assert ("Test per-molecule uncertainty: none (a single network" in out
-            and "--ensemble_size 5" in out and "--model.init_args.loss mve" in out)
+            and "--ensemble_size 5" in out and "--model.init_args.objective.loss mve" in out)
     assert "Test coverage of the 95% intervals" in out
     run = runs / "version_0"
     best = run / "checkpoints" / "best.ckpt"  # the one tested (--test_checkpoint best)
@@ -237,7 +239,7 @@ def test_ensemble_gradients_are_clipped_per_member():
 
 def test_ensemble_classifier_collects_probability_spread():
     torch.manual_seed(0)
-    module = GraphPropertyModule(_net(), task="classification", ensemble_size=3)
+    module = GraphPropertyModule(_net(), record=ModelRecord(task="classification"), ensemble_size=3)
     module.eval()
     batch = _batch()
     with torch.no_grad():

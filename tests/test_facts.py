@@ -8,6 +8,8 @@ from graph_urpe.data.facts import DatasetFacts, GraphData, TrainingStatistics
 from graph_urpe.data.featurize import ZINC_ATOM_CATEGORIES
 from graph_urpe.data.modules.graph import BatchedGraphDataModule
 from graph_urpe.models import GraphPropertyModule
+from graph_urpe.models.objective import Objective
+from graph_urpe.models.record import ModelRecord
 from graph_urpe.nn import Graphormer
 
 
@@ -41,9 +43,9 @@ def test_training_statistics_set_the_standardisation_and_the_source():
     module = GraphPropertyModule(net)
     module.use_training_statistics(TrainingStatistics([1.0, -2.0], [0.5, 4.0], None, "my.csv"))
     assert module.target_mean.tolist() == [1.0, -2.0] and module.target_std.tolist() == [0.5, 4.0]
-    assert module.hparams["dataset_source"] == "my.csv"
+    assert module.record.dataset_source == "my.csv"
     with pytest.raises(ValueError, match="statistics of 1 label columns for a module of 2"):
         module.use_training_statistics(TrainingStatistics([0.0], [1.0], None, "x"))
-    classifier = GraphPropertyModule(net, task="classification", pos_weight="balanced")
+    classifier = GraphPropertyModule(net, record=ModelRecord(task="classification"), objective=Objective(pos_weight="balanced"))
     classifier.use_training_statistics(TrainingStatistics([0.25, 0.5], [1.0, 1.0], None, "x"))
     torch.testing.assert_close(classifier.bce_pos_weight, torch.tensor([3.0, 1.0]))

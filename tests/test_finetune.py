@@ -17,12 +17,14 @@ from graph_urpe.cli import main
 from graph_urpe.data.modules.molecule import CSVDataModule
 from graph_urpe.models.finetune import (
     EncoderMismatchError,
+    Finetune,
     encoder_parameter_groups,
     load_pretrained_encoder,
     read_pretrained_encoder,
 )
 from graph_urpe.models.graph import GraphPropertyModule
 from graph_urpe.models.optim import PolynomialDecayLR, configure_optimizers
+from graph_urpe.models.record import ModelRecord
 from graph_urpe.nn import Graphormer
 from graph_urpe.pretrained import DEFAULT, available
 
@@ -184,8 +186,7 @@ def test_frozen_encoder_for_the_first_part_then_trained(tmp_path, pretrained_ckp
                   "split": ["train"] * 10 + ["valid"] * 3 + ["test"] * 3}).to_csv(csv, index=False)
     dm = CSVDataModule(str(csv), target_columns=["y"], split="split", root=str(tmp_path / "d"),
                        batch_size=4)
-    module = GraphPropertyModule(ogb_net(), featurization="ogb", pretrained=pretrained_ckpt,
-                                 freeze_encoder=0.5, encoder_lr_factor=0.5)
+    module = GraphPropertyModule(ogb_net(), record=ModelRecord(featurization="ogb"), finetune=Finetune(pretrained=pretrained_ckpt, freeze_encoder=0.5, encoder_lr_factor=0.5))
     record = RecordChanges()
     trainer = Trainer(accelerator="cpu", max_steps=6, max_epochs=10, logger=False,
                       enable_checkpointing=False, enable_progress_bar=False,
@@ -196,18 +197,19 @@ def test_frozen_encoder_for_the_first_part_then_trained(tmp_path, pretrained_ckp
     assert all(head for _, head in record.rows)
     assert all(p.requires_grad for p in module.model.parameters())
     with pytest.raises(ValueError, match="freeze_encoder"):
-        GraphPropertyModule(ogb_net(), freeze_encoder=1.0)
+        GraphPropertyModule(ogb_net(), finetune=Finetune(freeze_encoder=1.0))
 
 
 def test_fit_option_fine_tunes_from_a_checkpoint(tmp_path, pretrained_ckpt, capsys, one_thread):
-    extra = {"pretrained": pretrained_ckpt, "encoder_lr_factor": 0.5, "freeze_encoder": 0.9}
+    extra = {"finetune": {"pretrained": pretrained_ckpt, "encoder_lr_factor": 0.5,
+                          "freeze_encoder": 0.9}}
     config, run = tiny_config(tmp_path, "ft", ["y"], extra_model=extra)
     main(["fit", "--config", config, "--trainer.max_steps", "1"])  # one update, encoder frozen
     capsys.readouterr()
     saved = encoder_state_of(run / "checkpoints" / "last.ckpt")
     for key, value in encoder_state_of(pretrained_ckpt).items():
         assert torch.equal(saved[key], value), key
-    bad, _ = tiny_config(tmp_path, "bad", ["y"], extra_model={"pretrained": pretrained_ckpt},
+    bad, _ = tiny_config(tmp_path, "bad", ["y"], extra_model={"finetune": {"pretrained": pretrained_ckpt}},
                          arch={"embed_dim": 32, "ffn_dim": 32})
     with pytest.raises(SystemExit):
         main(["fit", "--config", bad])
@@ -222,7 +224,7 @@ def test_shipped_encoder_fits_the_csv_template_network():
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     with open(os.path.join(root, "graph_urpe", "configs", "csv", "template.yaml")) as f:
         template = yaml.safe_load(f)
-    assert template["model"]["init_args"]["pretrained"] == DEFAULT
+    assert template["model"]["init_args"]["finetune"]["pretrained"] == DEFAULT
     arch = template["model"]["init_args"]["model"]["init_args"]
     base = {"max_distance": 36, "max_degree": 63, "max_hops": 20}
     net = Graphormer(1, OGB_ATOMS, OGB_BONDS, **{**base, **arch})
@@ -270,7 +272,7 @@ def test_graphormer_recipe_pcqm4mv2_then_molhiv_end_to_end(tmp_path, monkeypatch
     assert ckpt.is_file()
     main(["fit", "--config",
           os.path.join(root, "graph_urpe", "configs", "ogbg-molhiv", "graphormer-base-urpe-finetune.yaml"),
-          "--trainer.max_epochs", "1", "--model.init_args.freeze_encoder", "0.99", *tiny])
+          "--trainer.max_epochs", "1", "--model.init_args.finetune.freeze_encoder", "0.99", *tiny])
     run = tmp_path / "runs" / "molhiv-base-urpe-finetune" / "version_0"
     tuned = encoder_state_of(run / "checkpoints" / "last.ckpt")
     for key, value in encoder_state_of(ckpt).items():

@@ -34,7 +34,7 @@ BASE = {  # the search's configuration as _probe gives it (shortened)
                   "init_args": {"num_layers": 1, "embed_dim": 16, "ffn_dim": 16,
                                 "dropout": 0.0}},
         "optimizer": {"class_path": "torch.optim.AdamW", "init_args": {"lr": 0.001}},
-        "standardize": True}},
+        "objective": {"standardize": True}}},
     "data": {"class_path": "my_lab.data.MyDataModule",  # the user's own class: trusted
              "init_args": {"path": "mols.csv", "batch_size": 4}},
     "name": "tiny", "version": None, "test_after_fit": True, "test_checkpoint": "best",
@@ -47,7 +47,7 @@ width: {{options: [model.init_args.model.init_args.embed_dim,
                   model.init_args.model.init_args.ffn_dim], choices: [16, 32]}}
 depth: {{options: [model.init_args.model.init_args.num_layers], low: 1, high: 4}}
 epochs: {{options: [trainer.max_epochs], low: 10, high: 50, step: 10}}
-act: {{options: [model.init_args.standardize], choices: [true, false]}}
+act: {{options: [model.init_args.objective.standardize], choices: [true, false]}}
 """)
 
 
@@ -81,7 +81,7 @@ def test_best_yaml_is_the_searchs_configuration_with_the_recorded_values(tmp_pat
     network = expected["model"]["init_args"]["model"]["init_args"]
     network.update(num_layers=3, embed_dim=32, ffn_dim=32)
     expected["model"]["init_args"]["optimizer"]["init_args"]["lr"] = 0.002
-    expected["model"]["init_args"]["standardize"] = False
+    expected["model"]["init_args"]["objective"]["standardize"] = False
     assert path == str(tmp_path / "best.yaml") and yaml.safe_load(text) == expected
     assert base["trainer"]["callbacks"][-1]["class_path"] == PRUNING_CALLBACK  # not modified
     # A parameter the trial does not record keeps the configuration's value.

@@ -19,7 +19,9 @@ from graph_urpe.data.modules.molecule import CSVDataModule
 from graph_urpe.models.graph import GraphPropertyModule
 from graph_urpe.models.loss_checks import NonFiniteLossError
 from graph_urpe.models.metrics import EpochPredictions, epoch_metrics, masked_loss
+from graph_urpe.models.objective import Objective
 from graph_urpe.models.optim import PolynomialDecayLR, parameter_groups, polynomial_decay_lr
+from graph_urpe.models.record import ModelRecord
 from graph_urpe.nn import Graphormer
 from graph_urpe.transforms import AddShortestPathDistance
 
@@ -45,9 +47,9 @@ def module(task="regression", lr=3e-3, warmup=5, total=None, **kw):
     sched = partial(PolynomialDecayLR, warmup_steps=warmup)
     if total is not None:
         sched = partial(sched, total_steps=total)
-    return GraphPropertyModule(tiny_net(), task=task, featurization="zinc", target_names=["target"],
-                               optimizer=partial(torch.optim.AdamW, lr=lr), lr_scheduler=sched,
-                               **kw)
+    record = ModelRecord(task=task, featurization="zinc", target_names=["target"])
+    return GraphPropertyModule(tiny_net(), record, optimizer=partial(torch.optim.AdamW, lr=lr),
+                               lr_scheduler=sched, **kw)
 
 
 def write_csv(path, task="regression"):
@@ -178,7 +180,7 @@ def test_indexed_dataset_adds_sample_ids():
 def test_tiny_training_run_overfits(tmp_path):
     seed_everything(0)
     dm = datamodule(tmp_path, batch_size=16)
-    model = module(lr=1e-2, warmup=5, total=150, loss="mse")
+    model = module(lr=1e-2, warmup=5, total=150, objective=Objective(loss="mse"))
     losses = []
 
     class Record(Callback):
@@ -212,7 +214,7 @@ def test_non_finite_loss_stops_training(tmp_path):
                   "split": ["train"] * 10 + ["valid"] * 3 + ["test"] * 3}).to_csv(csv, index=False)
     dm = CSVDataModule(str(csv), split="split", featurization="zinc", root=str(tmp_path / "p"),
                        batch_size=4)
-    model = module(loss="mse", standardize=False)
+    model = module(objective=Objective(loss="mse", standardize=False))
     with pytest.raises(NonFiniteLossError, match="training loss"):
         trainer(tmp_path, max_epochs=1).fit(model, dm)
 
@@ -347,8 +349,7 @@ def test_data_module_families_validate_with_official_metric(tmp_path, family):
     assert dm.loaded is None  # stated without processing anything
     net = Graphormer(num_tasks=f.num_tasks, atom_categories=list(f.atom_categories),
                      bond_categories=list(f.bond_categories), **TINY)
-    model = GraphPropertyModule(net, task=f.task, metric=f.metric, evaluator=f.evaluator,
-                                target_names=list(f.target_names), featurization=f.featurization)
+    model = GraphPropertyModule(net, record=ModelRecord(task=f.task, metric=f.metric, evaluator=f.evaluator, target_names=list(f.target_names), featurization=f.featurization))
     metrics = trainer(tmp_path).validate(model, dm, verbose=False)[0]
     # Independent check: run the model over the validation split and score it by hand.
     model.eval()

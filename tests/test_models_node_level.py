@@ -25,6 +25,8 @@ from graph_urpe.data.modules.synthetic_graph import SyntheticGraphDataModule, st
 from graph_urpe.data.synthetic_graphs import SyntheticGraphDataset
 from graph_urpe.models.graph import GraphPropertyModule
 from graph_urpe.models.metrics import EpochPredictions, multiclass_loss, multiclass_metrics
+from graph_urpe.models.objective import Objective
+from graph_urpe.models.record import ModelRecord
 from graph_urpe.models.sample_ids import NODE_ID_STRIDE, node_sample_ids
 from graph_urpe.nn import Graphormer
 
@@ -120,7 +122,7 @@ def test_node_level_validation_matches_a_hand_computation():
         graphs.append(graph(len(y), key, y))
         key += len(y)
     table = torch.randn(key, 3)
-    module = GraphPropertyModule(FixedNodeOutputs(table), task="multiclass", num_classes=3)
+    module = GraphPropertyModule(FixedNodeOutputs(table), record=ModelRecord(task="multiclass"), objective=Objective(num_classes=3))
     assert module.level == "node" and module.metric_name == "accuracy"
     assert module.target_names == ["y"]
     loader = DataLoader(IndexedDataset(graphs), batch_size=2)
@@ -148,7 +150,7 @@ def test_node_level_regression_with_missing_labels():
     labels = [[1.0, float("nan"), 3.0], [0.5, 2.0]]
     graphs = [graph(3, 0, [[v] for v in labels[0]]), graph(2, 3, [[v] for v in labels[1]])]
     table = torch.tensor([[1.5], [9.0], [2.0], [0.5], [4.0]])
-    module = GraphPropertyModule(FixedNodeOutputs(table), task="regression", metric="mae")
+    module = GraphPropertyModule(FixedNodeOutputs(table), record=ModelRecord(task="regression", metric="mae"))
     metrics = validate(module, DataLoader(IndexedDataset(graphs), batch_size=1))
     # Labelled nodes: |1.5-1| + |2-3| + |0.5-0.5| + |4-2| = 3.5 over 4.
     assert metrics["val/mae"] == pytest.approx(3.5 / 4)
@@ -159,12 +161,12 @@ def test_node_level_regression_with_missing_labels():
 def test_level_and_class_count_errors():
     net = FixedNodeOutputs(torch.zeros(4, 3))
     with pytest.raises(ValueError, match="num_classes=4"):
-        GraphPropertyModule(net, task="multiclass", num_classes=4)
+        GraphPropertyModule(net, record=ModelRecord(task="multiclass"), objective=Objective(num_classes=4))
     with pytest.raises(ValueError, match="num_classes is for task='multiclass'"):
-        GraphPropertyModule(net, task="regression", num_classes=3)
+        GraphPropertyModule(net, record=ModelRecord(task="regression"), objective=Objective(num_classes=3))
     with pytest.raises(ValueError, match="does not fit a multiclass task"):
-        GraphPropertyModule(net, task="multiclass", metric="mae")
-    module = GraphPropertyModule(net, task="multiclass")
+        GraphPropertyModule(net, record=ModelRecord(task="multiclass", metric="mae"))
+    module = GraphPropertyModule(net, record=ModelRecord(task="multiclass"))
     per_graph = Batch.from_data_list([graph(2, 0, [1]), graph(2, 2, [0])])  # graph-level labels
     per_graph.sample_id = torch.tensor([0, 1])
     with pytest.raises(ValueError, match="labels per node"):
@@ -228,8 +230,8 @@ def test_cli_fits_the_node_level_config_and_writes_a_run_folder(tmp_path, capsys
     assert metrics["val/accuracy"].dropna().between(0, 1).all()
     # The linked facts: a node-level network with one logit per degree 0..9.
     model = GraphPropertyModule.load_from_checkpoint(run / "checkpoints" / "best.ckpt")
-    assert (model.level, model.model.level, model.num_classes) == ("node", "node", 10)
-    assert (model.model.encoder.attention, model.hparams.task) == ("urpe", "multiclass")
+    assert (model.level, model.model.level, model.num_outputs) == ("node", "node", 10)
+    assert (model.model.encoder.attention, model.record.task) == ("urpe", "multiclass")
     # test_predictions.csv: one row per test node; the label is the node's degree (networkx on
     # the test graphs, drawn from seed 3 * data_seed + 2), the prediction the most probable class.
     table = pd.read_csv(run / "test_predictions.csv")

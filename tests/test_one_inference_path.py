@@ -106,7 +106,7 @@ def test_graphormer_gd_predicts_the_same_through_the_cli_and_the_predictor(tmp_p
     # the Predictor's alike.
     smiles = ["CCO", "c1ccccc1O", "CC(=O)Nc1ccc(O)cc1", "C1CC", "C[N+](C)(C)C", "C" * 1449]
     model = Predictor.from_checkpoint(ckpt)
-    assert model.module.hparams.get("max_graph_nodes") is None
+    assert model.module.record.max_graph_nodes is None
     assert model.module.pair_relations() == ("spd", "resistance")
     graphs, errors = model_input_graphs(smiles, model.module)
     assert sorted(errors) == [3, 5] and all("resistance" in g and "spd" in g for g in graphs)

@@ -14,6 +14,7 @@ from torch_geometric.data import Batch
 
 from graph_urpe.data.featurize import smiles_to_graph
 from graph_urpe.models.calibration import fit_platt, platt_targets
+from graph_urpe.models.objective import Objective
 from graph_urpe.transforms import AddShortestPathDistance
 from tests.test_models_graph import SMILES, datamodule, module, trainer
 
@@ -77,7 +78,7 @@ def test_validation_log_loss_never_gets_worse_and_one_class_stays_uncalibrated()
 
 def test_module_calibrates_on_validation_and_uses_it_for_test_and_predict(tmp_path, one_thread):
     torch.manual_seed(0)
-    model = module("classification", platt_scaling=True)
+    model = module("classification", objective=Objective(platt_scaling=True))
     dm = datamodule(tmp_path, task="classification")
     t = trainer(tmp_path, max_epochs=2)
     t.fit(model, dm)
@@ -108,4 +109,4 @@ def test_module_calibrates_on_validation_and_uses_it_for_test_and_predict(tmp_pa
     assert 0 < float(scale[0]) < 10 and abs(float(bias[0])) < 10
 
     with pytest.raises(ValueError, match="platt_scaling calibrates the probabilities of binary"):
-        module("regression", platt_scaling=True)
+        module("regression", objective=Objective(platt_scaling=True))

@@ -23,6 +23,7 @@ from graph_urpe.data.predict_inputs import featurize_inputs
 from graph_urpe.models.ensemble import EnsembleMixin
 from graph_urpe.models.graph import GraphPropertyModule
 from graph_urpe.models.predictor import Predictor
+from graph_urpe.models.record import ModelRecord
 
 SMILES = ["CCO", "c1ccccc1O", "CC(=O)Nc1ccc(O)cc1", "C1CC", "OCCO", "CCN(CC)CC", "Cc1ccncc1"]
 
@@ -92,9 +93,7 @@ def test_spd_only_checkpoint_predicts_the_same_without_resistance(tmp_path, resi
 
 def test_resistance_network_still_gets_both(resistance_calls):
     torch.manual_seed(0)
-    module = GraphPropertyModule(tiny_net(relations=["spd", "resistance"]), featurization="zinc",
-                                 target_names=["target"],
-                                 optimizer=partial(torch.optim.AdamW, lr=1e-3))
+    module = GraphPropertyModule(tiny_net(relations=["spd", "resistance"]), record=ModelRecord(featurization="zinc", target_names=["target"]), optimizer=partial(torch.optim.AdamW, lr=1e-3))
     table = Predictor(module).predict(SMILES)
     assert len(resistance_calls) == len(SMILES) - 1  # every valid molecule
     np.testing.assert_allclose(table["target_pred"].to_numpy(float), _expected(module),

@@ -23,7 +23,9 @@ from graph_urpe.cli import main
 from graph_urpe.data.modules.molecule import CSVDataModule
 from graph_urpe.models.graph import GraphPropertyModule
 from graph_urpe.models.loss_checks import NonFiniteLossError
+from graph_urpe.models.objective import Objective
 from graph_urpe.models.pruning import open_study, study_storage
+from graph_urpe.models.record import ModelRecord
 from graph_urpe.trust import ReceivedFileError, read_checkpoint
 from tests.test_hpopt import tiny_config
 from tests.test_models_graph import SMILES, datamodule, tiny_net, trainer
@@ -41,8 +43,8 @@ def one_error_line(err: str) -> str:
 def test_target_names_of_another_length_than_the_targets_is_one_line(tmp_path, capsys):
     with pytest.raises(ValueError, match=r"^target_names lists 2 name\(s\) \(a, b\) for 1 "
                        r"target\(s\) \(the network's num_tasks\): give one name per target"):
-        GraphPropertyModule(tiny_net(num_tasks=1), target_names=["a", "b"])
-    assert GraphPropertyModule(tiny_net(num_tasks=2), target_names=["a", "b"]).target_names == [
+        GraphPropertyModule(tiny_net(num_tasks=1), record=ModelRecord(target_names=["a", "b"]))
+    assert GraphPropertyModule(tiny_net(num_tasks=2), record=ModelRecord(target_names=["a", "b"])).target_names == [
         "a", "b"]
     # A received checkpoint saying so is refused before predict builds anything.
     path = checkpoint(tmp_path / "names.ckpt", hparams(target_names=["a", "b"]))
@@ -57,8 +59,7 @@ def test_target_names_of_another_length_than_the_targets_is_one_line(tmp_path, c
 # ------------------------------------------------------------------------- non-finite loss
 def test_a_diverging_lr_is_blamed_and_not_the_labels(tmp_path, one_thread):
     seed_everything(0)
-    model = GraphPropertyModule(tiny_net(), featurization="zinc", target_names=["target"],
-                                optimizer=partial(torch.optim.AdamW, lr=1e30), lr_scheduler=None)
+    model = GraphPropertyModule(tiny_net(), record=ModelRecord(featurization="zinc", target_names=["target"]), optimizer=partial(torch.optim.AdamW, lr=1e30), lr_scheduler=None)
     with pytest.raises(NonFiniteLossError) as info:
         trainer(tmp_path, max_epochs=2).fit(model, datamodule(tmp_path))
     message = str(info.value)
@@ -74,9 +75,7 @@ def test_huge_labels_are_blamed_with_the_value_seen(tmp_path, one_thread):
     pd.DataFrame({"smiles": SMILES, "target": [1e30] * len(SMILES),
                   "split": ["train"] * 10 + ["valid"] * 3 + ["test"] * 3}).to_csv(csv, index=False)
     seed_everything(0)
-    model = GraphPropertyModule(tiny_net(), featurization="zinc", target_names=["target"],
-                                loss="mse", standardize=False,
-                                optimizer=partial(torch.optim.AdamW, lr=1e-3), lr_scheduler=None)
+    model = GraphPropertyModule(tiny_net(), record=ModelRecord(featurization="zinc", target_names=["target"]), objective=Objective(loss="mse", standardize=False), optimizer=partial(torch.optim.AdamW, lr=1e-3), lr_scheduler=None)
     dm = CSVDataModule(str(csv), split="split", featurization="zinc", root=str(tmp_path / "p"),
                        batch_size=4)
     with pytest.raises(NonFiniteLossError) as info:

@@ -46,7 +46,7 @@ def checkpoint(tmp_path_factory):
     cfg["trainer"]["enable_checkpointing"] = True
     Path(config).write_text(yaml.safe_dump(cfg))
     main(["fit", "--config", config, "--test_after_fit", "false",
-          "--model.init_args.loss", "mve"])
+          "--model.init_args.objective.loss", "mve"])
     return str(runs / "version_0" / "checkpoints" / "last.ckpt")
 
 

@@ -48,7 +48,7 @@ def checkpoint(tmp_path_factory) -> str:
 @pytest.mark.slow  # a CLI fit
 def test_checkpoint_keeps_the_training_smiles_column_as_plain_data(checkpoint):
     hparams = torch.load(checkpoint, weights_only=True)["hyper_parameters"]
-    assert hparams["smiles_column"] == "mol" and hparams["max_graph_nodes"] == 12
+    assert hparams["record"]["smiles_column"] == "mol" and hparams["record"]["max_graph_nodes"] == 12
 
 
 @pytest.mark.slow

@@ -50,7 +50,7 @@ def hparams(**extra) -> dict:
             "_instantiator": "lightning.pytorch.cli.instantiate_module",
             "model": {"class_path": "graph_urpe.nn.Graphormer", "init_args": dict(NET)},
             "optimizer": {"class_path": "torch.optim.AdamW", "init_args": {"lr": 1e-3}},
-            "task": "regression", "featurization": "zinc", **extra}
+            "record": {"task": "regression", "featurization": "zinc"}, **extra}
 
 
 @functools.lru_cache(maxsize=1)
@@ -177,7 +177,7 @@ def test_a_checkpoint_of_fit_loads_and_keeps_its_configuration(tmp_path):
         GraphPropertyModule.load_from_checkpoint(path)
     net = build(check_module_hparams(hparams())).model
     module = GraphPropertyModule.load_from_checkpoint(path, model=net)
-    assert module.model is net and module.hparams["standardize"] is False
+    assert module.model is net and module.objective.standardize is False
 
 
 def test_registry_holds_every_shipped_class_and_resolves_nothing_else():
@@ -351,7 +351,8 @@ def test_the_user_option_beats_the_checkpoint_and_sizes_must_still_fit(tmp_path,
         hp = seen["model"].hparams
         assert hp["model"]["init_args"]["dropout"] == 0.25, sub  # the option
         assert hp["optimizer"]["init_args"]["lr"] == 3e-3, sub    # the --config
-        assert hp["standardize"] is False, sub                    # the checkpoint's own value
+        assert hp["objective"]["standardize"] is False, sub       # the checkpoint's own value
+        assert seen["model"].objective.standardize is False, sub
     with pytest.raises(SystemExit):
         main(["test", "--ckpt_path", str(ckpt), "--config", config,
               "--model.init_args.model.init_args.num_layers", "3"])

@@ -95,7 +95,7 @@ def test_summary_names_the_stratified_interval_and_says_when_there_is_none():
     target[0] = 0.0
     pred = torch.linspace(0, 1, 30).unsqueeze(1)
     model = SimpleNamespace(test_outputs=(torch.arange(30), pred, target), level="graph",
-                            metric_name="rocauc", hparams=SimpleNamespace(task="classification"),
+                            metric_name="rocauc", record=SimpleNamespace(task="classification"),
                             target_names=["active"])
     line = metric_interval_line(model, "graph-urpe seeds --seeds 3")
     assert line.startswith("Test ROC-AUC 95% interval over the 30 labelled test graphs "
@@ -111,7 +111,7 @@ def test_summary_names_the_stratified_interval_and_says_when_there_is_none():
     target[0, 0] = 0.0
     model = SimpleNamespace(test_outputs=(torch.arange(30), pred.repeat(1, 2), target),
                             level="graph", metric_name="rocauc",
-                            hparams=SimpleNamespace(task="classification"),
+                            record=SimpleNamespace(task="classification"),
                             target_names=["a", "b"])
     assert metric_interval_line(model).startswith(
         "Test ROC-AUC: no bootstrap interval over the 30 labelled test graphs")

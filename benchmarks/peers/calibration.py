@@ -7,7 +7,7 @@ The sets, split, Chemprop venv, one-thread setting and CPU accounting are those 
 
   - ``ensemble``: graph-urpe ``fit --config csv/template --ensemble_size N``; Chemprop
     ``chemprop train --ensemble-size N`` then ``chemprop predict --uncertainty-method ensemble``;
-  - ``mve``: graph-urpe ``--model.init_args.loss mve``; Chemprop ``--task-type regression-mve``
+  - ``mve``: graph-urpe ``--model.init_args.objective.loss mve``; Chemprop ``--task-type regression-mve``
     then ``--uncertainty-method mve``.
 
   Both calibrate on the validation rows: graph-urpe by itself during training (z-scaled std and
@@ -21,7 +21,7 @@ The sets, split, Chemprop venv, one-thread setting and CPU accounting are those 
 * **classification** (BACE, BBBP), one plain model each (seed S), the probabilities themselves:
   ROC-AUC, NLL (log loss) and Brier score (scikit-learn). With ``--methods platt`` also
   ``platt``: the probabilities calibrated on the validation rows by Platt scaling, graph-urpe's
-  ``--model.init_args.platt_scaling true`` (a fit of its own); for Chemprop the plain model's
+  ``--model.init_args.objective.platt_scaling true`` (a fit of its own); for Chemprop the plain model's
   run, its validation probabilities from ``chemprop predict`` and graph-urpe's
   :func:`~graph_urpe.models.calibration.fit_platt` on their logits (Chemprop 2.3.1's
   ``predict --calibration-method platt`` computes calibrated probabilities but does not write
@@ -168,8 +168,8 @@ def run_ours(folder: Path, task: str, method: str, seed: int, size: int, runs: P
     data, rows = read_split(folder)
     root = runs / f"ours-{method}-seed{seed}"
     extra = {"ensemble": ["--ensemble_size", str(size)],
-             "mve": ["--model.init_args.loss", "mve"], "single": [],
-             "platt": ["--model.init_args.platt_scaling", "true"]}[method]
+             "mve": ["--model.init_args.objective.loss", "mve"], "single": [],
+             "platt": ["--model.init_args.objective.platt_scaling", "true"]}[method]
     cmd = [sys.executable, "-m", "graph_urpe.cli", "fit", "--config", str(TEMPLATE),
            "--data.init_args.path", str(folder / "data.csv"),
            "--data.init_args.target_columns", "[target]", "--data.init_args.task", task,

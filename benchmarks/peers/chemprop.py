@@ -100,7 +100,7 @@ SETS = {
 }
 #: graph-urpe's template options that train from scratch instead of fine-tuning (empty while the
 #: template trains from scratch by default).
-SCRATCH_ARGS: list[str] = ["--model.init_args.pretrained", "null"]
+SCRATCH_ARGS: list[str] = ["--model.init_args.finetune.pretrained", "null"]
 #: issue 23's targets: ours <= 0.90 x Chemprop's MAE; ours >= Chemprop's ROC-AUC + 0.02.
 MAE_FACTOR, AUC_MARGIN = 0.90, 0.02
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}

@@ -68,9 +68,9 @@ def _load(ckpt_path: str):
         raise ValueError(f"{ckpt_path} does not record its network (it was not written by "
                          "`graph-urpe fit`): call graph_urpe.viz.atom_attributions in Python.") \
             from err
-    if module.hparams.get("task") not in ("regression", "classification"):
+    if module.record.task not in ("regression", "classification"):
         raise ValueError(f"explain covers regression and binary classification models; "
-                         f"{ckpt_path} is a {module.hparams.get('task')} model.")
+                         f"{ckpt_path} is a {module.record.task} model.")
     return module.eval()
 
 
@@ -112,7 +112,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = args.out
     table_path = osp.join(out, "attributions.csv")
     check_writable(table_path)
-    column = args.smiles_column or module.hparams.get("smiles_column") or "smiles"
+    column = args.smiles_column or module.record.smiles_column or "smiles"
     if args.csv is not None:
         if not osp.isfile(args.csv):
             raise FileNotFoundError(f"--csv {args.csv}: no such file.")

@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         raise FileNotFoundError(f"checkpoint {args.ckpt_path!r} not found: pass --ckpt_path with "
                                 "an existing .ckpt file.")
     predictor = Predictor.from_checkpoint(args.ckpt_path, batch_size=args.batch_size)
-    column = args.smiles_column or predictor.module.hparams.get("smiles_column") or "smiles"
+    column = args.smiles_column or predictor.module.record.smiles_column or "smiles"
     frame = read_predict_inputs(args.csv, args.smiles, column)
     table = predictor.fingerprint(frame[column].tolist(), args.layer, args.member)
     columns = [c for c in table.columns if c.startswith("fp_")]

@@ -22,6 +22,7 @@ import torch
 from lightning.pytorch import LightningDataModule, LightningModule, Trainer
 from lightning.pytorch.callbacks import EarlyStopping, Timer
 
+from graph_urpe.cli.run import task_of
 from graph_urpe.data.modules.graph import BatchedGraphDataModule, GraphDataModule
 from graph_urpe.files import atomic_write_csv
 from graph_urpe.models.blend import SUFFIX, tested_note
@@ -102,7 +103,7 @@ def test_prediction_table(model: LightningModule, test_split: Any) -> pd.DataFra
     ids, pred, target = (t.detach().cpu() for t in outputs)
     order = torch.argsort(ids)
     ids, pred, target = ids[order], pred[order].float(), target[order]
-    task = model.hparams.task
+    task = model.record.task
     node_level = getattr(model, "level", "graph") == "node"
     graph_ids = torch.div(ids, NODE_ID_STRIDE, rounding_mode="floor") if node_level else ids
     rows, smiles = {}, {}
@@ -177,7 +178,7 @@ def write_run_outputs(
     except ImportError:  # matplotlib is an optional extra
         return written
     try:
-        written += [str(p) for p in plot_run(run_dir, task=model.hparams.get("task"))]
+        written += [str(p) for p in plot_run(run_dir, task=task_of(model))]
     except ValueError as err:  # nothing to draw yet (e.g. a run shorter than log_every_n_steps)
         print(f"figures skipped: {err}")
     return written
@@ -186,7 +187,7 @@ def write_run_outputs(
 NO_PER_MOLECULE_UNCERTAINTY = (
     "Test per-molecule uncertainty: none (a single network: its std would be the validation "
     "RMSE on every molecule, so no <target>_std is written and the 95% intervals have one "
-    "width). For one: --ensemble_size 5 (a deep ensemble) or --model.init_args.loss mve (a "
+    "width). For one: --ensemble_size 5 (a deep ensemble) or --model.init_args.objective.loss mve (a "
     "mean-variance head)")
 """The summary's line for a regression model without a per-molecule uncertainty."""
 
@@ -235,7 +236,7 @@ def metric_interval_line(model: LightningModule, seeds_command: str | None = Non
     metric = model.metric_name
     labelled = ~torch.isnan(target).all(dim=1)  # graphs with at least one label
     pred, target = pred[labelled], target[labelled]
-    interval = bootstrap_interval(pred, target, model.hparams.task, metric)
+    interval = bootstrap_interval(pred, target, model.record.task, metric)
     label = METRICS[metric].label + ("" if prediction is None else " of the blend (the prediction)")
     seeds = f". The spread over training seeds: {seeds_command}" if seeds_command else ""
     if interval is None:
@@ -246,9 +247,22 @@ def metric_interval_line(model: LightningModule, seeds_command: str | None = Non
         return (f"Test {label}: no bootstrap interval over the {pred.shape[0]} labelled test "
                 f"graphs (the metric is undefined on some resamples of so few graphs){seeds}")
     how = "bootstrap, stratified by class" \
-        if len(bootstrap_strata(target, model.hparams.task)) > 1 else "bootstrap"
+        if len(bootstrap_strata(target, model.record.task)) > 1 else "bootstrap"
     return (f"Test {label} 95% interval over the {pred.shape[0]} labelled test graphs ({how}): "
             f"{interval[0]:.4f} to {interval[1]:.4f}{_few_of_a_class(model, target)}{seeds}")
+
+
+def pos_weight_line(module: LightningModule) -> str | None:
+    """The summary's line on the BCE loss's positive-class weights (``objective.pos_weight``),
+    or :obj:`None` when the loss is unweighted (or the module has none)."""
+    weight = getattr(module, "bce_pos_weight", None)
+    if weight is None:
+        return None
+    source = ("balanced: n_negative / n_positive of the training labels"
+              if module.objective.pos_weight == "balanced" else "given")
+    values = ", ".join(f"{name} {w:.3g}" for name, w in zip(module.target_names,
+                                                            weight.tolist()))
+    return f"Positive-class weights in the BCE loss ({source}): {values}"
 
 
 FEW_OF_A_CLASS = 10
@@ -260,7 +274,7 @@ def _few_of_a_class(model: LightningModule, target: torch.Tensor) -> str:
     """For binary classification: a sentence naming the tasks whose test split holds fewer than
     :data:`FEW_OF_A_CLASS` positives or negatives (the metric, and an interval resampled from
     them, rest on those few graphs); else an empty string."""
-    if model.hparams.task != "classification":
+    if model.record.task != "classification":
         return ""
     few = []
     for name, column in zip(model.target_names, target.T):
@@ -312,11 +326,11 @@ def print_fit_summary(trainer: Trainer, metrics: dict[str, float] | None, run_di
                   "baseline_accuracy": "accuracy of the majority class (baseline)",
                   **UNCERTAINTY_LABELS}
         module = trainer.lightning_module
-        hparams = getattr(module, "hparams", {})
+        task = task_of(module)
         loss = getattr(module, "loss_name", None)
         if loss is not None:
             # The training objective; regression: in the standardised units it is optimised in.
-            scaled = hparams.get("task") == "regression" and hparams.get("standardize")
+            scaled = task == "regression" and module.objective.standardize
             labels["loss"] = (f"loss ({LOSS_LABELS.get(loss, loss)}"
                               f"{' of standardised targets' if scaled else ''}"
                               f"{', network' if tested_note(trainer.callbacks) else ''})")
@@ -329,7 +343,7 @@ def print_fit_summary(trainer: Trainer, metrics: dict[str, float] | None, run_di
             parts = [f"{value} (network)"] if key in classical or (
                 blend is not None and note) else [value]
             if key in classical:  # the classical model's and the blend's (ClassicalBaseline)
-                method = METHOD_NAMES.get(hparams.get("task"), "classical")
+                method = METHOD_NAMES.get(task, "classical")
                 parts.append(f"{_format(classical[key])} ({method})")
             if blend is not None and note:  # the blend is predict's <target>_pred
                 parts.insert(0, f"{_format(blend)} (prediction: {note})")
@@ -337,9 +351,9 @@ def print_fit_summary(trainer: Trainer, metrics: dict[str, float] | None, run_di
             lines.append(f"Test {label}: {value}")
         if "coverage95" in shown and getattr(module, "per_molecule_uncertainty", True) is False:
             lines.append(NO_PER_MOLECULE_UNCERTAINTY)
-        weights = getattr(module, "pos_weight_summary", None)
-        if callable(weights) and weights():
-            lines.append(weights())
+        weights = pos_weight_line(module)
+        if weights:
+            lines.append(weights)
         blended = next((c.tested_outputs for c in trainer.callbacks
                         if getattr(c, "tested_outputs", None) is not None), None)
         interval = metric_interval_line(module, seeds_command, blended)

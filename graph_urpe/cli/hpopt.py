@@ -128,7 +128,7 @@ def _probe(fit_args: list[str]) -> tuple[Any, str, str, str, dict]:
 
     from graph_urpe.cli.configs import DEFAULT_CONFIG, resolve_config_args
     from graph_urpe.cli.lightning_cli import GraphURPECLI
-    from graph_urpe.cli.run import tested_checkpoint
+    from graph_urpe.cli.run import task_of, tested_checkpoint
 
     kwargs = {"default_config_files": [DEFAULT_CONFIG], "exit_on_error": False,
               "allow_abbrev": False}
@@ -149,7 +149,7 @@ def _probe(fit_args: list[str]) -> tuple[Any, str, str, str, dict]:
     if metric is None:
         raise CLIError(f"{type(cli.model).__name__} names no monitored metric: graph-urpe hpopt "
                        "searches models of graph_urpe.models.GraphPropertyModule.")
-    tested = tested_checkpoint(cli.config.get("test_checkpoint"), cli.model.hparams.get("task"))
+    tested = tested_checkpoint(cli.config.get("test_checkpoint"), task_of(cli.model))
     # What SaveConfigCallback writes into a run's config.yaml (parser.save, skip_none=False).
     saved = yaml.safe_load(cli.parser.dump(cli.config, skip_none=False))
     return cli.config, metric, cli.model.metric_mode, tested, saved
@@ -158,7 +158,7 @@ def _probe(fit_args: list[str]) -> tuple[Any, str, str, str, dict]:
 def _check_space(space: list[SearchParameter], config: Any) -> list[SearchParameter]:
     """``space`` without the encoder-shape parameters when the configuration fine-tunes a
     pretrained encoder; every option must exist in the configuration."""
-    pretrained = config.get("model.init_args.pretrained")
+    pretrained = config.get("model.init_args.finetune.pretrained")
     if pretrained:
         fixed = [p.name for p in space if p.sets_encoder_shape]
         if fixed:

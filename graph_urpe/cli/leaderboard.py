@@ -96,15 +96,15 @@ def trainer_record(trainer: Trainer, metrics: dict[str, float]) -> dict[str, Any
     loaded, test = dm.loaded, dm.splits.get("test")
     if test is None:
         return None
-    hparams = trainer.lightning_module.hparams
-    metric = hparams.get("metric") or dm.facts.metric
+    record = trainer.lightning_module.record
+    metric = record.metric or dm.facts.metric
     split = dm.test_split
     labelled = split not in HIDDEN_SPLITS
     model = trainer.lightning_module
     valid = [float(cb.best_model_score) for cb in trainer.checkpoint_callbacks
              if cb.monitor == f"val/{metric}" and cb.best_model_score is not None]
     return leaderboard_record(
-        hparams.get("evaluator"), metric, loaded.source, loaded.official, int(tested), len(test),
+        record.evaluator, metric, loaded.source, loaded.official, int(tested), len(test),
         split, labelled, parameters=sum(p.numel() for p in model.parameters()),
         hardware=hardware(trainer), valid=valid[0] if valid else None)
 

@@ -68,6 +68,7 @@ from graph_urpe.cli.resume_state import use_checked_restore
 from graph_urpe.cli.run import (
     AtomicCheckpointIO,
     RunCSVLogger,
+    task_of,
     tested_checkpoint,
     use_exact_resume,
 )
@@ -244,7 +245,7 @@ class GraphURPECLI(LightningCLI):
 
     def before_instantiate_classes(self) -> None:
         """``fit``: ``--ensemble_size`` into the model, and a mean-variance head (the network's
-        ``outputs_per_task: 2``) for ``--model.init_args.loss mve``."""
+        ``outputs_per_task: 2``) for ``--model.init_args.objective.loss mve``."""
         if self.subcommand != "fit":
             return
         config = self.config["fit"]
@@ -257,8 +258,9 @@ class GraphURPECLI(LightningCLI):
             return
         if config.get("ensemble_size", 1) != 1:
             init["ensemble_size"] = config["ensemble_size"]
-        network = init.get("model")
-        if init.get("loss") == "mve" and network is not None \
+        network, objective = init.get("model"), init.get("objective")
+        loss = objective.get("loss") if objective is not None else None
+        if loss == "mve" and network is not None \
                 and network.get("init_args") is not None:
             network["init_args"]["outputs_per_task"] = 2
 
@@ -323,7 +325,7 @@ class GraphURPECLI(LightningCLI):
                 print_fit_summary(self.trainer, None, self.run_dir)
             return
         choice = tested_checkpoint(self.config["fit"].get("test_checkpoint"),
-                                   model.hparams.get("task"))
+                                   task_of(model))
         tested = self._best_checkpoint() if choice == "best" \
             else osp.join(self.run_dir, "checkpoints", "last.ckpt")
         results = self.trainer.test(model, datamodule=datamodule, ckpt_path=tested or None,
@@ -377,7 +379,7 @@ class GraphURPECLI(LightningCLI):
         dm = kwargs.get("datamodule")
         if isinstance(dm, BatchedGraphDataModule):
             inputs = PredictInputs.from_config(self.config[self.subcommand],
-                                               model.hparams.get("smiles_column"))
+                                               model.record.smiles_column)
             return predict_smiles(self.trainer, model, dm, inputs, self.training_vocabulary,
                                   classical=self.classical, ckpt_path=kwargs.get("ckpt_path"))
         return self.trainer.predict(model, **kwargs)

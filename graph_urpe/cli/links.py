@@ -4,26 +4,24 @@ checkpoint's values instead)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from lightning.pytorch.cli import LightningArgumentParser
 
-__all__ = ["GRAPH_LINKS", "add_links"]
+from graph_urpe.models.record import ModelRecord
+
+__all__ = ["GRAPH_LINKS", "add_links", "model_record"]
 
 GRAPH_LINKS = (
     ("num_tasks", "model.init_args.model.init_args.num_tasks"),
     ("atom_categories", "model.init_args.model.init_args.atom_categories"),
     ("bond_categories", "model.init_args.model.init_args.bond_categories"),
     ("level", "model.init_args.model.init_args.level"),
-    ("task", "model.init_args.task"),
-    ("metric", "model.init_args.metric"),
-    ("evaluator", "model.init_args.evaluator"),
-    ("target_names", "model.init_args.target_names"),
-    ("featurization", "model.init_args.featurization"),
-    ("max_graph_nodes", "model.init_args.max_graph_nodes"),
-    ("smiles_column", "model.init_args.smiles_column"),
 )
-"""``(field of the data module's facts, model argument)``: the graph data module's one facts
+"""``(field of the data module's facts, network argument)``: the graph data module's one facts
 object (:class:`~graph_urpe.data.facts.DatasetFacts`, ``data.facts``) is linked field by field into
-the model at instantiation. jsonargparse skips the links of a data module without ``facts`` (the
+the network's sizes at instantiation, and whole into the model's ``record``
+(:func:`model_record`). jsonargparse skips the links of a data module without ``facts`` (the
 sequence families, with their own links); a field that does not exist fails loudly."""
 
 
@@ -37,12 +35,21 @@ def _fact(field: str):
     return fact
 
 
+def model_record(facts) -> dict:
+    """The model's :class:`~graph_urpe.models.record.ModelRecord` of a data module's facts, as
+    the plain dict of its fields (what the checkpoint stores)."""
+    return dataclasses.asdict(ModelRecord.from_facts(facts))
+
+
 def add_links(parser: LightningArgumentParser) -> None:
-    """Link the data module's facts (:data:`GRAPH_LINKS`) and the sequence families' sizes
-    into the model, applied at instantiation (``fit``, ``validate``, ``test``)."""
+    """Link the data module's facts (:data:`GRAPH_LINKS`, and whole as the model's ``record``)
+    and the sequence families' sizes into the model, applied at instantiation (``fit``,
+    ``validate``, ``test``)."""
     for field, target in GRAPH_LINKS:
         parser.link_arguments("data.facts", target, compute_fn=_fact(field),
                               apply_on="instantiate")
+    parser.link_arguments("data.facts", "model.init_args.record", compute_fn=model_record,
+                          apply_on="instantiate")
     try:
         from graph_urpe.data.modules.sequence import sequence_links
     except ImportError:  # the sequence family is optional for the graph command

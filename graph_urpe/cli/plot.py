@@ -72,7 +72,7 @@ def load_graph_model(ckpt: Path) -> tuple[nn.Module, str]:
     """The network and featurization of a graph checkpoint saved by ``graph-urpe fit``.
 
     Loads :class:`~graph_urpe.models.graph.GraphPropertyModule` (checked, built from the
-    checkpoint's checked values: :mod:`graph_urpe.trust`) on the CPU and returns ``(module.model, module.hparams.featurization or "ogb")``.
+    checkpoint's checked values: :mod:`graph_urpe.trust`) on the CPU and returns ``(module.model, module.record.featurization or "ogb")``.
 
     Raises:
         graph_urpe.trust.ReceivedFileError: (a :class:`ValueError`) if the checkpoint does not
@@ -81,7 +81,7 @@ def load_graph_model(ckpt: Path) -> tuple[nn.Module, str]:
     from graph_urpe.models.graph import GraphPropertyModule
 
     module = GraphPropertyModule.load_from_checkpoint(ckpt, map_location="cpu")
-    return module.model, module.hparams.get("featurization") or "ogb"
+    return module.model, module.record.featurization or "ogb"
 
 
 def _load_checkpoint(path: Path) -> dict:

@@ -201,7 +201,7 @@ def _predict_chunk(trainer: Any, model: Any, datamodule: BatchedGraphDataModule,
     targets = list(model.target_names)
     writer = SmilesPredictionWriter(
         frame, errors,
-        vocabulary_warnings(graphs, vocabulary, model.hparams.get("featurization")), targets,
+        vocabulary_warnings(graphs, vocabulary, model.record.featurization), targets,
         progress)
     if not graphs:  # Lightning skips the loop on an empty loader
         return writer.tabulate(np.zeros(0, dtype=np.int64), np.zeros((0, len(targets))))
@@ -342,7 +342,7 @@ def predict_smiles(trainer: Any, model: Any, datamodule: BatchedGraphDataModule,
     frames = inputs.chunks()
     first = next(frames, None)
     frames = itertools.chain([] if first is None else [first], frames)
-    trained, asked = model.hparams.get("max_graph_nodes"), getattr(datamodule, "max_graph_nodes",
+    trained, asked = model.record.max_graph_nodes, getattr(datamodule, "max_graph_nodes",
                                                                    None)
     if trained is not None and asked is not None and asked > trained and trainer.is_global_zero:
         print(f"Warning: --data.init_args.max_graph_nodes {asked} is above the model's limit, "

@@ -242,7 +242,7 @@ class _CheckedConnector(_CheckpointConnector):
             raise ReceivedFileError(self.trainer.ckpt_path, f"its {problem}; it was changed or "
                                     "written by another version of graph-urpe: resume from a "
                                     "last.ckpt this version's `graph-urpe fit` wrote, or "
-                                    "fine-tune from its weights with --model.init_args.pretrained")
+                                    "fine-tune from its weights with --model.init_args.finetune.pretrained")
 
     def restore_callbacks(self) -> None:
         self._check("callbacks")

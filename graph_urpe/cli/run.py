@@ -294,6 +294,12 @@ class SharedRunFolder(Callback):
         self.version = trainer.strategy.broadcast(self.version)
 
 
+def task_of(model: Any) -> str | None:
+    """The task of a :class:`~graph_urpe.models.GraphPropertyModule` (its ``record.task``);
+    :obj:`None` for a model without a record (the sequence modules)."""
+    return getattr(getattr(model, "record", None), "task", None)
+
+
 def tested_checkpoint(choice: str | None, task: str | None) -> str:
     """The checkpoint ``fit`` tests after training, and the summary tells to predict with:
     ``"best"`` or ``"last"``, from ``--test_checkpoint`` (:obj:`None`: ``"best"``; ``"auto"``:

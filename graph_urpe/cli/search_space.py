@@ -43,7 +43,7 @@ lr:                  # the head's (and, times encoder_lr_factor, the encoder's) 
   high: 5.0e-3
   log: true
 encoder_lr_factor:   # the encoder's learning rate as a fraction of the head's
-  options: [model.init_args.encoder_lr_factor]
+  options: [model.init_args.finetune.encoder_lr_factor]
   low: 0.1
   high: 1.0
   log: true

@@ -158,7 +158,7 @@ def model_input_graphs(smiles: list[str], model: Any, budgets: BatchBudgets = DE
 
     Args:
         smiles (list[str]): ``N`` SMILES.
-        model (GraphPropertyModule): the loaded model (its ``hparams``: ``featurization``,
+        model (GraphPropertyModule): the loaded model (its ``record``: ``featurization``,
             ``max_graph_nodes``, ``dataset_source``; its :meth:`pair_relations`).
         budgets (BatchBudgets, optional): the batch budgets in force (``graph-urpe predict``: its
             data module's, :meth:`BatchBudgets.of <graph_urpe.data.budgets.BatchBudgets.of>`).
@@ -172,11 +172,11 @@ def model_input_graphs(smiles: list[str], model: Any, budgets: BatchBudgets = DE
     Raises:
         ValueError: the model was not trained on molecules.
     """
-    facts = model.hparams
+    record = model.record
     return featurize_inputs(
-        smiles, facts.get("featurization"), budgets.node_limit(facts.get("max_graph_nodes")),
+        smiles, record.featurization, budgets.node_limit(record.max_graph_nodes),
         pair_pre_transform("resistance" in model.pair_relations()), processing_workers,
-        facts.get("dataset_source"))
+        record.dataset_source)
 
 
 def _columns_seen(values: torch.Tensor) -> list[list[int]]:

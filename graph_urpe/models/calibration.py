@@ -208,7 +208,7 @@ class CalibrationMixin:
     (regression; buffers ``uncertainty_scale``, ``interval_factor``) and Platt scaling
     (classification with ``platt_scaling``; buffers ``platt_scale``, ``platt_bias``), scored on
     the test split (:func:`calibration_metrics`). Reads the module's ``num_labels``,
-    ``hparams`` and :attr:`~graph_urpe.models.ensemble.EnsembleMixin.per_molecule_uncertainty`.
+    ``record``, ``objective`` and :attr:`~graph_urpe.models.ensemble.EnsembleMixin.per_molecule_uncertainty`.
     """
 
     def _init_calibration(self) -> None:
@@ -219,11 +219,7 @@ class CalibrationMixin:
         fit_platt`; a buffer only when asked for, so other checkpoints keep their tensors)."""
         for name in ("uncertainty_scale", "interval_factor"):
             self.register_buffer(name, torch.full((self.num_labels,), float("nan")))
-        if self.hparams.get("platt_scaling"):
-            if self.hparams.task != "classification":
-                raise ValueError("platt_scaling calibrates the probabilities of binary "
-                                 f"classification; this task is {self.hparams.task!r}: leave "
-                                 "it false.")
+        if self.objective.platt_scaling:  # classification only (check_task_options)
             for name in ("platt_scale", "platt_bias"):
                 self.register_buffer(name, torch.full((self.num_labels,), float("nan")))
 
@@ -257,7 +253,7 @@ class CalibrationMixin:
         and return the calibration metrics (``test/coverage95``, ``test/nll``, and with
         :attr:`per_molecule_uncertainty` ``test/spearman``). An ensemble classifier's test:
         ``test_uncertainty`` = ``{"std": the members' std of the probability}``."""
-        if self.hparams.task != "regression":
+        if self.record.task != "regression":
             if stage == "val" and hasattr(self, "platt_scale"):
                 scale, bias = fit_platt(mean, target)
                 self.platt_scale.copy_(scale)

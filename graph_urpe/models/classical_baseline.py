@@ -196,7 +196,7 @@ class ClassicalBaseline(Callback):
         the validation rows and choose the applicability threshold."""
         if self.model is not None:
             return
-        task, tasks = pl_module.hparams.task, pl_module.num_labels
+        task, tasks = pl_module.record.task, pl_module.num_labels
         splits = self._splits(trainer)
         if len(splits["train"]) > self.max_train_molecules:
             rank_zero_info(

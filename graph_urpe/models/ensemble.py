@@ -171,7 +171,7 @@ class EnsembleMixin:
         """The ensemble's outputs ``[R, num_outputs]`` (``R`` graphs or nodes), as one network's:
         standardised values (regression; ``mve``: means and variances), logits (classification,
         multiclass); :func:`combine_members`."""
-        return combine_members(self.member_outputs(batch), self.hparams.task, self.mve)
+        return combine_members(self.member_outputs(batch), self.record.task, self.mve)
 
     def mean_and_variance(self, batch) -> tuple[Tensor, Tensor]:
         """Regression: predictions and their raw variances ``[R, T]`` in the labels' units
@@ -188,7 +188,7 @@ class EnsembleMixin:
         """What validation and test collect per row: regression ``[means, variances]``
         (:meth:`mean_and_variance`), classification ``[logits, members' variance of the
         probability]`` (0 for one member), multiclass the logits."""
-        task = self.hparams.task
+        task = self.record.task
         if task == "regression":
             return torch.cat(self.mean_and_variance(batch), dim=-1)
         outs = self.member_outputs(batch)
@@ -199,13 +199,23 @@ class EnsembleMixin:
         return torch.cat([out.float(), torch.zeros_like(out.float()) if spread is None
                           else spread], dim=-1)
 
+    def predict_values(self, batch) -> Tensor:
+        """Predictions ``[R, num_labels]`` in the labels' units (regression), probabilities
+        (classification) or class probabilities (multiclass, softmax)."""
+        out = self(batch).float()
+        if self.record.task == "classification":
+            return torch.sigmoid(self.platt_logits(out))
+        if self.record.task == "multiclass":
+            return torch.softmax(out, dim=-1)
+        return out[:, :self.num_labels] * self.target_std + self.target_mean
+
     def predict_outputs(self, batch) -> dict[str, Tensor]:
         """``{"prediction": [R, T]}`` in the labels' units (probabilities for classification),
         with ``std``, ``lower``, ``upper`` ``[R, T]`` for regression (:meth:`calibrated`; no
         ``std`` without :attr:`per_molecule_uncertainty`: a single plain network's would be the
         validation RMSE on every row) and ``std`` (the members' spread of the probability) for
         an ensemble classifier."""
-        task = self.hparams.task
+        task = self.record.task
         if task == "regression":
             mean, variance = self.mean_and_variance(batch)
             std, lower, upper = self.calibrated(mean, variance)

@@ -18,6 +18,7 @@ from a PCQM4M-pretrained model) and of Chemprop's foundation model.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import torch
@@ -25,14 +26,15 @@ from lightning.pytorch.callbacks import Callback
 from torch import Tensor, nn
 
 from graph_urpe.models.optim import parameter_groups
+from graph_urpe.models.record import nest_flat_arguments
 from graph_urpe.pretrained import ENCODER_FORMAT, available, resolve
 from graph_urpe.trust import read_checkpoint
 
 __all__ = [
     "EncoderFreezing",
     "EncoderMismatchError",
+    "Finetune",
     "PretrainedEncoder",
-    "check_finetune_options",
     "encoder_parameter_groups",
     "load_pretrained_encoder",
     "network_facts",
@@ -122,9 +124,10 @@ def read_pretrained_encoder(source: str) -> PretrainedEncoder:
             "encoder (model.encoder.*); only graph_urpe.nn.Graphormer runs can be fine-tuned from."
         )
     facts = dict(network.get("init_args", {})) if isinstance(network, dict) else {}
-    facts["featurization"] = hparams.get("featurization")
+    record = nest_flat_arguments(hparams).get("record") or {}
+    facts["featurization"] = record.get("featurization")
     metadata = {"global_step": blob.get("global_step"), "dataset_source":
-                hparams.get("dataset_source"), "target_names": hparams.get("target_names")}
+                record.get("dataset_source"), "target_names": record.get("target_names")}
     return PretrainedEncoder(state, _facts(facts), label, metadata)
 
 
@@ -282,20 +285,46 @@ class EncoderFreezing(Callback):
 
 
 
-def check_finetune_options(network: nn.Module, pretrained: str | None, encoder_lr_factor: float,
-                           freeze_encoder: float) -> None:
-    r"""Validate the fine-tuning options of :class:`~graph_urpe.models.graph.GraphPropertyModule`.
+@dataclasses.dataclass(frozen=True)
+class Finetune:
+    r"""Fine-tuning options of :class:`~graph_urpe.models.graph.GraphPropertyModule`: on the
+    command line ``--model.init_args.finetune.pretrained moses-descriptors``; in YAML
+    ``finetune: {pretrained: moses-descriptors}``.
+
+    Args:
+        pretrained (str, optional): start the network's encoder from this graph-urpe checkpoint
+            or shipped encoder name (:mod:`graph_urpe.pretrained`), loaded at ``fit`` (not when
+            resuming) by :func:`load_pretrained_encoder`; the head stays new.
+            (default: :obj:`None`: from scratch)
+        encoder_lr_factor (float, optional): the encoder's learning rate as a fraction of the
+            optimizer's (the head's), in ``(0, 1]`` (:func:`encoder_parameter_groups`).
+            (default: :obj:`1.0`)
+        freeze_encoder (float, optional): fraction of the run's updates, in ``[0, 1)``, during
+            which the encoder is frozen and only the head trains (:class:`EncoderFreezing`).
+            (default: :obj:`0.0`)
 
     Raises:
-        ValueError: for ``encoder_lr_factor`` outside ``(0, 1]``, ``freeze_encoder`` outside
-            ``[0, 1)``, or any of the three set for a network without ``encoder``.
+        ValueError: (:meth:`check`) ``encoder_lr_factor`` outside ``(0, 1]``,
+            ``freeze_encoder`` outside ``[0, 1)``, or any option set for a network without
+            ``encoder``.
     """
-    if not 0.0 < encoder_lr_factor <= 1.0:
-        raise ValueError(f"encoder_lr_factor must lie in (0, 1], got {encoder_lr_factor}.")
-    if not 0.0 <= freeze_encoder < 1.0:
-        raise ValueError(f"freeze_encoder (a fraction of the run's updates) must lie in [0, 1), "
-                         f"got {freeze_encoder}.")
-    used = pretrained is not None or encoder_lr_factor != 1.0 or freeze_encoder > 0.0
-    if used and not isinstance(getattr(network, "encoder", None), nn.Module):
-        raise ValueError(f"pretrained / encoder_lr_factor / freeze_encoder need a network with an "
-                         f"encoder (graph_urpe.nn.Graphormer), got {type(network).__name__}.")
+
+    pretrained: str | None = None
+    encoder_lr_factor: float = 1.0
+    freeze_encoder: float = 0.0
+
+    def check(self, network: nn.Module) -> None:
+        """Refuse options out of range or given for a network without an encoder (see the
+        class docstring)."""
+        if not 0.0 < self.encoder_lr_factor <= 1.0:
+            raise ValueError(f"encoder_lr_factor must lie in (0, 1], got "
+                             f"{self.encoder_lr_factor}.")
+        if not 0.0 <= self.freeze_encoder < 1.0:
+            raise ValueError(f"freeze_encoder (a fraction of the run's updates) must lie in "
+                             f"[0, 1), got {self.freeze_encoder}.")
+        used = self.pretrained is not None or self.encoder_lr_factor != 1.0 \
+            or self.freeze_encoder > 0.0
+        if used and not isinstance(getattr(network, "encoder", None), nn.Module):
+            raise ValueError(f"pretrained / encoder_lr_factor / freeze_encoder need a network "
+                             f"with an encoder (graph_urpe.nn.Graphormer), got "
+                             f"{type(network).__name__}.")

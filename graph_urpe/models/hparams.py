@@ -15,6 +15,7 @@ flag in Lightning 2.6; fenced by ``tests/test_private_apis.py``): this module is
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import Sequence
 
@@ -29,6 +30,8 @@ def save_configuration(module: LightningModule, injected: Sequence[str]) -> None
     named in ``injected`` are kept only as LightningCLI's configuration, never as objects.
 
     Call it from ``__init__`` (after ``super().__init__()``), as ``save_hyperparameters``.
+    Arguments given as dataclasses (option groups such as
+    :class:`~graph_urpe.models.record.ModelRecord`) are kept as the dict of their fields.
 
     Args:
         module (LightningModule): the module being built.
@@ -38,3 +41,6 @@ def save_configuration(module: LightningModule, injected: Sequence[str]) -> None
     frame = inspect.currentframe().f_back
     under_cli = _given_hyperparameters.get() is not None
     module.save_hyperparameters(ignore=None if under_cli else list(injected), frame=frame)
+    for name, value in list(module.hparams.items()):
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            module.hparams[name] = dataclasses.asdict(value)

@@ -39,14 +39,14 @@ def non_finite_loss_error(module: Any, loss: Tensor, outs: Tensor,
     Returns:
         NonFiniteLossError: to raise.
     """
-    scaled = module._scaled(target)
+    scaled = module.scaled(target)
     seen = scaled[~torch.isnan(scaled)].abs()
     largest = seen.max().item() if seen.numel() else 0.0
     lrs = [g["lr"] for opt in module.trainer.optimizers for g in opt.param_groups]
     params = list(module.parameters())
     broken = sum(not torch.isfinite(p).all().item() for p in params)
-    standardised = " (standardised)" if module.hparams.task == "regression" \
-        and module.hparams.get("standardize", True) else ""
+    standardised = " (standardised)" if module.record.task == "regression" \
+        and module.objective.standardize else ""
     seen_text = (f"training loss is {loss.item()} at epoch {module.current_epoch}, step "
                  f"{module.global_step}, lr {max(lrs, default=float('nan')):.3g}; the batch's "
                  f"largest |label|{standardised} is {largest:.3g}, its outputs are "
@@ -58,7 +58,7 @@ def non_finite_loss_error(module: Any, loss: Tensor, outs: Tensor,
                   "(or rescale them)")
     elif module.global_step == 0 and not module.trainer.ckpt_path:
         advice = ("the labels are in range and no update was made yet: check the network's "
-                  "starting weights (--model.init_args.pretrained) and its settings")
+                  "starting weights (--model.init_args.finetune.pretrained) and its settings")
     else:
         advice = ("the labels are in range, so the updates diverged: lower the optimizer's "
                   "lr (--model.init_args.optimizer.init_args.lr)")

@@ -112,9 +112,8 @@ class Predictor:
         return cls(module, batch_size, classical_from_checkpoint(read_checkpoint(path), path))
 
     def __repr__(self) -> str:
-        hp = self.module.hparams
         return (f"{self.__class__.__name__}(targets={self.module.target_names}, "
-                f"task={hp.get('task')!r}, members={len(self.module.members)})")
+                f"task={self.module.record.task!r}, members={len(self.module.members)})")
 
     def _batches(self, molecules: Sequence[Any]):
         """``(frame, errors, warnings, batches)`` of the inputs."""
@@ -125,7 +124,7 @@ class Predictor:
         graphs = [g for g in graphs if int(g.sample_id) not in errors]
         errors = {**failed, **errors}
         warnings = vocabulary_warnings(graphs, self.module.training_vocabulary,
-                                       self.module.hparams.get("featurization"))
+                                       self.module.record.featurization)
         frame = pd.DataFrame({"smiles": smiles})
         device = self.module.device
         batches = budgets.loader(graphs) if graphs else []

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-__all__ = ["NODE_ID_STRIDE", "node_sample_ids", "sample_ids"]
+__all__ = ["NODE_ID_STRIDE", "node_sample_ids", "row_ids", "sample_ids"]
 
 NODE_ID_STRIDE = 2**32
 """Node ids of node-level epoch metrics: ``sample_id * NODE_ID_STRIDE + local node index``
@@ -62,3 +62,9 @@ def node_sample_ids(batch) -> Tensor:
         ptr = torch.zeros(1, dtype=torch.long, device=device)
     local = torch.arange(num_nodes, device=device) - ptr[vec]
     return ids[vec] * NODE_ID_STRIDE + local
+
+
+def row_ids(batch, level: str) -> Tensor:
+    """Ids ``[R]`` (int64) of a network's output rows: :func:`sample_ids` per graph
+    (``level="graph"``), :func:`node_sample_ids` per node (``level="node"``)."""
+    return node_sample_ids(batch) if level == "node" else sample_ids(batch)

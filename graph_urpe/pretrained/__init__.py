@@ -12,7 +12,7 @@ with ``configs/pretrain/descriptors.yaml`` and :mod:`graph_urpe.pretrained.expor
 pretrained on 428 labels (the full RDKit 2D descriptor set after filtering, fragment counts
 included, and 256 Morgan count bits) of 40,000 MOSES molecules, 1,800 updates (issue 27; data:
 ``datasets/README.md`` section 6b, run and URPE / RPE twin: ``benchmarks/README.md`` section 13b).
-Fine-tune from it with ``--model.init_args.pretrained moses-rdkit`` (plus the attention kind its
+Fine-tune from it with ``--model.init_args.finetune.pretrained moses-rdkit`` (plus the attention kind its
 metadata names, if not URPE).
 
 ``moses-gd-urpe`` and ``moses-gd-rpe`` (files ``moses_gd_urpe_4x64.pt``, ``moses_gd_rpe_4x64.pt``):
@@ -20,7 +20,7 @@ the same size reading Graphormer-GD's relations (``relations: [spd, resistance]`
 RPE twin, pretrained on 429 labels of 500,000 MOSES
 molecules, 8,000 updates of 128 (issue 44; data: ``datasets/README.md`` section 6b, run:
 ``benchmarks/README.md`` section 13d).
-Fine-tune either with ``--model.init_args.pretrained moses-gd-urpe`` (or ``-rpe`` with
+Fine-tune either with ``--model.init_args.finetune.pretrained moses-gd-urpe`` (or ``-rpe`` with
 ``attention: rpe``), ``relations: [spd, resistance]`` and the data's ``resistance: true``;
 on five public sets, 3 seeds, ``moses-gd-urpe`` was ahead of the default on every test set but
 not on most validation sets, so the default stays (``benchmarks/README.md`` section 13e).

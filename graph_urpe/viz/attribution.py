@@ -98,8 +98,8 @@ def atom_attributions(module: nn.Module, graph: Data, target: int = 0,
     if getattr(module, "level", "graph") != "graph":
         raise ValueError("attributions explain a graph-level prediction; this model predicts "
                          "per node.")
-    task = module.hparams.get("task")
-    width = module.num_classes if task == "multiclass" else module.num_labels
+    task = module.record.task
+    width = module.num_outputs if task == "multiclass" else module.num_labels
     if not 0 <= target < width:
         raise ValueError(f"target {target} is out of range: the model has {width} "
                          f"{'classes' if task == 'multiclass' else 'targets'}.")

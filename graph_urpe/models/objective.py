@@ -1,22 +1,27 @@
-"""The task a :class:`~graph_urpe.models.graph.GraphPropertyModule` trains, checked once: task,
-loss, metric, the network's level and outputs, multi-class, and positive-class weights.
+"""What a :class:`~graph_urpe.models.graph.GraphPropertyModule` optimises, and the checks that
+task, loss, metric, network and class weights fit together.
 
-Each check refuses a combination that cannot train in one line naming the option and the fix,
-before anything is built.
+:class:`Objective` groups the training options a user chooses (the loss, target
+standardisation, positive-class weights, Platt scaling, the class count); the task and the
+monitored metric are the data's (:class:`~graph_urpe.models.record.ModelRecord`). Each check
+refuses a combination that cannot train in one line naming the option and the fix, before
+anything is built.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Literal
 
 import torch
 from torch import Tensor, nn
 
 from graph_urpe.choices import check_choice
+from graph_urpe.data.facts import default_metric
 from graph_urpe.models.metrics import METRICS
 
-__all__ = ["LEVELS", "LossName", "MetricName", "Task", "check_task_options", "num_outputs",
-           "pos_weight_tensor"]
+__all__ = ["LEVELS", "LossName", "MetricName", "Objective", "Task", "check_task_options",
+           "metric_name", "num_outputs", "pos_weight_tensor"]
 
 Task = Literal["regression", "classification", "multiclass"]
 LossName = Literal["l1", "mse", "mve", "bce", "cross_entropy"]
@@ -25,18 +30,71 @@ LEVELS = ("graph", "node")
 """Where the labels are: one row per graph or one per node."""
 
 
-def check_task_options(model: nn.Module, task: str, loss: str | None, loss_name: str,
-                       metric: str | None, num_classes: int | None) -> tuple[str, int]:
-    """Check that a network, task, loss, metric and class count fit together.
+@dataclasses.dataclass(frozen=True)
+class Objective:
+    r"""The training objective of a :class:`~graph_urpe.models.graph.GraphPropertyModule`: its
+    loss and what shapes it. On the command line ``--model.init_args.objective.loss mve`` (one
+    option per field); in YAML ``objective: {loss: mve}``.
+
+    Args:
+        loss (str, optional): ``"l1"``, ``"mse"``, ``"mve"`` (regression with a mean-variance
+            head: Gaussian negative log-likelihood; the network has ``outputs_per_task=2``,
+            which ``graph-urpe fit`` sets), ``"bce"`` or ``"cross_entropy"``; :obj:`None` picks
+            the task's (:meth:`loss_name`). (default: :obj:`None`)
+        standardize (bool, optional): train regression on targets standardised per task with
+            the training split's NaN-aware mean and std. (default: :obj:`True`)
+        pos_weight (list[float] or str, optional): positive-class weight per task in the BCE
+            loss (classification; :func:`~graph_urpe.models.metrics.masked_loss`), for
+            imbalanced classes: ``"balanced"`` takes ``n_negative / n_positive`` of each task's
+            training labels at ``fit`` (:func:`~graph_urpe.models.metrics.balanced_pos_weight`),
+            or one positive number per task. Kept in the checkpoint and printed in the summary;
+            weighted training shifts the predicted probabilities towards the positive class
+            (ROC-AUC and AP only rank them). (default: :obj:`None`: unweighted)
+        platt_scaling (bool, optional): calibrate classification probabilities on the
+            validation split by Platt scaling (:func:`~graph_urpe.models.calibration.fit_platt`),
+            used by the test and ``predict``. (default: :obj:`False`)
+        num_classes (int, optional): classes of a ``"multiclass"`` task; must equal the
+            network's outputs. (default: :obj:`None`: the network's outputs)
+
+    Raises:
+        ValueError: (in :func:`check_task_options`) for a loss that does not fit the task; see
+            there.
+    """
+
+    loss: LossName | None = None
+    standardize: bool = True
+    pos_weight: list[float] | Literal["balanced"] | None = None
+    platt_scaling: bool = False
+    num_classes: int | None = None
+
+    def loss_name(self, task: str, metric: str | None) -> str:
+        """The loss in use: :attr:`loss`, else ``bce`` (classification), ``cross_entropy``
+        (multiclass), ``mse`` (RMSE-scored regression) or ``l1``."""
+        if self.loss is not None:
+            return self.loss
+        if task == "classification":
+            return "bce"
+        if task == "multiclass":
+            return "cross_entropy"
+        return "mse" if metric == "rmse" else "l1"
+
+
+def metric_name(task: str, metric: str | None) -> str:
+    """The monitored metric: ``metric``, else the task's default
+    (:func:`~graph_urpe.data.facts.default_metric`)."""
+    return metric if metric is not None else default_metric(task)
+
+
+def check_task_options(model: nn.Module, task: str, metric: str | None,
+                       objective: Objective) -> tuple[str, int]:
+    """Check that a network, task, metric and objective fit together.
 
     Args:
         model (torch.nn.Module): the network (its ``level``, ``num_tasks`` or ``out_channels``,
             ``outputs_per_task``).
         task (str): ``"regression"``, ``"classification"`` or ``"multiclass"``.
-        loss (str, optional): the loss asked for.
-        loss_name (str): the loss in use (``loss`` or the task's default).
         metric (str, optional): the monitored metric asked for.
-        num_classes (int, optional): classes of a multiclass task.
+        objective (Objective): the loss and its options.
 
     Returns:
         tuple[str, int]: the network's level (``"graph"`` or ``"node"``) and its outputs per
@@ -45,10 +103,12 @@ def check_task_options(model: nn.Module, task: str, loss: str | None, loss_name:
     Raises:
         ValueError: for an unknown choice, a loss or metric that does not fit the task, a level
             other than graph / node, an MVE loss without two outputs per task (or two outputs
-            without it), or a multiclass network with fewer than 2 outputs or another count than
-            ``num_classes``.
+            without it), a multiclass network with fewer than 2 outputs or another count than
+            ``num_classes``, or ``platt_scaling`` for a task other than classification.
     """
     check_choice("task", task, Task)
+    loss, num_classes = objective.loss, objective.num_classes
+    loss_name = objective.loss_name(task, metric)
     if loss is not None:
         check_choice("loss", loss, LossName)
     if metric is not None:
@@ -79,7 +139,7 @@ def check_task_options(model: nn.Module, task: str, loss: str | None, loss_name:
         raise ValueError(
             "loss='mve' needs a network with two outputs per task (mean, variance), and only "
             "it does: set the network's outputs_per_task to 2 with loss mve, 1 otherwise "
-            "(graph-urpe fit sets it from --model.init_args.loss)."
+            "(graph-urpe fit sets it from --model.init_args.objective.loss)."
         )
     if task == "multiclass":
         if num_classes is not None and num_classes != outputs:
@@ -96,6 +156,9 @@ def check_task_options(model: nn.Module, task: str, loss: str | None, loss_name:
         raise ValueError(
             f"num_classes is for task='multiclass'; this task is {task!r}: leave it unset."
         )
+    if objective.platt_scaling and task != "classification":
+        raise ValueError("platt_scaling calibrates the probabilities of binary classification; "
+                         f"this task is {task!r}: leave it false.")
     return level, outputs
 
 
