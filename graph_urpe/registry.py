@@ -31,8 +31,8 @@ ROLES = ("module", "network", "data", "optimizer", "scheduler")
 COUNTS = frozenset({"num_layers", "ensemble_size"})
 """Arguments that count repeated parts of a model (each part has tensors): in a received
 checkpoint each must be at most the number of tensors in its state dict, checked before anything
-is built (:func:`graph_urpe.received.check_sizes`). Add an argument that copies parts without
-registering modules one by one (as ``copy.deepcopy`` does) here."""
+is built (:func:`graph_urpe.received_sizes.check_sizes`). Add an argument that copies parts
+without registering modules one by one (as ``copy.deepcopy`` does) here."""
 
 
 @dataclass(frozen=True)

@@ -43,11 +43,10 @@ from graph_urpe.received import (
     SizeRefusal,
     check_class,
     check_module_hparams,
-    check_sizes,
     count_nodes,
     module_kwargs,
-    shape_mismatch,
 )
+from graph_urpe.received_sizes import check_sizes, shape_mismatch
 
 __all__ = [
     "CheckedCheckpoint",
@@ -127,7 +126,8 @@ def read_checkpoint(path: Any, map_location: Any = "cpu") -> CheckedCheckpoint:
     ``weights_only`` off); at most ``10 * MAX_NODES`` values in all; the hyperparameters checked
     against the registry (:func:`graph_urpe.received.check_module_hparams`); the training
     vocabulary's form; the tensors outside the state dict bounded by it; the model built on the
-    ``meta`` device and compared with the state dict (:func:`graph_urpe.received.check_sizes`).
+    ``meta`` device and compared with the state dict
+    (:func:`graph_urpe.received_sizes.check_sizes`).
     An encoder file of :mod:`graph_urpe.pretrained` (``format: graph-urpe-encoder/1``) is checked
     for plain values.
 

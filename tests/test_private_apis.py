@@ -29,7 +29,7 @@ behaviour that depends on it going silently wrong. This file is the one list of 
 * torch's ``Optimizer._step_supports_amp_scaling`` (a fused optimizer, for clipping under mixed
   precision: :mod:`graph_urpe.models.optim`), ``torch._softmax`` (in place, the fused core),
   ``torch.utils._device._device_constructors`` (the tensor factories whose sizes
-  :mod:`graph_urpe.received` counts);
+  :mod:`graph_urpe.received_sizes` counts);
 * RDKit's ``Descriptors._descList`` (the pretraining labels, :mod:`graph_urpe.data.descriptors`),
   NumPy's ``_reconstruct`` (arrays the safe cache loader rebuilds, :mod:`graph_urpe.data.cache`);
 * PyG's ``Dataset._download`` and ``Dataset._indices`` (:mod:`graph_urpe.data.zinc`);
@@ -203,11 +203,11 @@ def test_torch_device_constructors_the_size_check_counts():
     import torch
     from torch.utils import _device
 
-    _fence(_device, "_device_constructors", "graph_urpe/received.py (_FACTORIES)")
+    _fence(_device, "_device_constructors", "graph_urpe/received_sizes.py (_FACTORIES)")
     factories = _device._device_constructors()
     assert {torch.zeros, torch.empty, torch.ones, torch.full} <= set(factories), (
         "torch.utils._device._device_constructors() no longer lists the tensor factories: "
-        "update graph_urpe/received.py")
+        "update graph_urpe/received_sizes.py")
 
 
 def test_rdkit_descriptor_list_the_pretraining_labels_read():

@@ -76,7 +76,7 @@ from graph_urpe.cli.seeds import seeds_command
 from graph_urpe.data.modules.graph import BatchedGraphDataModule
 from graph_urpe.models.classical import ClassicalModel
 from graph_urpe.models.classical_baseline import classical_from_checkpoint
-from graph_urpe.received import shape_mismatch
+from graph_urpe.received_sizes import shape_mismatch
 from graph_urpe.trust import read_checkpoint
 
 __all__ = ["GraphURPECLI", "run"]
