@@ -38,7 +38,8 @@ CSV fit trains one on the same training rows and reports it beside the network
   blend). Predictions from these arrays
   equal scikit-learn's ``predict`` / ``predict_proba`` (tests/test_classical.py).
   :meth:`ClassicalModel.from_state` checks a received state (keys, dtypes, shapes, ranges,
-  finiteness) before anything is computed from it.
+  finiteness: :func:`~graph_urpe.models.classical_state.state_problem`) before anything is
+  computed from it.
 """
 
 from __future__ import annotations
@@ -50,13 +51,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from graph_urpe.data.fingerprints import (
-    ECFP4_BITS,
-    pack_bits,
-    tanimoto_kernel,
-    unpack_bits,
-)
-from graph_urpe.models.blend import stored_blend_problem
+from graph_urpe.data.fingerprints import pack_bits, tanimoto_kernel, unpack_bits
+from graph_urpe.models.classical_state import STATE_FORMAT, TASK_KEYS, state_problem
 
 __all__ = ["CV_MAX_MOLECULES", "C_GRID", "STATE_FORMAT", "ClassicalModel", "fit_task",
            "one_standard_error_index", "state_problem"]
@@ -68,11 +64,6 @@ regularised last: :func:`one_standard_error_index` relies on the order)."""
 CV_MAX_MOLECULES = 2000
 """At most this many (seeded, sampled) training molecules choose C; the final fit uses all."""
 
-STATE_FORMAT = "graph-urpe-classical/1"
-"""The ``format`` entry of a stored classical model."""
-
-_TASK_KEYS = ("support", "dual_coef", "intercept", "C", "platt_a", "platt_b", "mean", "std")
-_PACKED = ECFP4_BITS // 8
 _BLOCK = 2048  # query rows per kernel block: [2048, N] float64 at a time
 
 
@@ -287,7 +278,7 @@ class ClassicalModel:
             "train_rows": torch.from_numpy(np.ascontiguousarray(self.train_rows)),
             "similarity_threshold": float(self.similarity_threshold),
             "tasks": [{key: torch.from_numpy(np.ascontiguousarray(e[key])) if key in (
-                "support", "dual_coef") else float(e[key]) for key in _TASK_KEYS}
+                "support", "dual_coef") else float(e[key]) for key in TASK_KEYS}
                 for e in self.tasks],
             **{key: torch.tensor(value, dtype=torch.float64) for key, value in (
                 ("blend_weight", self.blend_weight),
@@ -321,84 +312,3 @@ class ClassicalModel:
                    float(state["similarity_threshold"]),
                    None if weight is None else weight.numpy().copy(),
                    None if calibration is None else calibration.numpy().copy())
-
-
-def _tensor(value: Any, dtype: torch.dtype, dims: int, name: str) -> str | None:
-    if not isinstance(value, torch.Tensor) or value.dtype != dtype or value.dim() != dims:
-        kind = f"a {value.dtype} tensor of {value.dim()} dims" if isinstance(
-            value, torch.Tensor) else type(value).__name__
-        return f"{name} is {kind}, this version writes a {dtype} tensor of {dims} dims"
-    if value.is_floating_point() and not bool(torch.isfinite(value).all()):
-        return f"{name} holds values that are not finite"
-    return None
-
-
-def _number(value: Any, name: str, low: float = -math.inf, nan: bool = False) -> str | None:
-    if type(value) is not float:
-        return f"{name} is {type(value).__name__}, this version writes a float"
-    if math.isnan(value) and nan:
-        return None
-    if not math.isfinite(value) or value < low:
-        return f"{name} is {value}, this version writes a finite number >= {low}"
-    return None
-
-
-def state_problem(state: Any, num_tasks: int | None = None) -> str | None:
-    """What makes ``state`` differ from a :meth:`ClassicalModel.state_dict` of this version, or
-    :obj:`None` (see :meth:`ClassicalModel.from_state`): keys, dtypes, shapes, index ranges,
-    finiteness, and the blend entries (:func:`graph_urpe.models.blend.stored_blend_problem`).
-
-    Args:
-        state (Any): the state read from a received checkpoint (plain data only).
-        num_tasks (int, optional): the label columns it must describe. (default: :obj:`None`,
-            not checked)
-
-    Returns:
-        str or None: one line naming the first difference, or :obj:`None`.
-    """
-    keys = {"format", "task", "train_fingerprints", "train_rows", "similarity_threshold", "tasks"}
-    if not isinstance(state, dict) or set(state) - {"blend_weight", "blend_calibration"} != keys:
-        return f"state is not a mapping of {sorted(keys)} (and blend_weight, blend_calibration)"
-    if not isinstance(state["format"], str) or not isinstance(state["task"], str) or state[
-            "format"] != STATE_FORMAT or state["task"] not in ("regression", "classification"):
-        return (f"format / task {str(state['format'])[:40]!r} / {str(state['task'])[:20]!r} is "
-                f"not {STATE_FORMAT!r} with regression or classification")
-    fps, rows = state["train_fingerprints"], state["train_rows"]
-    problem = _tensor(fps, torch.uint8, 2, "train_fingerprints") or _tensor(
-        rows, torch.int64, 1, "train_rows")
-    if problem:
-        return problem
-    n = fps.shape[0]
-    if n == 0 or fps.shape[1] != _PACKED or rows.shape[0] != n or bool((rows < 0).any()):
-        return (f"train_fingerprints {list(fps.shape)} / train_rows {list(rows.shape)} are not "
-                f"[N, {_PACKED}] bit-packed ECFP4 and N CSV rows (N >= 1, rows >= 0)")
-    threshold = state["similarity_threshold"]
-    problem = _number(threshold, "similarity_threshold", 0.0, nan=True)
-    if problem or threshold > 1:
-        return problem or f"similarity_threshold is {threshold}, above 1"
-    tasks = state["tasks"]
-    if not isinstance(tasks, list) or not tasks or (num_tasks is not None
-                                                    and len(tasks) != num_tasks):
-        return f"tasks is not a list of {num_tasks or 'one or more'} label columns' models"
-    for t, entry in enumerate(tasks):
-        where = f"tasks[{t}]"
-        if not isinstance(entry, dict) or set(entry) != set(_TASK_KEYS):
-            return f"{where} is not a mapping of {list(_TASK_KEYS)}"
-        support, dual = entry["support"], entry["dual_coef"]
-        problem = _tensor(support, torch.int64, 1, f"{where}.support") or _tensor(
-            dual, torch.float64, 1, f"{where}.dual_coef")
-        if problem:
-            return problem
-        if dual.shape != support.shape or (len(support) and (
-                int(support.min()) < 0 or int(support.max()) >= n
-                or len(torch.unique(support)) != len(support))):
-            return (f"{where}.support / dual_coef are not as many distinct indices into the {n} "
-                    "training fingerprints as coefficients")
-        for key, low in (("intercept", -math.inf), ("C", 0.0), ("platt_a", -math.inf),
-                         ("platt_b", -math.inf), ("mean", -math.inf), ("std", 1e-300)):
-            problem = _number(entry[key], f"{where}.{key}", low)
-            if problem:
-                return problem
-        if (entry["C"] == 0) != (len(support) == 0):
-            return f"{where} has C = {entry['C']} with {len(support)} support vectors"
-    return stored_blend_problem(state, len(tasks))

@@ -53,7 +53,8 @@ from lightning.pytorch.utilities import rank_zero_info
 from graph_urpe.data.fingerprints import ecfp4
 from graph_urpe.models import blend as mix
 from graph_urpe.models.calibration import calibration_metrics
-from graph_urpe.models.classical import ClassicalModel, state_problem
+from graph_urpe.models.classical import ClassicalModel
+from graph_urpe.models.classical_state import state_problem
 from graph_urpe.models.metrics import epoch_metrics
 
 __all__ = ["ERROR_RATIO", "MAX_TRAIN_MOLECULES", "METHOD_NAMES", "NETWORK", "ClassicalBaseline",

@@ -1,0 +1,110 @@
+"""The stored form of a classical model (:class:`~graph_urpe.models.classical.ClassicalModel`),
+checked on receipt: what :meth:`~graph_urpe.models.classical.ClassicalModel.state_dict` writes
+(its ``format``, the entries of each label column's model) and :func:`state_problem`, the one-line
+difference of a received state from it (keys, dtypes, shapes, index ranges, finiteness, the blend's
+entries), read before anything is computed from the state.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from graph_urpe.data.fingerprints import ECFP4_BITS
+from graph_urpe.models.blend import stored_blend_problem
+
+__all__ = ["STATE_FORMAT", "TASK_KEYS", "state_problem"]
+
+STATE_FORMAT = "graph-urpe-classical/1"
+"""The ``format`` entry of a stored classical model."""
+
+TASK_KEYS = ("support", "dual_coef", "intercept", "C", "platt_a", "platt_b", "mean", "std")
+"""The entries of one label column's model, as
+:func:`~graph_urpe.models.classical.fit_task` returns them and a state stores them."""
+
+_PACKED = ECFP4_BITS // 8
+
+
+def _tensor(value: Any, dtype: torch.dtype, dims: int, name: str) -> str | None:
+    if not isinstance(value, torch.Tensor) or value.dtype != dtype or value.dim() != dims:
+        kind = f"a {value.dtype} tensor of {value.dim()} dims" if isinstance(
+            value, torch.Tensor) else type(value).__name__
+        return f"{name} is {kind}, this version writes a {dtype} tensor of {dims} dims"
+    if value.is_floating_point() and not bool(torch.isfinite(value).all()):
+        return f"{name} holds values that are not finite"
+    return None
+
+
+def _number(value: Any, name: str, low: float = -math.inf, nan: bool = False) -> str | None:
+    if type(value) is not float:
+        return f"{name} is {type(value).__name__}, this version writes a float"
+    if math.isnan(value) and nan:
+        return None
+    if not math.isfinite(value) or value < low:
+        return f"{name} is {value}, this version writes a finite number >= {low}"
+    return None
+
+
+def state_problem(state: Any, num_tasks: int | None = None) -> str | None:
+    """What makes ``state`` differ from a
+    :meth:`~graph_urpe.models.classical.ClassicalModel.state_dict` of this version, or :obj:`None`
+    (see :meth:`~graph_urpe.models.classical.ClassicalModel.from_state`): keys, dtypes, shapes,
+    index ranges, finiteness, and the blend entries
+    (:func:`graph_urpe.models.blend.stored_blend_problem`).
+
+    Args:
+        state (Any): the state read from a received checkpoint (plain data only).
+        num_tasks (int, optional): the label columns it must describe. (default: :obj:`None`,
+            not checked)
+
+    Returns:
+        str or None: one line naming the first difference, or :obj:`None`.
+    """
+    keys = {"format", "task", "train_fingerprints", "train_rows", "similarity_threshold", "tasks"}
+    if not isinstance(state, dict) or set(state) - {"blend_weight", "blend_calibration"} != keys:
+        return f"state is not a mapping of {sorted(keys)} (and blend_weight, blend_calibration)"
+    if not isinstance(state["format"], str) or not isinstance(state["task"], str) or state[
+            "format"] != STATE_FORMAT or state["task"] not in ("regression", "classification"):
+        return (f"format / task {str(state['format'])[:40]!r} / {str(state['task'])[:20]!r} is "
+                f"not {STATE_FORMAT!r} with regression or classification")
+    fps, rows = state["train_fingerprints"], state["train_rows"]
+    problem = _tensor(fps, torch.uint8, 2, "train_fingerprints") or _tensor(
+        rows, torch.int64, 1, "train_rows")
+    if problem:
+        return problem
+    n = fps.shape[0]
+    if n == 0 or fps.shape[1] != _PACKED or rows.shape[0] != n or bool((rows < 0).any()):
+        return (f"train_fingerprints {list(fps.shape)} / train_rows {list(rows.shape)} are not "
+                f"[N, {_PACKED}] bit-packed ECFP4 and N CSV rows (N >= 1, rows >= 0)")
+    threshold = state["similarity_threshold"]
+    problem = _number(threshold, "similarity_threshold", 0.0, nan=True)
+    if problem or threshold > 1:
+        return problem or f"similarity_threshold is {threshold}, above 1"
+    tasks = state["tasks"]
+    if not isinstance(tasks, list) or not tasks or (num_tasks is not None
+                                                    and len(tasks) != num_tasks):
+        return f"tasks is not a list of {num_tasks or 'one or more'} label columns' models"
+    for t, entry in enumerate(tasks):
+        where = f"tasks[{t}]"
+        if not isinstance(entry, dict) or set(entry) != set(TASK_KEYS):
+            return f"{where} is not a mapping of {list(TASK_KEYS)}"
+        support, dual = entry["support"], entry["dual_coef"]
+        problem = _tensor(support, torch.int64, 1, f"{where}.support") or _tensor(
+            dual, torch.float64, 1, f"{where}.dual_coef")
+        if problem:
+            return problem
+        if dual.shape != support.shape or (len(support) and (
+                int(support.min()) < 0 or int(support.max()) >= n
+                or len(torch.unique(support)) != len(support))):
+            return (f"{where}.support / dual_coef are not as many distinct indices into the {n} "
+                    "training fingerprints as coefficients")
+        for key, low in (("intercept", -math.inf), ("C", 0.0), ("platt_a", -math.inf),
+                         ("platt_b", -math.inf), ("mean", -math.inf), ("std", 1e-300)):
+            problem = _number(entry[key], f"{where}.{key}", low)
+            if problem:
+                return problem
+        if (entry["C"] == 0) != (len(support) == 0):
+            return f"{where} has C = {entry['C']} with {len(support)} support vectors"
+    return stored_blend_problem(state, len(tasks))
