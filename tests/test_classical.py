@@ -15,8 +15,8 @@ from test_cli import SMILES, write_config
 
 from graph_urpe.cli import main
 from graph_urpe.data.fingerprints import ecfp4, pack_bits, tanimoto_kernel, unpack_bits
+from graph_urpe.models.applicability import similarity_threshold
 from graph_urpe.models.classical import ClassicalModel, fit_task
-from graph_urpe.models.classical_baseline import similarity_threshold
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

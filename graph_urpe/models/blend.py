@@ -23,7 +23,7 @@ at ``test``), logs ``val|test/<metric>_blend`` and keeps it in the checkpoint
 validation rows (:func:`fit_blend_calibration`, ``blend_calibration``). ``predict`` writes the
 blend as ``<target>_pred`` with its ``_std`` / ``_lower`` / ``_upper`` (:func:`blended_outputs`)
 and the network's own prediction as ``<target>_network``
-(:func:`~graph_urpe.models.classical_baseline.classical_columns`).
+(:func:`~graph_urpe.models.classical_columns.classical_columns`).
 """
 
 from __future__ import annotations

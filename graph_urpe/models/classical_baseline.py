@@ -1,5 +1,5 @@
 r"""The classical model in every CSV fit: a Lightning callback that fits it, scores it and keeps
-it in the checkpoint, and the columns ``predict`` writes from it.
+it in the checkpoint (the columns ``predict`` writes from it: :mod:`.classical_columns`).
 
 :class:`ClassicalBaseline` (added by ``graph-urpe fit`` for a
 :class:`~graph_urpe.data.modules.molecule.CSVDataModule`; ``--classical_baseline false`` leaves
@@ -12,15 +12,10 @@ beside the network's). Above :data:`MAX_TRAIN_MOLECULES` training molecules it i
 one line (its Gram matrix grows as N²). Its state (plain arrays) is checked when a checkpoint
 is restored (:meth:`ClassicalBaseline.state_difference`).
 
-**Applicability domain** (:func:`similarity_threshold`): the Tanimoto similarity (ECFP4) of
-each molecule to its nearest training molecule. The threshold is chosen on the validation rows
-from the classical model's error there (regression: absolute error over the training std;
-classification: :math:`|y - p|`; averaged over a row's labels): among the 10th, 20th, ..., 50th
-percentiles of their similarities, the one with the largest ratio of the mean error below it to
-the mean error above it, if that ratio is at least :data:`ERROR_RATIO`; otherwise the smallest
-validation similarity (the edge of what was validated). At least 10 labelled validation rows
-are needed (else no threshold, no warning). ``predict`` warns (one line) for the molecules
-below it (:func:`classical_columns`).
+**Applicability domain** (:mod:`graph_urpe.models.applicability`): the threshold on the
+similarity to the nearest training molecule, chosen on the validation rows at ``on_fit_start``
+(:func:`~graph_urpe.models.applicability.similarity_threshold`); ``predict`` warns for the
+molecules below it (:func:`~graph_urpe.models.classical_columns.classical_columns`).
 
 **Blend** (:mod:`graph_urpe.models.blend`): the network's weight per column and, for
 regression, the blend's uncertainty factors, from the validation predictions of each checkpoint
@@ -52,8 +47,15 @@ from lightning.pytorch.utilities import rank_zero_info
 
 from graph_urpe.data.fingerprints import ecfp4
 from graph_urpe.models import blend as mix
+from graph_urpe.models.applicability import (
+    ERROR_RATIO,
+    count_outside_domain,
+    row_errors,
+    similarity_threshold,
+)
 from graph_urpe.models.calibration import calibration_metrics
 from graph_urpe.models.classical import ClassicalModel
+from graph_urpe.models.classical_columns import NETWORK, classical_columns
 from graph_urpe.models.classical_state import state_problem
 from graph_urpe.models.metrics import epoch_metrics
 
@@ -61,20 +63,11 @@ __all__ = ["ERROR_RATIO", "MAX_TRAIN_MOLECULES", "METHOD_NAMES", "NETWORK", "Cla
            "classical_columns", "classical_from_checkpoint", "count_outside_domain", "row_errors",
            "similarity_threshold", "split_molecules"]
 
-NETWORK = "_network"
-"""``predict``'s column of the network's own prediction where the blend is ``<target>_pred``."""
-
 MAX_TRAIN_MOLECULES = 20_000
 """Above this many training molecules the classical model is skipped (one line says so)."""
 
-ERROR_RATIO = 1.5
-"""How much worse the validation error below the applicability threshold must be."""
-
 METHOD_NAMES = {"regression": "ECFP4 Tanimoto SVR", "classification": "ECFP4 Tanimoto SVC"}
 """How the summary names the classical model."""
-
-SUFFIX = "_ecfp_svm"
-"""``predict``'s column of the classical prediction: ``<target>_ecfp_svm``."""
 
 
 def split_molecules(split: Any, num_tasks: int) -> tuple[list[str], np.ndarray, np.ndarray]:
@@ -91,50 +84,6 @@ def split_molecules(split: Any, num_tasks: int) -> tuple[list[str], np.ndarray, 
     labels = data.y.view(-1, num_tasks).double().numpy()[idx]
     rows = data.row.view(-1).long().numpy()[idx]
     return [str(data.smiles[int(i)]) for i in idx], labels, rows
-
-
-def row_errors(pred: np.ndarray, target: np.ndarray, model: ClassicalModel) -> np.ndarray:
-    """The error of each row that :func:`similarity_threshold` reads.
-
-    Args:
-        pred (numpy.ndarray): ``[N, T]`` the model's predictions.
-        target (numpy.ndarray): ``[N, T]`` labels, NaN = missing.
-        model (ClassicalModel): the model (its task; regression: the training stds).
-
-    Returns:
-        numpy.ndarray: ``[N]`` mean over the row's labelled, modelled columns of the absolute
-        error over the training std (regression) or :math:`|y - p|` (classification); NaN if
-        none.
-    """
-    error = np.abs(pred - target)
-    if model.task == "regression":
-        error = error / np.array([e["std"] for e in model.tasks])
-    with np.errstate(invalid="ignore"):
-        counts = (~np.isnan(error)).sum(1)
-        return np.where(counts > 0, np.nansum(error, 1) / np.maximum(counts, 1), np.nan)
-
-
-def similarity_threshold(similarity: np.ndarray, error: np.ndarray) -> float:
-    """The applicability threshold from validation rows (rule in the module docstring).
-
-    Args:
-        similarity (numpy.ndarray): ``[N]`` Tanimoto similarity to the nearest training molecule.
-        error (numpy.ndarray): ``[N]`` the row's error (NaN: unlabelled, left out).
-
-    Returns:
-        float: the threshold in ``[0, 1]``; NaN with fewer than 10 labelled rows (no warning).
-    """
-    keep = ~np.isnan(error)
-    s, e = similarity[keep], error[keep]
-    if len(s) < 10:
-        return float("nan")
-    chosen, best = float(s.min()), ERROR_RATIO
-    for q in (10, 20, 30, 40, 50):
-        t = float(np.percentile(s, q))
-        below, above = e[s < t], e[s >= t]
-        if len(below) and len(above) and below.mean() >= best * above.mean():
-            chosen, best = t, below.mean() / max(above.mean(), 1e-300)
-    return chosen
 
 
 def _interval_scores(blended: dict[str, np.ndarray], std: np.ndarray, target: np.ndarray,
@@ -428,95 +377,3 @@ def classical_from_checkpoint(checkpoint: dict, path: str) -> ClassicalModel | N
     except ValueError as err:
         raise ReceivedFileError(path, f"{err}; it was changed or written by another version: "
                                 "use a checkpoint this version's `graph-urpe fit` wrote") from None
-
-
-def classical_columns(table: pd.DataFrame, smiles: list[str], model: ClassicalModel,
-                      targets: list[str]) -> pd.DataFrame:
-    """``predict``'s table with the classical model's columns, before ``error``.
-
-    With a blend (the checkpoint's ``blend_weight``): ``<target>_pred`` becomes the blend
-    (:func:`graph_urpe.models.blend.blended_outputs`; ``<target>_std``, ``<target>_lower``,
-    ``<target>_upper`` its uncertainty) and ``<target>_network`` keeps the network's own
-    prediction. Then ``<target>_ecfp_svm`` (the classical model's prediction),
-    ``nearest_train_similarity`` (ECFP4 Tanimoto to the nearest training molecule) and
-    ``nearest_train_row`` (that molecule's CSV data row). Empty for rows with an error (a table
-    without an ``error`` column: every row is predicted). A row below the model's
-    applicability threshold gets a note in its ``warning`` column (where the table has one).
-
-    Args:
-        table (pandas.DataFrame): the prediction table, one row per input, in input order, with
-            the network's ``<target>_pred`` (and ``_std``, ``_lower``, ``_upper`` where it
-            writes them).
-        smiles (list[str]): the inputs' SMILES, in the same order.
-        model (ClassicalModel): the checkpoint's classical model.
-        targets (list[str]): the label names (its columns).
-
-    Returns:
-        pandas.DataFrame: a new table.
-
-    Raises:
-        ValueError: a model of another number of label columns than ``targets``, or a table
-            that already has one of the columns.
-    """
-    if len(model.tasks) != len(targets):
-        raise ValueError(f"the checkpoint's classical model has {len(model.tasks)} label columns "
-                         f"and its network {len(targets)}: use a checkpoint `graph-urpe fit` "
-                         "wrote")
-    networks = [] if model.blend_weight is None else [f"{t}{NETWORK}" for t in targets]
-    names = networks + [f"{t}{SUFFIX}" for t in targets] + ["nearest_train_similarity",
-                                                            "nearest_train_row"]
-    taken = [n for n in names if n in table.columns]
-    if taken:
-        raise ValueError(f"the input has a column {taken[0]!r}, a name predict writes: rename it")
-    ok = (np.flatnonzero(table["error"].astype(str).to_numpy() == "") if "error" in table.columns
-          else np.arange(len(table)))  # test_predictions.csv: no error column, every row
-    pred = np.full((len(table), len(targets)), np.nan)
-    similarity = np.full(len(table), np.nan)
-    nearest = pd.array([pd.NA] * len(table), dtype="Int64")
-    if len(ok):
-        p, s, r = model.predict_with_neighbours(ecfp4([smiles[i] for i in ok]))
-        pred[ok], similarity[ok], nearest[ok] = p, s, r
-    out = table.copy()
-    values = [*pred.T, similarity, nearest]
-    if networks:
-        network = {key: table[[f"{t}_{key}" for t in targets]].to_numpy(np.float64)
-                   for key in ("pred", "std", "lower", "upper")
-                   if f"{targets[0]}_{key}" in table.columns}
-        network["prediction"] = network.pop("pred")
-        blended = mix.blended_outputs(network, pred, model.blend_weight, model.blend_calibration)
-        for key, value in blended.items():
-            out[[f"{t}_{'pred' if key == 'prediction' else key}" for t in targets]] = value
-        values = [*network["prediction"].T, *values]
-    at = list(out.columns).index("error") if "error" in out.columns else len(out.columns)
-    for offset, (name, column) in enumerate(zip(names, values)):
-        out.insert(at + offset, name, column)
-    if "warning" in out.columns and not np.isnan(model.similarity_threshold):
-        out["warning"] = [_domain_warning(w, s, r, model.similarity_threshold) for w, s, r in zip(
-            out["warning"].astype(str), similarity, nearest)]
-    return out
-
-
-def _domain_warning(warning: str, similarity: float, nearest: Any, threshold: float) -> str:
-    """A row's ``warning`` with the applicability-domain note added below the threshold."""
-    if not similarity < threshold:  # NaN (a failed row) too
-        return warning
-    note = (f"outside the applicability domain: ECFP4 similarity {similarity:.2f} to the "
-            f"nearest training molecule (row {int(nearest)}), below {threshold:.2f}")
-    return f"{warning}; {note}" if warning else note
-
-
-def count_outside_domain(table: pd.DataFrame, model: ClassicalModel) -> int:
-    """Rows of a :func:`classical_columns` table below the model's applicability threshold.
-
-    Args:
-        table (pandas.DataFrame): ``N`` rows with ``nearest_train_similarity`` (ECFP4 Tanimoto,
-            in ``[0, 1]``; empty for rows that failed).
-        model (ClassicalModel): its ``similarity_threshold`` (NaN: no threshold, count 0).
-
-    Returns:
-        int: the number of rows whose similarity is below the threshold.
-    """
-    if np.isnan(model.similarity_threshold):
-        return 0
-    similarity = pd.to_numeric(table["nearest_train_similarity"], errors="coerce").to_numpy()
-    return int((similarity < model.similarity_threshold).sum())

@@ -18,7 +18,7 @@ checkpoint of a CSV fit makes ``<target>_pred`` (and its interval) the blend of 
 its classical model (:mod:`graph_urpe.models.blend`) and adds ``<target>_network`` (the
 network's own), ``<target>_ecfp_svm``, ``nearest_train_similarity`` and ``nearest_train_row``
 before ``error``
-(:func:`~graph_urpe.models.classical_baseline.classical_columns`). The molecules become graphs as
+(:func:`~graph_urpe.models.classical_columns.classical_columns`). The molecules become graphs as
 in ``graph-urpe predict`` (:func:`~graph_urpe.data.predict_inputs.model_input_graphs` under
 :data:`~graph_urpe.data.budgets.DEFAULT_BUDGETS`: the same molecules accepted and refused, with
 the same reasons); the predictions are the
@@ -159,7 +159,7 @@ class Predictor:
                                      errors, names, warnings, values)
         if self.classical is None:
             return table
-        from graph_urpe.models.classical_baseline import classical_columns
+        from graph_urpe.models.classical_columns import classical_columns
 
         return classical_columns(table, frame["smiles"].tolist(), self.classical, names)
 
