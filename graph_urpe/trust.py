@@ -36,6 +36,7 @@ from typing import Any
 
 import torch
 
+from graph_urpe.checkpoint_parts import check_lightning_state, check_tensor_bytes, check_vocabulary
 from graph_urpe.pretrained import ENCODER_FORMAT
 from graph_urpe.received import (
     MAX_NODES,
@@ -57,9 +58,6 @@ __all__ = [
     "read_run_config",
     "read_run_data",
 ]
-
-_EXTRA_BYTES = 16 * 2**20
-
 
 class ReceivedFileError(ValueError):
     r"""A checkpoint or run folder the user received cannot be used as it is: corrupt, not
@@ -124,8 +122,9 @@ def read_checkpoint(path: Any, map_location: Any = "cpu") -> CheckedCheckpoint:
     In order: a zip archive with uncompressed entries; :func:`torch.load` with
     ``weights_only=True`` (pickled code refused by our own message, never PyTorch's advice to turn
     ``weights_only`` off); at most ``10 * MAX_NODES`` values in all; the hyperparameters checked
-    against the registry (:func:`graph_urpe.received.check_module_hparams`); the training
-    vocabulary's form; the tensors outside the state dict bounded by it; the model built on the
+    against the registry (:func:`graph_urpe.received.check_module_hparams`); Lightning's state,
+    the training vocabulary's form and the tensors outside the state dict, bounded by it
+    (:mod:`graph_urpe.checkpoint_parts`); the model built on the
     ``meta`` device and compared with the state dict
     (:func:`graph_urpe.received_sizes.check_sizes`).
     An encoder file of :mod:`graph_urpe.pretrained` (``format: graph-urpe-encoder/1``) is checked
@@ -187,9 +186,9 @@ def read_checkpoint(path: Any, map_location: Any = "cpu") -> CheckedCheckpoint:
         checked.module_config = check_module_hparams(ckpt.get("hyper_parameters"))
         check_module_hparams(ckpt.get("datamodule_hyper_parameters"),
                              "datamodule_hyper_parameters", role="data")
-        _check_vocabulary(ckpt.get("training_vocabulary"))
-        _check_lightning_state(ckpt)
-        _check_tensor_bytes(ckpt)
+        check_vocabulary(ckpt.get("training_vocabulary"))
+        check_lightning_state(ckpt)
+        check_tensor_bytes(ckpt)
         if checked.module_config is not None:
             check_sizes(checked.module_config, ckpt["state_dict"])
     except SizeRefusal as err:
@@ -199,82 +198,6 @@ def read_checkpoint(path: Any, map_location: Any = "cpu") -> CheckedCheckpoint:
     except Refusal as err:
         raise _refused(name, err, "checkpoint") from None
     return checked
-
-
-_LOOPS = ("fit_loop", "validate_loop", "test_loop", "predict_loop")
-
-
-def _check_lightning_state(ckpt: dict) -> None:
-    """The form of what Lightning restores from a checkpoint (its version, loop states, optimizer
-    and scheduler states), so a changed file is refused here in one line and never reaches
-    Lightning's restore as a traceback; a scheduler's state may not reach past its own numbers
-    (``load_state_dict`` copies the keys onto the scheduler)."""
-    version = ckpt.get("pytorch-lightning_version")
-    if version is not None:
-        try:
-            major = int(str(version).split(".")[0]) if isinstance(version, str) else 0
-        except ValueError:
-            major = 0
-        if major != 2:
-            raise Refusal(f"pytorch-lightning_version {str(version)[:40]!r} is not a Lightning 2 "
-                          "version this graph-urpe writes")
-    loops = ckpt.get("loops")
-    if loops is not None and (not isinstance(loops, dict) or any(
-            not isinstance(loops.get(name), dict) for name in _LOOPS)):
-        raise Refusal(f"loops must map {', '.join(_LOOPS)} to their states")
-    states = ckpt.get("optimizer_states")
-    if states is not None and (not isinstance(states, list) or any(
-            not isinstance(s, dict) or not isinstance(s.get("state"), dict)
-            or not isinstance(s.get("param_groups"), list) for s in states)):
-        raise Refusal("optimizer_states must be a list of optimizer state dicts "
-                      "('state', 'param_groups')")
-    schedulers = ckpt.get("lr_schedulers")
-    if schedulers is not None and (not isinstance(schedulers, list) or any(
-            not isinstance(s, dict) or any(not isinstance(k, str) or k.startswith("__")
-                                           or k in ("optimizer", "class_path", "_class_path")
-                                           for k in s) for s in schedulers)):
-        raise Refusal("lr_schedulers must be a list of scheduler states holding the scheduler's "
-                      "own numbers")
-
-
-def _check_vocabulary(vocabulary: Any) -> None:
-    """``None`` or ``{"atom": [[int, ...], ...], "bond": [[int, ...], ...]}`` and optionally
-    ``"max_atoms": int`` (predict's warnings read it; checkpoints before it have no size)."""
-    if vocabulary is None:
-        return
-    form = ("training_vocabulary must map 'atom' and 'bond' to lists of lists of non-negative "
-            "integers (and 'max_atoms', if present, to a non-negative integer)")
-    if not isinstance(vocabulary, dict) or set(vocabulary) - {"atom", "bond", "max_atoms"}:
-        raise Refusal(form)
-    largest = vocabulary.get("max_atoms", 0)
-    if not isinstance(largest, int) or isinstance(largest, bool) or largest < 0:
-        raise Refusal(form)
-    for key, columns in vocabulary.items():
-        if key == "max_atoms":
-            continue
-        if not isinstance(columns, list) or not all(
-                isinstance(col, list) and all(isinstance(v, int) and not isinstance(v, bool)
-                                              and v >= 0 for v in col) for col in columns):
-            raise Refusal(form)
-
-
-def _check_tensor_bytes(ckpt: dict) -> None:
-    """Tensors outside the state dict take at most 4 times its bytes plus 16 MiB."""
-    state = ckpt.get("state_dict")
-    inside = sum(t.nbytes for t in state.values() if isinstance(t, torch.Tensor)) \
-        if isinstance(state, dict) else 0
-    outside, stack = 0, [v for k, v in ckpt.items() if k != "state_dict"]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, torch.Tensor):
-            outside += item.nbytes
-        elif isinstance(item, dict):
-            stack.extend(item.values())
-        elif isinstance(item, (list, tuple)):
-            stack.extend(item)
-    if outside > 4 * inside + _EXTRA_BYTES:
-        raise SizeRefusal(f"its tensors outside the state dict take {outside / 2**20:.1f} MiB, "
-                          "more than an optimizer's state for its state dict")
 
 
 def read_run_config(path: str) -> dict:
