@@ -10,7 +10,8 @@ from torch_geometric.data import Batch, Data
 from torch_geometric.utils import to_dense_batch
 
 from graph_urpe.constants import UNREACHABLE
-from graph_urpe.dense import dense_relations_from_edges, to_dense_pair, to_dense_path_edges
+from graph_urpe.dense import to_dense_pair, to_dense_path_edges
+from graph_urpe.dense_relations import dense_relations_from_edges
 from graph_urpe.transforms import AddResistanceDistance, AddShortestPathDistance
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])

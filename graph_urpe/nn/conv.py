@@ -7,7 +7,7 @@ PyG's ``*Conv`` contract (as :class:`torch_geometric.nn.GPSConv`): ``conv(x, edg
 on node features in the sparse ``[num_nodes, C]`` layout, returning node features of the same
 layout. It owns its ``B`` and ``C`` (from the SPD, the resistance distance, or both), reads the
 pairwise relations stored by :mod:`graph_urpe.transforms` when given and otherwise computes them
-from ``edge_index`` (:func:`~graph_urpe.dense.dense_relations_from_edges`).
+from ``edge_index`` (:func:`~graph_urpe.dense_relations.dense_relations_from_edges`).
 """
 
 from __future__ import annotations
@@ -71,8 +71,8 @@ class URPEGraphConv(nn.Module):
     The relations are read from the batch when ``pair_index`` and the values are given (stored
     once by :class:`~graph_urpe.transforms.AddShortestPathDistance` /
     :class:`~graph_urpe.transforms.AddResistanceDistance`), else computed from ``edge_index`` on
-    the fly (:func:`~graph_urpe.dense.dense_relations_from_edges`; :math:`O(N^4)` per graph, for
-    small graphs). Stored values are aligned with ``pair_index``, so they are refused without it;
+    the fly (:func:`~graph_urpe.dense_relations.dense_relations_from_edges`; :math:`O(N^4)` per
+    graph, for small graphs). Stored values are aligned with ``pair_index``, so they are refused without it;
     a stored relation the layer does not read (not in :obj:`relations`) is not used, as
     :class:`~torch_geometric.nn.conv.GATConv` does not use ``edge_attr`` without ``edge_dim``.
     Distances above :obj:`max_distance` share its table entry; a stored SPD is read as stored, so

@@ -18,10 +18,10 @@ from graph_urpe.constants import UNREACHABLE
 from graph_urpe.dense import (
     batch_vector,
     dense_layout,
-    dense_relations_from_edges,
     node_counts,
     to_dense_pair,
 )
+from graph_urpe.dense_relations import dense_relations_from_edges
 from graph_urpe.nn.continuous import DistinctValues, distinct_values
 from graph_urpe.nn.relations import CONTINUOUS_RELATIONS, graph_relation_ids, token_padding_mask
 
@@ -77,8 +77,8 @@ def densify_graphs(
 
     The relations are read from their stored values (pair layout of :mod:`graph_urpe.transforms`)
     when ``pair_index`` is given, else computed from ``edge_index``
-    (:func:`~graph_urpe.dense.dense_relations_from_edges`). The one host read is the largest
-    graph size ``N`` (skipped when ``max_num_nodes`` is given).
+    (:func:`~graph_urpe.dense_relations.dense_relations_from_edges`). The one host read is the
+    largest graph size ``N`` (skipped when ``max_num_nodes`` is given).
 
     Args:
         x (Tensor): node features ``[num_nodes, C]``.
