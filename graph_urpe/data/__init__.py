@@ -12,7 +12,8 @@ RDKit), :mod:`~graph_urpe.data.csv` (your CSV: the dataset, labels, row errors, 
 index) and :mod:`~graph_urpe.data.predictions` (the prediction table for SMILES inputs).
 Offline builders of the OGB, PCQM4Mv2 and PyG ZINC folders are scripts beside the data, not
 part of the package: ``datasets/build_*.py`` in a clone. Synthetic graphs: :mod:`~graph_urpe.data.synthetic_graphs`. Batching:
-:mod:`~graph_urpe.data.sampler`. Sequences: :mod:`~graph_urpe.data.synthetic_sequences`,
+:mod:`~graph_urpe.data.sampler` (and :mod:`~graph_urpe.data.resumable_loader`, the loader that
+resumes mid-epoch). Sequences: :mod:`~graph_urpe.data.synthetic_sequences`,
 :mod:`~graph_urpe.data.text`.
 
 Submodules are imported explicitly (``from graph_urpe.data.zinc import ZincLikeDataset``), so

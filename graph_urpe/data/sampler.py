@@ -4,23 +4,22 @@ Dense attention over a batch pads every graph to the largest one, so its cost (t
 the ``[B, H, N, N]`` maps) is ``B * N_max^2``, not ``sum_b n_b^2``. Sorting graphs by size before
 cutting batches keeps ``N_max`` close to every member's size; a budget on padded nodes
 (``B * N_max``) or padded pair cells (``B * N_max^2``) keeps the memory of every batch bounded,
-so small graphs get larger batches. The same idea as fairseq's ``batch_by_size``.
+so small graphs get larger batches. The same idea as fairseq's ``batch_by_size``. The training
+loader that resumes mid-epoch over these batches: :mod:`graph_urpe.data.resumable_loader`.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator, Sequence
-from typing import Any
 
 import numpy as np
 import torch
 import torch.distributed as dist
 from torch.utils.data import Sampler
 from torch_geometric.data import InMemoryDataset
-from torch_geometric.loader import DataLoader
 
-__all__ = ["DEFAULT_MAX_CELLS", "ResumableDataLoader", "SizeBucketBatchSampler", "graph_sizes"]
+__all__ = ["DEFAULT_MAX_CELLS", "SizeBucketBatchSampler", "graph_sizes"]
 
 DEFAULT_MAX_CELLS: int = 2**21
 """Default budget of padded pair cells per batch (``graphs x largest graph^2``, about 2.1 M),
@@ -347,75 +346,6 @@ class SizeBucketBatchSampler(Sampler[list[int]]):
             f"bucketing={self.bucketing}, "
             f"num_replicas={self.num_replicas}, rank={self.rank}, drop_last={self.drop_last})"
         )
-
-
-class ResumableDataLoader(DataLoader):
-    r"""PyG :class:`~torch_geometric.loader.DataLoader` over a :class:`SizeBucketBatchSampler`
-    whose place in the epoch is saved in checkpoints, so a run interrupted mid-epoch (Ctrl-C, a
-    checkpoint every ``n`` steps) resumes with exactly the batches the uninterrupted run would
-    have trained next.
-
-    It implements Lightning's stateful-loader protocol (``state_dict`` / ``load_state_dict``,
-    :class:`lightning.fabric.utilities.types._Stateful`): Lightning stores the training loader's
-    state in ``checkpoint["loops"]["fit_loop"]["state_dict"]["combined_loader"]`` and, on resume,
-    loads it before the first batch. The state is ``{"epoch": int, "batches": int}``: the
-    sampler's epoch and how many batches this loader has handed out in it (counted where the
-    batches leave the loader, so the batches that worker processes prefetch are not counted).
-    Loading it makes the sampler skip those batches if the resumed epoch is that epoch
-    (:meth:`SizeBucketBatchSampler.resume_at`); a checkpoint from an epoch's end resumes at the
-    next epoch, which is then whole. :obj:`len` stays the whole epoch's number of batches, as
-    Lightning's progress counters expect. Starting an iteration does not draw from the global
-    torch RNG (the workers' base seed comes from the loader's own generator, seeded with the
-    sampler's ``seed + epoch``), so a resumed run's dropout masks follow the restored RNG state.
-
-    Args:
-        dataset: the dataset (as for PyG's ``DataLoader``).
-        batch_sampler (SizeBucketBatchSampler): the batches.
-        **kwargs: other arguments of PyG's ``DataLoader`` (``num_workers``, ...).
-
-    Raises:
-        TypeError: if ``batch_sampler`` is not a :class:`SizeBucketBatchSampler`.
-    """
-
-    def __init__(self, dataset, batch_sampler: SizeBucketBatchSampler, **kwargs: Any) -> None:
-        if not isinstance(batch_sampler, SizeBucketBatchSampler):
-            raise TypeError("ResumableDataLoader needs a SizeBucketBatchSampler as batch_sampler, "
-                            f"got {type(batch_sampler).__name__}")
-        kwargs.setdefault("generator", torch.Generator())
-        super().__init__(dataset, batch_sampler=batch_sampler, **kwargs)
-        self._position = (batch_sampler.epoch, 0)
-
-    def __iter__(self) -> Iterator:
-        sampler = self.batch_sampler
-        # The body runs at the first batch, after Lightning's set_epoch for the epoch.
-        skip, epoch = sampler.resume_offset, sampler.epoch
-        self._position = (epoch, skip)
-        # PyTorch draws the workers' base seed when an iterator starts: from this generator, set
-        # by the epoch, not from the global RNG, whose restored state a resumed run must not move
-        self.generator.manual_seed(sampler.seed + epoch)
-        for count, batch in enumerate(super().__iter__(), start=skip + 1):
-            self._position = (epoch, count)
-            yield batch
-
-    def state_dict(self) -> dict[str, int]:
-        """``{"epoch": e, "batches": n}``: ``n`` batches of epoch ``e`` handed out so far."""
-        epoch, batches = self._position
-        return {"epoch": int(epoch), "batches": int(batches)}
-
-    def load_state_dict(self, state_dict: dict[str, int]) -> None:
-        """Resume after ``state_dict["batches"]`` batches of epoch ``state_dict["epoch"]`` (the
-        next iteration of that epoch skips them; see :meth:`SizeBucketBatchSampler.resume_at`).
-
-        Raises:
-            ValueError: if the state is not of this loader's form.
-        """
-        try:
-            epoch, batches = int(state_dict["epoch"]), int(state_dict["batches"])
-        except (KeyError, TypeError, ValueError):
-            raise ValueError("the checkpoint's training-loader state is not one of "
-                             f"ResumableDataLoader ({{'epoch', 'batches'}}): {state_dict!r}") from None
-        self.batch_sampler.resume_at(epoch, batches)
-        self._position = (epoch, batches)
 
 
 def graph_sizes(dataset) -> np.ndarray:

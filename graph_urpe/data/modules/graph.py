@@ -39,8 +39,8 @@ from graph_urpe.data.predict_inputs import (
     training_vocabulary,
 )
 from graph_urpe.data.processing import check_max_graph_nodes
+from graph_urpe.data.resumable_loader import ResumableDataLoader
 from graph_urpe.data.sampler import (
-    ResumableDataLoader,
     SizeBucketBatchSampler,
     graph_sizes,
 )
