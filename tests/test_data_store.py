@@ -20,7 +20,8 @@ from graph_urpe.data.cache import CorruptCacheError
 from graph_urpe.data.csv.dataset import SmilesCSVDataset
 from graph_urpe.data.csv.splits import random_split
 from graph_urpe.data.processing import molecules_to_graphs
-from graph_urpe.data.store import GraphStoreWriter, StringColumn, read_store
+from graph_urpe.data.store import StringColumn, read_store
+from graph_urpe.data.store_writer import GraphStoreWriter
 from graph_urpe.transforms import AddResistanceDistance, AddShortestPathDistance
 
 MOLECULES = ["CCO", "c1ccccc1", "CC(=O)O", "CCN(CC)CC", "C", "O=C=O", "c1ccncc1", "CC#N",

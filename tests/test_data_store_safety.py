@@ -18,7 +18,8 @@ import pytest
 import graph_urpe.data.csv.dataset as csv_dataset
 from graph_urpe.data.cache import CorruptCacheError
 from graph_urpe.data.csv.dataset import SmilesCSVDataset
-from graph_urpe.data.store import GraphStoreWriter, read_store
+from graph_urpe.data.store import read_store
+from graph_urpe.data.store_writer import GraphStoreWriter
 from graph_urpe.transforms import AddShortestPathDistance
 
 MOLECULES = ["CCO", "c1ccccc1", "CC(=O)O", "CCN(CC)CC", "C", "O=C=O", "c1ccncc1", "CC#N",
@@ -256,7 +257,7 @@ def test_a_store_in_a_folder_that_cannot_be_written_is_checked_at_every_open(tmp
     def refuse(path, value):
         raise OutputError(13, f"{path}: permission denied")
 
-    monkeypatch.setattr(store, "_write_json", refuse)
+    monkeypatch.setattr(store, "write_json", refuse)
     reads = _crc_reads(monkeypatch)
     for _ in range(2):
         reads.clear()

@@ -13,7 +13,8 @@ import pytest
 from test_received_run_state import _leaves
 
 from graph_urpe.data.csv.dataset import SmilesCSVDataset
-from graph_urpe.data.store import PROGRESS, STORE_FORMAT, GraphStoreWriter
+from graph_urpe.data.store import PROGRESS, STORE_FORMAT
+from graph_urpe.data.store_writer import GraphStoreWriter
 from graph_urpe.owned import LinkRefusedError, open_no_follow, own_name, refuse_links
 from graph_urpe.transforms import AddShortestPathDistance
 

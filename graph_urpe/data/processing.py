@@ -203,7 +203,7 @@ def rows_to_columns(items: Sequence[tuple[int, Any, np.ndarray | None]], featuri
                     pre_transform: Callable[[Data], Data] | None, canonical: bool = False,
                     scaffold: bool = False) -> list[ColumnBlocks]:
     r"""Featurizes some rows (as :func:`molecules_to_graphs`, SMILES kept) and returns them as
-    column blocks of a :class:`~graph_urpe.data.store.GraphStoreWriter`: the graphs'
+    column blocks of a :class:`~graph_urpe.data.store_writer.GraphStoreWriter`: the graphs'
     (:func:`~graph_urpe.data.stored_graphs.graphs_to_columns`), ``canonical_key`` (``int64``
     per graph, if :obj:`canonical`), ``scaffold`` (a text per graph, if :obj:`scaffold`) and the
     failed rows (``error.row`` ``int64``, ``error.smiles`` and ``error.reason`` texts, one per

@@ -62,7 +62,7 @@ resident memory a FreeSolv molecule)."""
 
 ColumnBlocks = tuple[str, np.ndarray, np.ndarray, int, str]
 """``(name, values, counts, cat_dim, kind)``: the argument of
-:meth:`~graph_urpe.data.store.GraphStoreWriter.append` for some graphs."""
+:meth:`~graph_urpe.data.store_writer.GraphStoreWriter.append` for some graphs."""
 
 
 def _derived_blocks(graphs: Sequence[Data], key: str) -> list[ColumnBlocks]:
@@ -109,7 +109,7 @@ def _narrowed(key: str, value: torch.Tensor) -> np.ndarray:
 
 def graphs_to_columns(graphs: Sequence[Data]) -> list[ColumnBlocks]:
     r"""The column blocks of some graphs (PyG's collate, ``increment=False``, turned into NumPy
-    arrays and per-graph counts), for :class:`~graph_urpe.data.store.GraphStoreWriter`.
+    arrays and per-graph counts), for :class:`~graph_urpe.data.store_writer.GraphStoreWriter`.
 
     :data:`DERIVED` attributes are removed from the graphs (see the module docstring);
     :data:`NARROW` ones are stored narrowed.

@@ -41,7 +41,8 @@ from graph_urpe.data.processing import (
     rows_to_columns,
     task_runner,
 )
-from graph_urpe.data.store import MANIFEST, GraphStoreWriter, StringColumn, read_store
+from graph_urpe.data.store import MANIFEST, StringColumn, read_store
+from graph_urpe.data.store_writer import GraphStoreWriter
 from graph_urpe.data.stored_graphs import StoredGraphs
 from graph_urpe.files import atomic_write, exclusive_lock
 
