@@ -12,6 +12,7 @@ import torch
 
 from graph_urpe.data import processing
 from graph_urpe.data.csv import dataset as smiles_dataset
+from graph_urpe.data.csv import store_builder
 from graph_urpe.data.csv.dataset import SmilesCSVDataset
 from graph_urpe.data.csv.row_errors import InvalidRowsError
 from graph_urpe.data.featurize import smiles_to_ogb_graph, smiles_to_zinc_graph
@@ -128,7 +129,7 @@ def test_cached_second_run_does_no_graph_work(tmp_path, csv, monkeypatch):
     def forbidden(*args, **kwargs):
         raise AssertionError("processing ran again")
 
-    monkeypatch.setattr(smiles_dataset, "rows_to_columns", forbidden)
+    monkeypatch.setattr(store_builder, "rows_to_columns", forbidden)
     again = load(tmp_path, csv, pre_transform=AddShortestPathDistance())
     assert torch.equal(again._data.spd, first._data.spd)
     # Another pre_transform is another cache entry, never the stale graphs.

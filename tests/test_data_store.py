@@ -14,9 +14,9 @@ import torch
 from torch_geometric.data import InMemoryDataset
 from torch_geometric.transforms import Compose
 
-import graph_urpe.data.csv.dataset as csv_dataset
 from graph_urpe.data import stored_graphs
 from graph_urpe.data.cache import CorruptCacheError
+from graph_urpe.data.csv import store_builder
 from graph_urpe.data.csv.dataset import SmilesCSVDataset
 from graph_urpe.data.csv.splits import random_split
 from graph_urpe.data.processing import molecules_to_graphs
@@ -184,13 +184,13 @@ def test_killed_processing_resumes_after_its_last_chunk(tmp_path, monkeypatch):
         load(tmp_path / "root", csv, pre_transform=pre, chunk_rows=10, num_workers=0)
     monkeypatch.setattr(GraphStoreWriter, "commit", real_commit)
     seen = []
-    real_rows = csv_dataset.rows_to_columns
+    real_rows = store_builder.rows_to_columns
 
     def counting(items, **kwargs):
         seen.extend(r for r, _, _ in items)
         return real_rows(items, **kwargs)
 
-    monkeypatch.setattr(csv_dataset, "rows_to_columns", counting)
+    monkeypatch.setattr(store_builder, "rows_to_columns", counting)
     ds = load(tmp_path / "root", csv, pre_transform=pre, chunk_rows=10, num_workers=0)
     assert seen == list(range(20, len(smiles)))
     want, _, _ = reference(smiles, csv, pre)

@@ -15,8 +15,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import graph_urpe.data.csv.dataset as csv_dataset
 from graph_urpe.data.cache import CorruptCacheError
+from graph_urpe.data.csv import store_builder
 from graph_urpe.data.csv.dataset import SmilesCSVDataset
 from graph_urpe.data.store import read_store
 from graph_urpe.data.store_writer import GraphStoreWriter
@@ -105,13 +105,13 @@ def kill_after(monkeypatch, rows):
 
 def count_rows(monkeypatch):
     seen = []
-    real_rows = csv_dataset.rows_to_columns
+    real_rows = store_builder.rows_to_columns
 
     def counting(items, **kwargs):
         seen.extend(r for r, _, _ in items)
         return real_rows(items, **kwargs)
 
-    monkeypatch.setattr(csv_dataset, "rows_to_columns", counting)
+    monkeypatch.setattr(store_builder, "rows_to_columns", counting)
     return seen
 
 

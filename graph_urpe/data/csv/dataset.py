@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
 import json
 import os
 import os.path as osp
-import sys
 import warnings
 from collections.abc import Callable, Sequence
 
 import pandas as pd
 import torch
 from torch_geometric.data import Data, InMemoryDataset
-from tqdm.auto import tqdm
 
 from graph_urpe.choices import check_choice
 from graph_urpe.data.cache import CorruptCacheError, SafeCacheMixin
@@ -24,27 +21,14 @@ from graph_urpe.data.csv.checks import (
     warn_duplicate_smiles,
     warn_lopsided_split,
 )
-from graph_urpe.data.csv.labels import CSVTask, label_matrix
-from graph_urpe.data.csv.reading import missing_columns, read_csv_file
-from graph_urpe.data.csv.row_errors import (
-    InvalidRowsError,
-    RowError,
-    handle_row_errors,
-    read_row_errors,
-)
-from graph_urpe.data.csv.splits import column_split, random_split, scaffold_split
+from graph_urpe.data.csv.labels import CSVTask
+from graph_urpe.data.csv.row_errors import InvalidRowsError, RowError, read_row_errors
+from graph_urpe.data.csv.store_builder import CSVStoreBuilder
 from graph_urpe.data.featurize import Featurization
-from graph_urpe.data.processing import (
-    PROGRESS_MIN_ITEMS,
-    check_max_graph_nodes,
-    resolve_num_workers,
-    rows_to_columns,
-    task_runner,
-)
-from graph_urpe.data.store import MANIFEST, StringColumn, read_store
-from graph_urpe.data.store_writer import GraphStoreWriter
+from graph_urpe.data.processing import check_max_graph_nodes
+from graph_urpe.data.store import MANIFEST, read_store
 from graph_urpe.data.stored_graphs import StoredGraphs
-from graph_urpe.files import atomic_write, exclusive_lock
+from graph_urpe.files import exclusive_lock
 
 MIN_TRAIN_LABELS = 5
 """Fewest observed labels per label column in the training split: with fewer, the training mean and
@@ -62,11 +46,8 @@ CHUNK_ROWS = 50_000
 """Default rows featurized and written to disk at a time (about 0.5 GB of peak memory with the
 shortest paths of MOSES-sized molecules; ``benchmarks/README.md`` section 16c)."""
 
-TASK_ROWS = 1000
-"""Most rows per task handed to one worker process (one message each way)."""
 
-
-class SmilesCSVDataset(SafeCacheMixin, InMemoryDataset):
+class SmilesCSVDataset(SafeCacheMixin, CSVStoreBuilder, InMemoryDataset):
     r"""Molecular graphs and labels from a CSV file (one molecule per row), processed once and cached.
 
     Each graph is a :class:`~torch_geometric.data.Data` with ``x`` ``torch.long`` ``[n, F]`` and
@@ -335,29 +316,6 @@ class SmilesCSVDataset(SafeCacheMixin, InMemoryDataset):
         warn_duplicate_smiles(self._data.smiles, self._split_idx, self.csv_path,
                               keys=self._canonical_keys)
 
-    def _read_frame(self) -> pd.DataFrame:
-        # Blank lines stay rows (skipped as empty SMILES, listed), so row r is CSV line r + 2.
-        frame = read_csv_file(self.csv_path, dtype={self.smiles_column: str},
-                              skip_blank_lines=False)
-        if self.smiles_column not in frame.columns:
-            raise missing_columns(
-                self.csv_path, f"SMILES column {self.smiles_column!r}", [self.smiles_column],
-                list(frame.columns),
-                "set the SMILES column: smiles_column=NAME (CLI: --data.init_args.smiles_column "
-                "NAME)")
-        missing = [c for c in self.target_columns if c not in frame.columns]
-        if missing:
-            raise missing_columns(
-                self.csv_path, f"label columns {missing}", missing, list(frame.columns),
-                "set the label columns: target_columns=[...] (CLI: "
-                "--data.init_args.target_columns '[NAME, ...]')")
-        if len(frame) == 0:
-            raise ValueError(
-                f"{self.csv_path} has a header ({list(frame.columns)}) but no data rows: add one "
-                "molecule per line below it"
-            )
-        return frame
-
     def _cache_lock(self) -> contextlib.AbstractContextManager:
         path = osp.join(self.root, "processed", f"{self.key}.lock")
         return exclusive_lock(path, f"Waiting for another process to finish processing "
@@ -377,40 +335,6 @@ class SmilesCSVDataset(SafeCacheMixin, InMemoryDataset):
             self._resume = False
             self.process()
 
-    def process(self) -> None:
-        frame = self._read_frame()
-        if self.split not in ("random", "scaffold") and self.split not in frame.columns:
-            raise ValueError(
-                f"split must be 'random', 'scaffold' or a column of {self.csv_path} (columns: "
-                f"{list(frame.columns)}), got {self.split!r}"
-            )
-        labels = label_matrix(frame, self.target_columns, self.task, source=self.csv_path)
-        smiles = frame[self.smiles_column].tolist()
-        named = frame[self.split].tolist() if self.split in frame.columns else None
-        total = len(frame)
-        del frame
-        writer = self._featurize(smiles, labels)
-        errors = [RowError(int(r), s, reason) for r, s, reason in zip(
-            writer.read("error.row").values.tolist(), _texts(writer, "error.smiles"),
-            _texts(writer, "error.reason"))]
-        handle_row_errors(errors, total, self.csv_path, self.invalid_rows_path, self.strict)
-        if "num_nodes" not in writer.columns:
-            raise ValueError(f"no usable molecule in {self.csv_path}; see {self.invalid_rows_path}")
-        count = writer.columns["num_nodes"]["graphs"]
-        if self.split == "random":
-            split = random_split(count, self.split_fractions, self.seed)
-        elif self.split == "scaffold":
-            scaffolds = _texts(writer, "scaffold")
-            split = scaffold_split(scaffolds, self.split_fractions, scaffolds=scaffolds)
-        else:
-            split = column_split([named[r] for r in writer.read("graph.row").values.tolist()],
-                                 column=self.split)
-        for name, idx in split.items():
-            writer.append(f"split.{name}", idx.numpy(), [len(idx)])
-        writer.finish({"config": self.config})
-        with atomic_write(osp.join(self.processed_dir, "config.json"), "w") as f:
-            json.dump({**self.config, "csv_path": self.csv_path}, f, indent=2)
-
     def _read_own_store(self, folder: str) -> dict:
         """The store's columns (:func:`~graph_urpe.data.store.read_store`) when its ``store.json``
         records this CSV's SHA-256 and these options; a store built from another file or with
@@ -425,47 +349,9 @@ class SmilesCSVDataset(SafeCacheMixin, InMemoryDataset):
                                     "options (its recorded SHA-256 and options differ)")
         return columns
 
-    def _featurize(self, smiles: list, labels) -> GraphStoreWriter:
-        """Featurizes the rows :attr:`chunk_rows` at a time into the store, resuming after the
-        last chunk an earlier, interrupted run wrote with the same options."""
-        writer = GraphStoreWriter(self.processed_dir, resume=self._resume)
-        done = {"key": self.key, "chunk_rows": self.chunk_rows}
-        if {k: writer.committed.get(k) for k in done} != done:
-            writer = GraphStoreWriter(self.processed_dir)
-        start, total = writer.committed.get("rows", 0), len(smiles)
-        if start and self.log:
-            print(f"Processing {osp.basename(self.csv_path)}: resuming: {start:,} of {total:,} "
-                  f"rows already processed (kept per completed chunk of {self.chunk_rows:,} "
-                  "rows)", file=sys.stderr, flush=True)
-        workers = resolve_num_workers(self.num_workers, total - start)
-        task_rows = max(1, min(TASK_ROWS, self.chunk_rows // (4 * max(workers, 1))))
-        fn = functools.partial(
-            rows_to_columns, featurization=self.featurization,
-            max_graph_nodes=self.max_graph_nodes, pre_transform=self.pre_transform,
-            canonical=True, scaffold=self.split == "scaffold")
-        show = self.log and total >= PROGRESS_MIN_ITEMS
-        with (tqdm(total=total, initial=start, desc=f"Processing {osp.basename(self.csv_path)}",
-                   disable=not show, file=sys.stderr, unit="mol", smoothing=0.1) as bar,
-              task_runner(workers) as run):
-            for begin in range(start, total, self.chunk_rows):
-                end = min(total, begin + self.chunk_rows)
-                tasks = [[(r, smiles[r], labels[r]) for r in range(a, min(end, a + task_rows))]
-                         for a in range(begin, end, task_rows)]
-                for task, blocks in zip(tasks, run(fn, tasks)):
-                    for block in blocks:
-                        writer.append(*block)
-                    bar.update(len(task))
-                writer.commit({**done, "rows": end})
-        return writer
-
     def __repr__(self) -> str:
         return (f"{self.__class__.__name__}({len(self)}, csv={osp.basename(self.csv_path)!r}, "
                 f"featurization={self.featurization!r}, tasks={self.num_tasks})")
-
-
-def _texts(writer: GraphStoreWriter, name: str) -> StringColumn:
-    column = writer.read(name)
-    return StringColumn(column.values, column.slices)
 
 
 def _sha256(path: str) -> str:
