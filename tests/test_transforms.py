@@ -12,7 +12,7 @@ from torch.utils.data import IterDataPipe
 from torch_geometric.data import Batch, Data
 from torch_geometric.transforms import Compose
 
-from graph_urpe import transforms
+from graph_urpe import distances, transforms
 from graph_urpe.transforms import (
     MAX_NODES,
     UNREACHABLE,
@@ -37,7 +37,7 @@ SMILES = [
 def routine(request, monkeypatch):
     """Runs a test with each of the two SciPy routines (chosen by graph size) on every graph."""
     threshold = MAX_NODES if request.param == "floyd_warshall" else 0
-    monkeypatch.setattr(transforms, "FLOYD_WARSHALL_MAX_NODES", threshold)
+    monkeypatch.setattr(distances, "FLOYD_WARSHALL_MAX_NODES", threshold)
     return request.param
 
 
