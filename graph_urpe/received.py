@@ -184,7 +184,10 @@ def _check_args(entry: RegisteredClass, args: dict, where: str) -> dict[str, Any
     params = _parameters(entry.key)
     upgrade = getattr(entry.load(), "upgrade_arguments", None)
     if upgrade is not None:  # arguments of an earlier version, regrouped (plain data only)
-        args = upgrade(args)
+        try:
+            args = upgrade(args)
+        except ValueError as err:
+            raise Refusal(f"{where}.init_args: {err}") from None
     out = {}
     for name, value in args.items():
         at = f"{where}.init_args.{name}"

@@ -32,6 +32,20 @@ def test_flat_arguments_of_earlier_versions_move_into_their_groups():
         "finetune": {"pretrained": "moses-rdkit", "freeze_encoder": 0.1}}
     grouped = {"record": {"task": "regression"}, "objective": {"loss": "mse"}}
     assert nest_flat_arguments(grouped) == grouped  # today's layout: left as it is
+    # A file of no version: a field flat and in its group, or a group that is not a mapping.
+    with pytest.raises(ValueError, match="task given twice"):
+        nest_flat_arguments({"task": "regression", "record": {"task": "classification"}})
+    with pytest.raises(ValueError, match="objective is not a mapping"):
+        nest_flat_arguments({"standardize": True, "objective": 12345})
+    with pytest.raises(Refusal, match="loss given twice"):
+        check_module_hparams(hparams(loss="mse", objective={"loss": "l1"}))
+
+
+@pytest.mark.parametrize("word", ["None", "none", "null", "NULL"])
+def test_the_word_none_means_no_pretrained_encoder(word):
+    # jsonargparse 4.53 passes `--model.init_args.finetune.pretrained null` as the string "None".
+    assert Finetune(pretrained=word).pretrained is None
+    assert Finetune(pretrained="moses-rdkit").pretrained == "moses-rdkit"
 
 
 def test_an_earlier_checkpoint_loads_into_todays_groups(tmp_path):

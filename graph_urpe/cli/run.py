@@ -82,7 +82,7 @@ class RNGStateCheckpoint(Callback):
     """Stores the random-number generators' states in every checkpoint and restores them on
     resume, so a resumed run draws the same dropout masks as the uninterrupted one (the batch
     order is a function of the sampler's seed and the epoch; the place within the epoch is the
-    training loader's state, :class:`graph_urpe.data.sampler.ResumableDataLoader`).
+    training loader's state, :class:`graph_urpe.data.resumable_loader.ResumableDataLoader`).
 
     Saved under ``checkpoint["rng_states"]``: Python's :mod:`random`, NumPy's legacy global
     generator and torch's CPU (and, where present, CUDA) generators, all as tensors or plain

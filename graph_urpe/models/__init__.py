@@ -18,6 +18,9 @@
 The data modules are in :mod:`graph_urpe.data.modules`, the commands in :mod:`graph_urpe.cli`.
 """
 
+from graph_urpe.models.finetune import Finetune
 from graph_urpe.models.graph import GraphPropertyModule
+from graph_urpe.models.objective import Objective
+from graph_urpe.models.record import ModelRecord
 
-__all__ = ["GraphPropertyModule"]
+__all__ = ["Finetune", "GraphPropertyModule", "ModelRecord", "Objective"]

@@ -42,6 +42,8 @@ __all__ = [
     "set_encoder_frozen",
 ]
 
+NO_ENCODER = ("none", "null")
+"""Values of ``Finetune.pretrained`` that mean no pretrained encoder (from scratch)."""
 _PREFIX = "model.encoder."
 _FACTS = ("featurization", "atom_categories", "bond_categories", "embed_dim", "num_layers",
           "num_heads", "attention")
@@ -294,8 +296,10 @@ class Finetune:
     Args:
         pretrained (str, optional): start the network's encoder from this graph-urpe checkpoint
             or shipped encoder name (:mod:`graph_urpe.pretrained`), loaded at ``fit`` (not when
-            resuming) by :func:`load_pretrained_encoder`; the head stays new.
-            (default: :obj:`None`: from scratch)
+            resuming) by :func:`load_pretrained_encoder`; the head stays new. :obj:`None`, or
+            the word ``none`` / ``null`` in any case (what ``--model.init_args.finetune.pretrained
+            null`` gives: jsonargparse 4.53 passes a nested field's ``null`` as the string
+            ``"None"``), trains from scratch. (default: :obj:`None`: from scratch)
         encoder_lr_factor (float, optional): the encoder's learning rate as a fraction of the
             optimizer's (the head's), in ``(0, 1]`` (:func:`encoder_parameter_groups`).
             (default: :obj:`1.0`)
@@ -312,6 +316,10 @@ class Finetune:
     pretrained: str | None = None
     encoder_lr_factor: float = 1.0
     freeze_encoder: float = 0.0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.pretrained, str) and self.pretrained.lower() in NO_ENCODER:
+            object.__setattr__(self, "pretrained", None)
 
     def check(self, network: nn.Module) -> None:
         """Refuse options out of range or given for a network without an encoder (see the

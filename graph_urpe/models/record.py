@@ -118,12 +118,24 @@ def nest_flat_arguments(args: dict[str, Any]) -> dict[str, Any]:
     Args:
         args (dict): the arguments (a checkpoint's ``hyper_parameters`` or a run folder's
             ``model.init_args``).
+
+    Raises:
+        ValueError: a flat field beside its group that is not a mapping or holds it too (a file
+            of no version: which value holds would be a guess).
     """
     out = dict(args)
     for group, fields in _GROUPS.items():
         moved = {f: out.pop(f) for f in fields if f in out}
-        if moved:
-            nested = out.get(group)
-            out[group] = {**moved, **(nested if isinstance(nested, dict) else {})}
+        if not moved:
+            continue
+        nested = out.get(group)
+        if nested is not None and not isinstance(nested, dict):
+            raise ValueError(f"{group} is not a mapping, beside the earlier versions' flat "
+                             f"{', '.join(moved)}")
+        twice = sorted(set(moved) & set(nested or {}))
+        if twice:
+            raise ValueError(f"{', '.join(twice)} given twice: flat (earlier versions) and in "
+                             f"{group}")
+        out[group] = {**moved, **(nested or {})}
     return out
 

@@ -24,7 +24,7 @@ def sample_ids(batch) -> Tensor:
     ids = batch.get("sample_id")
     if ids is None:
         raise ValueError(
-            "batch has no `sample_id`: wrap the dataset in graph_urpe.data.IndexedDataset "
+            "batch has no `sample_id`: wrap the dataset in graph_urpe.data.indexed.IndexedDataset "
             "(the GraphDataModules do), so epoch metrics can de-duplicate and order samples."
         )
     return torch.as_tensor(ids).view(-1)
