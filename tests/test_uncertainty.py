@@ -89,7 +89,7 @@ def test_classification_resamples_are_stratified_so_one_negative_still_gives_an_
 def test_summary_names_the_stratified_interval_and_says_when_there_is_none():
     from types import SimpleNamespace
 
-    from graph_urpe.cli.fit_report import metric_interval_line
+    from graph_urpe.cli.summary_lines import metric_interval_line
 
     target = torch.ones(30, 1)
     target[0] = 0.0

@@ -1,0 +1,126 @@
+"""Lines of the end-of-``fit`` summary (:func:`graph_urpe.cli.fit_report.print_fit_summary`)
+beside the test metrics themselves: how far the monitored metric carries (its 95 % bootstrap
+interval over the labelled test graphs, a warning when a class has few test graphs, the count of
+test graphs without any label) and the BCE loss's positive-class weights.
+"""
+
+from __future__ import annotations
+
+import torch
+from lightning.pytorch import LightningModule
+
+__all__ = ["FEW_OF_A_CLASS", "metric_interval_line", "pos_weight_line", "unlabelled_test_graphs"]
+
+
+def unlabelled_test_graphs(model: LightningModule) -> int:
+    """How many graphs of ``model.test_outputs`` have no label at all (NaN in every column;
+    masked by the metrics); 0 without test outputs or at node level.
+
+    Args:
+        model (LightningModule): after ``test``.
+
+    Returns:
+        int: the count.
+    """
+    outputs = getattr(model, "test_outputs", None)
+    if outputs is None or getattr(model, "level", "graph") != "graph":
+        return 0
+    return int(torch.isnan(outputs[2]).all(dim=1).sum())
+
+
+def metric_interval_line(model: LightningModule, seeds_command: str | None = None,
+                         prediction: tuple[torch.Tensor, torch.Tensor] | None = None
+                         ) -> str | None:
+    """The summary's line on how much the monitored test metric could vary with the test graphs:
+    its 95 % bootstrap interval (:func:`~graph_urpe.models.uncertainty.bootstrap_interval`) over
+    the graphs that have a label, then :obj:`seeds_command` (the command that measures the
+    spread over seeds) if given; :obj:`None` at node level, for test splits over
+    :data:`~graph_urpe.models.uncertainty.MAX_BOOTSTRAP_CELLS` labels, or where it is
+    undefined. The graphs are those of ``model.test_outputs`` (the network's), or
+    :obj:`prediction` ``(values [n, T], labels [n, T])``: the blend, when it is the prediction
+    (``ClassicalBaseline.tested_outputs``).
+
+    Args:
+        model (LightningModule): after ``test`` (its ``test_outputs``, ``metric_name``,
+            ``record.task``).
+        seeds_command (str, optional): the ``graph-urpe seeds`` command (default: :obj:`None`).
+        prediction (tuple[Tensor, Tensor], optional): the blend's values and labels
+            (default: :obj:`None`: the network's).
+
+    Returns:
+        str or None: the line.
+    """
+    from graph_urpe.models.metrics import METRICS
+    from graph_urpe.models.uncertainty import (
+        MAX_BOOTSTRAP_CELLS,
+        bootstrap_interval,
+        bootstrap_strata,
+    )
+
+    outputs = getattr(model, "test_outputs", None)
+    if outputs is None or getattr(model, "level", "graph") != "graph":
+        return None
+    _, pred, target = outputs if prediction is None else (None, *prediction)
+    if target.numel() > MAX_BOOTSTRAP_CELLS:
+        return None
+    metric = model.metric_name
+    labelled = ~torch.isnan(target).all(dim=1)  # graphs with at least one label
+    pred, target = pred[labelled], target[labelled]
+    interval = bootstrap_interval(pred, target, model.record.task, metric)
+    label = METRICS[metric].label + ("" if prediction is None else " of the blend (the prediction)")
+    seeds = f". The spread over training seeds: {seeds_command}" if seeds_command else ""
+    if interval is None:
+        if pred.shape[0] < 2:
+            return None
+        # Defined on the split but not on every resample (several classification tasks, which
+        # are resampled together; one task's resamples keep both classes: they are stratified).
+        return (f"Test {label}: no bootstrap interval over the {pred.shape[0]} labelled test "
+                f"graphs (the metric is undefined on some resamples of so few graphs){seeds}")
+    how = "bootstrap, stratified by class" \
+        if len(bootstrap_strata(target, model.record.task)) > 1 else "bootstrap"
+    return (f"Test {label} 95% interval over the {pred.shape[0]} labelled test graphs ({how}): "
+            f"{interval[0]:.4f} to {interval[1]:.4f}{_few_of_a_class(model, target)}{seeds}")
+
+
+def pos_weight_line(module: LightningModule) -> str | None:
+    """The summary's line on the BCE loss's positive-class weights (``objective.pos_weight``),
+    or :obj:`None` when the loss is unweighted (or the module has none).
+
+    Args:
+        module (LightningModule): the trained module (its ``bce_pos_weight``).
+
+    Returns:
+        str or None: the line.
+    """
+    weight = getattr(module, "bce_pos_weight", None)
+    if weight is None:
+        return None
+    source = ("balanced: n_negative / n_positive of the training labels"
+              if module.objective.pos_weight == "balanced" else "given")
+    values = ", ".join(f"{name} {w:.3g}" for name, w in zip(module.target_names,
+                                                            weight.tolist()))
+    return f"Positive-class weights in the BCE loss ({source}): {values}"
+
+
+FEW_OF_A_CLASS = 10
+"""Below this many test graphs of a class (per task), the summary says the classification metric
+rests on them."""
+
+
+def _few_of_a_class(model: LightningModule, target: torch.Tensor) -> str:
+    """For binary classification: a sentence naming the tasks whose test split holds fewer than
+    :data:`FEW_OF_A_CLASS` positives or negatives (the metric, and an interval resampled from
+    them, rest on those few graphs); else an empty string."""
+    if model.record.task != "classification":
+        return ""
+    few = []
+    for name, column in zip(model.target_names, target.T):
+        labels = column[~torch.isnan(column)]
+        positive, negative = int((labels == 1).sum()), int((labels == 0).sum())
+        if min(positive, negative) < FEW_OF_A_CLASS:
+            few.append(f"{name}: {positive} positive, {negative} negative")
+    if not few:
+        return ""
+    return (f". Few of a class in the test split ({'; '.join(few)}): the metric and its "
+            "interval rest on those graphs; read them as rough (more data, or "
+            "--data.init_args.split random for a larger share of the rare class)")
