@@ -15,8 +15,9 @@ behaviour that depends on it going silently wrong. This file is the one list of 
   (:class:`graph_urpe.cli.run.ExactResumeFitLoop`);
 * ``ExperimentWriter._check_log_dir_exists`` and ``CSVLogger._experiment``: a resumed run keeps
   its ``metrics.csv`` (:class:`graph_urpe.cli.run.RunCSVLogger`);
-* ``LightningCLI._prepare_subcommand_parser`` (to know which subcommand's parser it builds) and
-  ``LightningCLI._parse_ckpt_path``: :class:`graph_urpe.cli.lightning_cli.GraphURPECLI`;
+* ``LightningCLI._prepare_subcommand_parser`` (to know which subcommand's parser it builds):
+  :class:`graph_urpe.cli.lightning_cli.GraphURPECLI`, and ``LightningCLI._parse_ckpt_path``:
+  :class:`graph_urpe.cli.checkpoint_parsing.CheckpointParsingCLI`;
 * jsonargparse's ``ArgumentParser._default_config_files_group`` (and argparse's
   ``_action_groups``): its section of absolute paths is left out of the help
   (:class:`graph_urpe.cli.parser.GraphURPEArgumentParser`);
@@ -122,9 +123,10 @@ def test_csv_logger_internals_the_resumed_run_logger_overrides():
 
 
 def test_lightning_cli_hooks_the_cli_overrides():
-    user = "graph_urpe/cli/lightning_cli.py (GraphURPECLI)"
-    _fence(LightningCLI, "_prepare_subcommand_parser", user)
-    _fence(LightningCLI, "_parse_ckpt_path", user)
+    _fence(LightningCLI, "_prepare_subcommand_parser",
+           "graph_urpe/cli/lightning_cli.py (GraphURPECLI)")
+    _fence(LightningCLI, "_parse_ckpt_path",
+           "graph_urpe/cli/checkpoint_parsing.py (CheckpointParsingCLI)")
 
 
 def test_jsonargparse_default_config_group_the_parser_hides(tmp_path):

@@ -18,7 +18,7 @@ With ``--ckpt_path``: package defaults < the checkpoint's model < ``--config`` f
 A ``--config`` is trusted like a script; a checkpoint and a run folder's ``config.yaml`` are data:
 read by :mod:`graph_urpe.trust`, they reach the parser only in their canonical form (classes of
 :mod:`graph_urpe.registry`, plain values checked against each class's signature), and the model
-built must fit the checkpoint's tensors.
+built must fit the checkpoint's tensors (:mod:`graph_urpe.cli.checkpoint_parsing`).
 
 Runs: ``fit`` writes one folder per run, ``<trainer.default_root_dir>/<name>/version_<N>``
 (``--name``, ``--version``; the next free version by default, the latest one with
@@ -30,17 +30,13 @@ state, also written on Ctrl-C), ``test_predictions.csv``, ``splits.csv`` and ``f
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import io
-import logging
 import os.path as osp
 import shlex
-import sys
 import textwrap
 from typing import Any, Literal
 
-import torch
 from lightning.pytorch import LightningDataModule, LightningModule, Trainer
 from lightning.pytorch.callbacks import (
     LearningRateMonitor,
@@ -48,13 +44,12 @@ from lightning.pytorch.callbacks import (
 )
 from lightning.pytorch.cli import (
     LightningArgumentParser,
-    LightningCLI,
     SaveConfigCallback,
 )
 from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.utilities.model_helpers import is_overridden
 
-from graph_urpe.cli.checkpoint_args import checkpoint_arguments, ckpt_argument
+from graph_urpe.cli.checkpoint_parsing import SUBCOMMANDS, CheckpointParsingCLI
 from graph_urpe.cli.config_help import configured_values_note, help_config_files, help_epilog
 from graph_urpe.cli.configs import DEFAULT_CONFIG
 from graph_urpe.cli.fit_report import print_fit_summary, write_run_outputs
@@ -74,14 +69,9 @@ from graph_urpe.cli.run import (
 )
 from graph_urpe.cli.seeds import seeds_command
 from graph_urpe.data.modules.graph import BatchedGraphDataModule
-from graph_urpe.models.classical import ClassicalModel
-from graph_urpe.models.classical_baseline import classical_from_checkpoint
-from graph_urpe.received_sizes import shape_mismatch
-from graph_urpe.trust import read_checkpoint
 
 __all__ = ["GraphURPECLI", "run"]
 
-SUBCOMMANDS = ("fit", "validate", "test", "predict")
 
 class _FitConfigCallback(SaveConfigCallback):
     """Saves the resolved ``config.yaml`` into the run folder, for ``fit`` only."""
@@ -91,10 +81,11 @@ class _FitConfigCallback(SaveConfigCallback):
             super().setup(trainer, pl_module, stage)
 
 
-class GraphURPECLI(LightningCLI):
+class GraphURPECLI(CheckpointParsingCLI):
     """LightningCLI with one folder per ``fit`` run, ``fit`` followed by ``test`` on the best
     (or last, ``--test_checkpoint``) checkpoint and a summary, dataset facts linked into the model, and a ``predict`` that requires
-    a checkpoint. Models and data modules are subclass-mode (chosen by class path)."""
+    a checkpoint (read as data: :class:`~graph_urpe.cli.checkpoint_parsing.CheckpointParsingCLI`).
+    Models and data modules are subclass-mode (chosen by class path)."""
 
     _parsing: str | None = None  # the subcommand whose parser is being built (None: run=False)
 
@@ -162,86 +153,6 @@ class GraphURPECLI(LightningCLI):
         )
         self._parsing = None
         return parser
-
-    # ------------------------------------------------------------------ parsing
-    def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
-        """Lightning's parse, with a ``--ckpt_path`` checkpoint's model (checked) placed right
-        after the subcommand: package defaults < checkpoint < the user's ``--config`` files and
-        options, so ``predict --ckpt_path X`` alone rebuilds the trained model and a user's option
-        beats the checkpoint's.
-
-        The checkpoint is read by :func:`~graph_urpe.trust.read_checkpoint` (plain data; its
-        classes registry keys, its values checked against their signatures, its sizes against
-        its state dict, before anything is imported or built). For
-        ``validate`` / ``test`` without data options, the data section of the run folder's
-        ``config.yaml`` (``RUN/config.yaml`` beside ``RUN/checkpoints/``) is read and checked the
-        same way, so the model is evaluated on the data it was trained on.
-
-        Raises:
-            CLIError: ``predict`` without ``--ckpt_path``.
-            FileNotFoundError: a ``--ckpt_path`` file that does not exist.
-            UntrustedFileError: the checkpoint or run folder names a class outside the registry
-                or holds a value of another type than the class declares.
-            ReceivedFileError: the checkpoint is corrupt or its tensors do not fit its model.
-        """
-        if isinstance(args, dict) or not isinstance(args, (list, tuple, type(None))):
-            super().parse_arguments(parser, args)  # structured configuration (run=False)
-            return
-        argv = list(sys.argv[1:] if args is None else args)
-        sub = argv[0] if argv and argv[0] in SUBCOMMANDS else None
-        scanned = ckpt_argument(argv)
-        try:
-            super().parse_arguments(parser, self._with_checkpoint(argv, sub, scanned))
-        except argparse.ArgumentError:
-            if sub == "predict" and scanned is None:  # the network's sizes are the checkpoint's
-                raise CLIError(PREDICT_NEEDS_CHECKPOINT) from None
-            raise
-        parsed = self.config[sub].get("ckpt_path") if sub else None
-        if sub == "predict" and not parsed:
-            raise CLIError(PREDICT_NEEDS_CHECKPOINT)
-        if parsed != scanned and parsed is not None:  # given in a --config file
-            super().parse_arguments(parser, self._with_checkpoint(argv, sub, parsed))
-        if sub == "predict":  # "GPU available", "Seed set": nothing a predicting user acts on
-            for name in ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.seed"):
-                logging.getLogger(name).setLevel(logging.WARNING)
-
-    training_vocabulary: dict | None = None
-    """The ``--ckpt_path`` checkpoint's training vocabulary (plain lists), for predict's warnings."""
-    classical: ClassicalModel | None = None
-    """The ``--ckpt_path`` checkpoint's classical model (checked), for predict's columns."""
-
-    def _with_checkpoint(self, argv: list[str], sub: str | None, ckpt_path: str | None) -> list[str]:
-        """``argv`` with the checked checkpoint's model (and for ``validate`` / ``test`` without
-        data options the run folder's checked data section) right after the subcommand."""
-        if sub is None or ckpt_path is None or ckpt_path in ("last", "best", "hpc"):
-            return argv
-        if not osp.isfile(ckpt_path):
-            raise FileNotFoundError(
-                f"checkpoint {ckpt_path!r} not found: pass --ckpt_path with an existing .ckpt "
-                "file (fit prints the best and last checkpoint paths), or 'last' to resume.")
-        ckpt = read_checkpoint(ckpt_path)
-        self.training_vocabulary = ckpt.get("training_vocabulary")
-        self.classical = classical_from_checkpoint(ckpt, ckpt_path)
-        self._checkpoint_shapes = (ckpt_path, {k: torch.empty(v.shape, device="meta")
-                                               for k, v in ckpt["state_dict"].items()})
-        return checkpoint_arguments(argv, sub, ckpt_path, ckpt.module_config)
-
-    _checkpoint_shapes: tuple[str, dict] | None = None
-
-    def instantiate_classes(self) -> None:
-        """LightningCLI's instantiation, then: the model built under the user's options must fit
-        the ``--ckpt_path`` checkpoint's tensors (one line naming the first difference)."""
-        super().instantiate_classes()
-        if self._checkpoint_shapes is not None and isinstance(self.model, LightningModule):
-            path, shapes = self._checkpoint_shapes
-            problem = shape_mismatch(self.model.state_dict(), shapes)
-            if problem:
-                raise CLIError(f"{path} does not fit the model your options build: {problem}; "
-                               "drop the options or --config that change the network's sizes.")
-
-    def _parse_ckpt_path(self) -> None:
-        """Disables Lightning's own reading of ``--ckpt_path`` hyperparameters (it parses them over
-        the user's options, unchecked): :meth:`parse_arguments` has done it."""
 
     def before_instantiate_classes(self) -> None:
         """``fit``: ``--ensemble_size`` into the model, and a mean-variance head (the network's
@@ -390,10 +301,6 @@ CONFIG_HELP = (
     "name of one shipped with the package without a path, e.g. csv/template or "
     "zinc/zinc-like-rpe (a local file of that name wins; `graph-urpe fit --config list` lists "
     "them). May be given more than once.")
-
-PREDICT_NEEDS_CHECKPOINT = ("predict needs a trained model: pass --ckpt_path PATH (e.g. the "
-                            "best.ckpt printed at the end of `graph-urpe fit`).")
-
 
 def run(argv: list[str], user_args: list[str] | None = None) -> None:
     """Run one LightningCLI subcommand: ``argv`` starts with ``fit``, ``validate``, ``test`` or
