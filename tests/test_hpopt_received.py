@@ -16,7 +16,8 @@ import pytest
 import yaml
 
 from graph_urpe.cli import main
-from graph_urpe.cli.hpopt import PRUNING_CALLBACK, _probe, write_best_config
+from graph_urpe.cli.hpopt import _probe
+from graph_urpe.cli.search_outputs import PRUNING_CALLBACK, write_best_config
 from graph_urpe.cli.search_space import parse_space
 from graph_urpe.trust import UntrustedFileError
 from tests.test_hpopt import tiny_config
