@@ -48,6 +48,7 @@ from graph_urpe.received import (
     module_kwargs,
 )
 from graph_urpe.received_sizes import check_sizes, shape_mismatch
+from graph_urpe.registry import lookup
 
 __all__ = [
     "CheckedCheckpoint",
@@ -190,6 +191,7 @@ def read_checkpoint(path: Any, map_location: Any = "cpu") -> CheckedCheckpoint:
         check_lightning_state(ckpt)
         check_tensor_bytes(ckpt)
         if checked.module_config is not None:
+            _upgrade_state(lookup(checked.module_config["class_path"]).load(), ckpt)
             check_sizes(checked.module_config, ckpt["state_dict"])
     except SizeRefusal as err:
         raise ReceivedFileError(name, f"{err}; it was changed, or written by another version "
@@ -198,6 +200,16 @@ def read_checkpoint(path: Any, map_location: Any = "cpu") -> CheckedCheckpoint:
     except Refusal as err:
         raise _refused(name, err, "checkpoint") from None
     return checked
+
+
+def _upgrade_state(klass: type, ckpt: dict) -> None:
+    """The tensors an earlier version's state dict lacks, added by the module class's
+    ``upgrade_state_dict`` (plain defaults, e.g. an uncalibrated buffer), before its sizes are
+    compared with the model's."""
+    upgrade = getattr(klass, "upgrade_state_dict", None)
+    state = ckpt.get("state_dict")
+    if upgrade is not None and isinstance(state, dict):
+        upgrade(state)
 
 
 def read_run_config(path: str) -> dict:
@@ -304,7 +316,7 @@ class TrustedLoadMixin:
         """
         from lightning.pytorch.core.mixins.hparams_mixin import _given_hyperparameters_context
 
-        from graph_urpe.registry import CLASSES, lookup
+        from graph_urpe.registry import CLASSES
 
         if hparams_file is not None:
             raise ValueError("hparams_file is not supported: a graph-urpe checkpoint carries its "
@@ -322,6 +334,7 @@ class TrustedLoadMixin:
                 raise ReceivedFileError(name, "it does not record its network (a module built "
                                         "in Python, not by `graph-urpe fit`): load it with "
                                         "load_from_checkpoint(path, model=network).")
+            _upgrade_state(cls, ckpt)
             try:
                 if key is None:
                     raise Refusal(f"{cls.__name__} is not in graph-urpe's registry of classes")

@@ -259,7 +259,8 @@ def test_checkpoint_save_load_and_resume(tmp_path):
     t.save_checkpoint(last)  # the final state
     raw = torch.load(last, weights_only=True, map_location="cpu")  # no pickled module inside
     assert "model" not in raw["hyper_parameters"]
-    assert all(k.startswith(("model.", "target_")) or k in ("uncertainty_scale", "interval_factor")
+    assert all(k.startswith(("model.", "target_"))
+               or k in ("uncertainty_scale", "interval_factor", "sigma_floor")
                for k in raw["state_dict"])  # one copy
     # Built from an instance in Python: load with a network of the same architecture.
     loaded = GraphPropertyModule.load_from_checkpoint(last, model=tiny_net())

@@ -4,6 +4,15 @@ A regression model gives each prediction a raw standard deviation :math:`\\sigma
 spread, a mean-variance head's, both, or 1 for a single plain network). On the validation split
 (labels the model did not train on), per target:
 
+* **a floor** :math:`\\tau \\ge 0` (:func:`fit_sigma_floor`): :math:`\\sigma` is used as
+  :math:`\\sqrt{\\sigma^2 + \\tau^2}` below, with :math:`\\tau` the value, among 0 and a log grid
+  around the validation :math:`\\sigma`'s, that maximises the Gaussian likelihood of the validation
+  errors under the z-scaled variance :math:`s^2 (\\sigma^2 + \\tau^2)`. A small ensemble's spread
+  can be near 0 by chance on a molecule whose error is not (two members agreeing), and one such
+  molecule sets :math:`s` (the mean of :math:`z^2`) hundreds of times too high for every other;
+  the floor bounds :math:`z`. Where it does not raise the likelihood (a well-spread ensemble, a
+  plain network's constant :math:`\\sigma`), :math:`\\tau = 0` and nothing changes;
+
 * **z-scaling** (Levi et al., Sensors 2022; Chemprop's ``ZScalingCalibrator``): the factor
   :math:`s = \\sqrt{\\mathrm{mean}(z^2)}`, :math:`z = (y - \\mu) / \\sigma`, the maximum-likelihood
   scale of a Gaussian; the reported standard deviation is :math:`s\\,\\sigma` (for a plain
@@ -35,8 +44,8 @@ import torch
 from scipy.stats import spearmanr
 from torch import Tensor
 
-__all__ = ["GAUSSIAN_HALF_WIDTH", "LEVEL", "SUMMARY_LABELS", "CalibrationMixin", "calibration_metrics",
-           "fit_calibration", "fit_platt",
+__all__ = ["GAUSSIAN_HALF_WIDTH", "LEVEL", "SUMMARY_LABELS", "CalibrationMixin",
+           "calibration_metrics", "fit_calibration", "fit_platt", "fit_sigma_floor",
            "masked_gaussian_nll", "platt_targets"]
 
 LEVEL = 0.95
@@ -74,6 +83,48 @@ def masked_gaussian_nll(mean: Tensor, variance: Tensor, target: Tensor) -> Tenso
         return mean.sum() * 0.0
     return torch.nn.functional.gaussian_nll_loss(mean[mask], target[mask], variance[mask],
                                                  full=True)
+
+
+FLOOR_GRID = torch.logspace(-3, 1, 41, dtype=torch.float64)
+"""The candidate floors of :func:`fit_sigma_floor` besides 0, as multiples of the median raw
+:math:`\\sigma` of the validation rows (0.001 to 10, 10 a decade; the median of an even count is
+the lower middle value, :meth:`torch.Tensor.median`). At the top of the grid the floor dominates:
+the spread says nothing about the errors on these rows and every molecule gets nearly one std."""
+
+
+def fit_sigma_floor(mean: Tensor, sigma: Tensor, target: Tensor) -> Tensor:
+    r"""The floor :math:`\tau` of each target's raw standard deviation (module docstring): the
+    candidate (0, or :data:`FLOOR_GRID` times the median :math:`\sigma`) that minimises the
+    profile Gaussian negative log-likelihood of the validation errors :math:`e`,
+    :math:`\mathrm{mean}(\log \sigma_\tau) + \frac12 \log \mathrm{mean}(e^2 / \sigma_\tau^2)` with
+    :math:`\sigma_\tau = \sqrt{\sigma^2 + \tau^2}` (the z-scale :math:`s` at its optimum); ties
+    keep the smaller floor, so a constant :math:`\sigma` keeps :math:`\tau = 0`.
+
+    Args:
+        mean (Tensor): ``[R, T]`` validation predictions.
+        sigma (Tensor): ``[R, T]`` their raw standard deviations, ``>= 0``.
+        target (Tensor): ``[R, T]`` validation labels, NaN = missing.
+
+    Returns:
+        Tensor: ``[T]`` float32, ``>= 0`` (0 for a target without validation labels, or whose
+        errors are all 0).
+    """
+    floor = torch.zeros(target.shape[1])
+    for t in range(target.shape[1]):
+        seen = ~torch.isnan(target[:, t])
+        err = (target[seen, t] - mean[seen, t]).double().cpu()
+        sd = sigma[seen, t].double().cpu().clamp(min=0)
+        if err.numel() == 0 or not bool((err != 0).any()):
+            continue
+        unit = sd.median() if bool(sd.median() > 0) else err.abs().mean()
+        best, best_nll = 0.0, None
+        for tau in torch.cat([torch.zeros(1, dtype=torch.float64), unit * FLOOR_GRID]).tolist():
+            var = (sd.square() + tau * tau).clamp(min=1e-24)
+            nll = float(0.5 * var.log().mean() + 0.5 * (err.square() / var).mean().log())
+            if best_nll is None or nll < best_nll - 1e-9 * abs(best_nll):
+                best, best_nll = tau, nll
+        floor[t] = best
+    return floor
 
 
 def fit_calibration(mean: Tensor, sigma: Tensor, target: Tensor, level: float = LEVEL
@@ -219,6 +270,7 @@ class CalibrationMixin:
         fit_platt`; a buffer only when asked for, so other checkpoints keep their tensors)."""
         for name in ("uncertainty_scale", "interval_factor"):
             self.register_buffer(name, torch.full((self.num_labels,), float("nan")))
+        self.register_buffer("sigma_floor", torch.zeros(self.num_labels))
         if self.objective.platt_scaling:  # classification only (check_task_options)
             for name in ("platt_scale", "platt_bias"):
                 self.register_buffer(name, torch.full((self.num_labels,), float("nan")))
@@ -231,17 +283,26 @@ class CalibrationMixin:
         scale = torch.nan_to_num(self.platt_scale, nan=1.0)
         return logits * scale + torch.nan_to_num(self.platt_bias, nan=0.0)
 
-    def _default_calibration(self, checkpoint: dict) -> None:
-        """A checkpoint written before calibration existed loads as uncalibrated."""
-        state = checkpoint.get("state_dict")
-        for name in ("uncertainty_scale", "interval_factor"):
-            if state is not None and name not in state:
-                state[name] = torch.full((self.num_labels,), float("nan"))
+    @staticmethod
+    def upgrade_state_dict(state: dict[str, Tensor]) -> None:
+        """Add, in place, the calibration tensors a received state dict of an earlier version
+        lacks (called on reading it, before its sizes are checked: :mod:`graph_urpe.trust`):
+        ``uncertainty_scale`` / ``interval_factor`` NaN (uncalibrated), ``sigma_floor`` 0 (the
+        calibration as it was fitted). Sized from ``target_mean`` ``[T]``; a state without it
+        is left as it is."""
+        mean = state.get("target_mean")
+        if not isinstance(mean, Tensor) or mean.dim() != 1:
+            return
+        for name, value in (("uncertainty_scale", float("nan")),
+                            ("interval_factor", float("nan")), ("sigma_floor", 0.0)):
+            if name not in state:
+                state[name] = torch.full_like(mean, value)
 
     def calibrated(self, mean: Tensor, variance: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """``(std, lower, upper)`` ``[R, T]``: z-scaled standard deviations and the conformal
         95 % interval (uncalibrated: the raw std and the Gaussian's 1.96 std)."""
-        sigma = variance.clamp(min=0).sqrt().clamp(min=1e-12)
+        floor = torch.nan_to_num(self.sigma_floor, nan=0.0)
+        sigma = (variance.clamp(min=0) + floor.square()).sqrt().clamp(min=1e-12)
         scale = torch.nan_to_num(self.uncertainty_scale, nan=1.0)
         half = torch.nan_to_num(self.interval_factor, nan=GAUSSIAN_HALF_WIDTH) * sigma
         return sigma * scale, mean - half, mean + half
@@ -262,8 +323,11 @@ class CalibrationMixin:
                 self.test_uncertainty = {"std": variance.clamp(min=0).sqrt()}
             return {}
         if stage == "val":
-            scale, factor = fit_calibration(mean, variance.clamp(min=0).sqrt().clamp(min=1e-12),
-                                            target, LEVEL)
+            sigma = variance.clamp(min=0).sqrt()
+            floor = fit_sigma_floor(mean, sigma, target)
+            sigma = (sigma.square() + floor.square()).sqrt().clamp(min=1e-12)
+            scale, factor = fit_calibration(mean, sigma, target, LEVEL)
+            self.sigma_floor.copy_(floor)
             self.uncertainty_scale.copy_(scale)
             self.interval_factor.copy_(factor)
             return {}

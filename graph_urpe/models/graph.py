@@ -272,9 +272,8 @@ class GraphPropertyModule(EnsembleMixin, CalibrationMixin, TrustedLoadMixin, Lig
             checkpoint["training_vocabulary"] = self.training_vocabulary
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        """Restore :attr:`training_vocabulary` (older checkpoints: :obj:`None`), uncalibrated."""
+        """Restore :attr:`training_vocabulary` (older checkpoints: :obj:`None`)."""
         self.training_vocabulary = checkpoint.get("training_vocabulary")
-        self._default_calibration(checkpoint)
 
     def configure_callbacks(self) -> Sequence[Callback] | Callback:
         """Fit: :class:`~graph_urpe.models.finetune.EncoderFreezing` (``finetune.freeze_encoder``);
