@@ -191,7 +191,7 @@ def test_synthetic_data_module_facts_and_independent_splits():
     f = dm.facts
     assert (f.level, f.task, f.metric, f.num_tasks) == ("node", "multiclass", "accuracy", 12)
     assert f.atom_categories == (1,) and f.bond_categories == (1,) and f.max_graph_nodes == 12
-    assert f.target_names == ("degree",) and dm.num_classes == 12
+    assert f.target_names == ("degree",) and dm.facts.num_tasks == 12
     dm.setup("fit")
     # Split seeds 3, 4, 5: the same graphs as the dataset drawn directly from those seeds.
     for offset, split in enumerate(("train", "val", "test")):

@@ -109,7 +109,7 @@ class SyntheticGraphDataModule(BatchedGraphDataModule):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.num_classes = structural_num_classes(task, max_nodes)
+        check_choice("task", task, SyntheticGraphTask)
         if not 2 <= min_nodes <= max_nodes:
             raise ValueError(f"need 2 <= min_nodes <= max_nodes, got {min_nodes}, {max_nodes}.")
         bad = [k for k in kinds if k not in GRAPH_KINDS]
@@ -131,10 +131,13 @@ class SyntheticGraphDataModule(BatchedGraphDataModule):
     @property
     def facts(self) -> DatasetFacts:
         """Linked into the model (:data:`graph_urpe.cli.links.GRAPH_LINKS`): multiclass,
-        :attr:`num_classes` outputs (:func:`structural_num_classes`), accuracy, one node and one
+        one output per class (:func:`structural_num_classes`), accuracy, one node and one
         edge feature column with one category (every node looks the same), the task's level, the
         task's name as the one label column, ``max_nodes`` as the node limit."""
-        return DatasetFacts(self.task, "multiclass", self.num_classes, None, "accuracy",
+        # The class count is a fact only (num_tasks), not an attribute: an attribute named
+        # num_classes would take the sequence modules' link (graph_urpe.data.modules.sequence).
+        classes = structural_num_classes(self.task, self.max_nodes)
+        return DatasetFacts(self.task, "multiclass", classes, None, "accuracy",
                             target_names=(self.task,), level=self.level,
                             max_graph_nodes=self.max_nodes, atom_categories=(1,),
                             bond_categories=(1,))
