@@ -67,6 +67,7 @@ def test_an_earlier_checkpoint_loads_into_todays_groups(tmp_path):
     ("objective", {"pos_weight": {"class_path": "os.system"}}, "objective.pos_weight"),
     ("record", {"task": 5}, "record.task"),
     ("record", {"target_names": "abc"}, "record.target_names"),
+    ("record", {"featurization": "bogus"}, "expected one of"),
     ("finetune", {"freeze_encoder": "half"}, "finetune.freeze_encoder"),
     ("record", ["regression"], "record"),
 ])

@@ -19,6 +19,7 @@ import dataclasses
 from typing import Any
 
 from graph_urpe.data.facts import DatasetFacts, default_target_names
+from graph_urpe.data.featurize import Featurization
 from graph_urpe.models.objective import MetricName, Task, metric_name
 
 __all__ = ["ModelRecord", "as_group", "nest_flat_arguments"]
@@ -53,7 +54,7 @@ class ModelRecord:
     metric: MetricName | None = None
     evaluator: str | None = None
     target_names: list[str] | None = None
-    featurization: str | None = None
+    featurization: Featurization | None = None
     max_graph_nodes: int | None = None
     smiles_column: str | None = None
     dataset_source: str | None = None
