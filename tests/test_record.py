@@ -109,3 +109,16 @@ def test_groups_are_stored_as_plain_fields():
         (module.record, module.objective, module.finetune)
     with pytest.raises(ValueError, match="target_names lists 1 name"):
         GraphPropertyModule(net, ModelRecord(target_names=["a"]))
+
+
+def test_an_option_of_earlier_versions_is_named_with_its_new_place(capsys):
+    from graph_urpe.cli import main
+    from graph_urpe.cli.messages import regrouped_hint
+
+    assert regrouped_hint("Option 'pretrained' is not accepted (option model)").endswith(
+        "pretrained -> finetune.pretrained (docs/guide/command-line.md)")
+    assert regrouped_hint("Option 'dropout' is not accepted") == ""  # not one of the groups
+    with pytest.raises(SystemExit):
+        main(["fit", "--config", "csv/template", "--data.init_args.path", "my.csv",
+              "--model.init_args.loss", "mve"])
+    assert "loss -> objective.loss" in capsys.readouterr().err

@@ -13,7 +13,8 @@ import sys
 import warnings
 from collections.abc import Iterator
 
-__all__ = ["CLIError", "format_warning", "quiet_third_party", "report_errors", "short"]
+__all__ = ["CLIError", "format_warning", "quiet_third_party", "regrouped_hint", "report_errors",
+           "short"]
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -59,6 +60,7 @@ def report_errors(argv: list[str]) -> Iterator[None]:
             hint += ("\npredict's inputs and output are its own options now: "
                      + ", ".join(f"--data.init_args.{n} -> {RETIRED_PREDICT_OPTIONS[n]}"
                                  for n in moved))
+        hint += regrouped_hint(str(err))
         print(f"graph-urpe: error: {short(str(err))}{hint}\n(`graph-urpe {argv[0] if argv else ''} "
               "--help` lists the options; GRAPH_URPE_DEBUG=1 shows the whole message)",
               file=sys.stderr)
@@ -74,6 +76,21 @@ def report_errors(argv: list[str]) -> Iterator[None]:
 RETIRED_PREDICT_OPTIONS = {"predict_csv": "--csv", "predict_smiles": "--smiles",
                            "predict_output": "--output", "predict_chunk_rows": "--chunk_rows"}
 """Data-module options of earlier versions that became ``predict``'s own (named in the error)."""
+
+
+def regrouped_hint(message: str) -> str:
+    """A line naming the new place of a model option that earlier versions took flat (``Option
+    'loss' is not accepted`` -> ``--model.init_args.objective.loss``), or ``""``."""
+    from graph_urpe.models.record import GROUPED_ARGUMENTS
+
+    named = re.findall(r"Option '(\w+)' is not accepted", message)
+    moves = [f"{name} -> {group}.{name}" for name in named
+             for group, fields in GROUPED_ARGUMENTS.items() if name in fields]
+    if not moves:
+        return ""
+    return ("\nthe model's options are grouped since issue 40 (--model.init_args.objective.*, "
+            ".finetune.*; record.* comes from the data): " + ", ".join(moves)
+            + " (docs/guide/command-line.md)")
 
 
 def short(message: str, max_lines: int = 2) -> str:

@@ -22,7 +22,7 @@ from graph_urpe.data.facts import DatasetFacts, default_target_names
 from graph_urpe.data.featurize import Featurization
 from graph_urpe.models.objective import MetricName, Task, metric_name
 
-__all__ = ["ModelRecord", "as_group", "nest_flat_arguments"]
+__all__ = ["GROUPED_ARGUMENTS", "ModelRecord", "as_group", "nest_flat_arguments"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,7 +100,7 @@ def as_group(value: Any, kind: type) -> Any:
     return kind(**value) if isinstance(value, dict) else value
 
 
-_GROUPS = {
+GROUPED_ARGUMENTS = {
     "record": ("task", "metric", "evaluator", "target_names", "featurization",
                "max_graph_nodes", "smiles_column", "dataset_source"),
     "objective": ("loss", "standardize", "pos_weight", "platt_scaling", "num_classes"),
@@ -125,7 +125,7 @@ def nest_flat_arguments(args: dict[str, Any]) -> dict[str, Any]:
             of no version: which value holds would be a guess).
     """
     out = dict(args)
-    for group, fields in _GROUPS.items():
+    for group, fields in GROUPED_ARGUMENTS.items():
         moved = {f: out.pop(f) for f in fields if f in out}
         if not moved:
             continue
