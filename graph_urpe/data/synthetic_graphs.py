@@ -21,7 +21,8 @@ from torch_geometric.data import Data, InMemoryDataset
 from graph_urpe.choices import check_choice
 from graph_urpe.transforms import AddShortestPathDistance
 
-__all__ = ["DEFAULT_KINDS", "GRAPH_KINDS", "SYNTHETIC_TASKS", "SyntheticGraphDataset"]
+__all__ = ["DEFAULT_KINDS", "GRAPH_KINDS", "SYNTHETIC_TASKS", "SyntheticGraphDataset",
+           "check_graph_options"]
 
 #: Structural tasks of :class:`SyntheticGraphDataset`.
 SyntheticGraphTask = Literal["degree", "distance2", "eccentricity", "cut_vertex", "diameter",
@@ -46,6 +47,25 @@ GRAPH_KINDS = ("tree", "erdos_renyi", "bridged")
 
 DEFAULT_KINDS = ("tree", "erdos_renyi")
 """The families drawn by default (``"bridged"`` is for the biconnectivity tasks)."""
+
+
+def check_graph_options(task: str, min_nodes: int, max_nodes: int, kinds: tuple[str, ...]
+                        ) -> None:
+    """Check the options of a structural task's graphs (:class:`SyntheticGraphDataset` and its
+    data module).
+
+    Raises:
+        ValueError: an unknown ``task`` or kind, no kind, sizes outside ``2 <= min_nodes <=
+            max_nodes``, or ``"bridged"`` graphs with ``min_nodes < 7``.
+    """
+    check_choice("task", task, SyntheticGraphTask)
+    if not 2 <= min_nodes <= max_nodes:
+        raise ValueError(f"need 2 <= min_nodes <= max_nodes, got {min_nodes}, {max_nodes}.")
+    bad = [k for k in kinds if k not in GRAPH_KINDS]
+    if bad or not kinds:
+        raise ValueError(f"kinds must be a non-empty subset of {GRAPH_KINDS}, got {kinds!r}.")
+    if "bridged" in kinds and min_nodes < 7:
+        raise ValueError(f"kind 'bridged' needs min_nodes >= 7, got {min_nodes}.")
 
 
 def _chorded_cycle(g: nx.Graph, size: int, rng: np.random.Generator) -> list[int]:
@@ -168,14 +188,7 @@ class SyntheticGraphDataset(InMemoryDataset):
         transform: Callable | None = None,
         pre_transform: Callable | None = None,
     ) -> None:
-        check_choice("task", task, SyntheticGraphTask)
-        if not 2 <= min_nodes <= max_nodes:
-            raise ValueError(f"need 2 <= min_nodes <= max_nodes, got {min_nodes}, {max_nodes}.")
-        bad = [k for k in kinds if k not in GRAPH_KINDS]
-        if bad or not kinds:
-            raise ValueError(f"kinds must be a non-empty subset of {GRAPH_KINDS}, got {kinds!r}.")
-        if "bridged" in kinds and min_nodes < 7:
-            raise ValueError(f"kind 'bridged' needs min_nodes >= 7, got {min_nodes}.")
+        check_graph_options(task, min_nodes, max_nodes, kinds)
         super().__init__(None, transform)
         self.task = task
         self.level = SYNTHETIC_TASKS[task]

@@ -20,10 +20,10 @@ from graph_urpe.data.facts import DatasetFacts
 from graph_urpe.data.modules.graph import BatchedGraphDataModule
 from graph_urpe.data.synthetic_graphs import (
     DEFAULT_KINDS,
-    GRAPH_KINDS,
     SYNTHETIC_TASKS,
     SyntheticGraphDataset,
     SyntheticGraphTask,
+    check_graph_options,
 )
 
 __all__ = ["SyntheticGraphDataModule", "structural_num_classes"]
@@ -109,12 +109,7 @@ class SyntheticGraphDataModule(BatchedGraphDataModule):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        check_choice("task", task, SyntheticGraphTask)
-        if not 2 <= min_nodes <= max_nodes:
-            raise ValueError(f"need 2 <= min_nodes <= max_nodes, got {min_nodes}, {max_nodes}.")
-        bad = [k for k in kinds if k not in GRAPH_KINDS]
-        if bad or not kinds:
-            raise ValueError(f"kinds must be a non-empty subset of {GRAPH_KINDS}, got {kinds!r}.")
+        check_graph_options(task, min_nodes, max_nodes, tuple(kinds))
         sizes = {"train_size": train_size, "val_size": val_size, "test_size": test_size}
         for name, value in sizes.items():
             if value < 1:
