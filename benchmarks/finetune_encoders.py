@@ -14,7 +14,7 @@ best ``val/rocauc``, read from the run's ``metrics.csv``. Records go to
 choice is made on the validation columns; the test columns are reported beside them, never used
 to choose. An encoder pretrained with relations other than the SPD alone (``moses-gd-urpe``,
 ``moses-gd-rpe``: ``relations: [spd, resistance]``) is fine-tuned with those relations and the
-data's ``resistance: true``.
+data (which follows them).
 """
 
 from __future__ import annotations
@@ -61,10 +61,8 @@ def encoder_options(encoder: str) -> list[str]:
     options = ["--model.init_args.finetune.pretrained", encoder,
                "--model.init_args.model.init_args.attention", str(args.get("attention", "urpe"))]
     relations = list(args.get("relations", ["spd"]))
-    if relations != ["spd"]:  # e.g. Graphormer-GD's [spd, resistance]: the data must store them
+    if relations != ["spd"]:  # e.g. Graphormer-GD's [spd, resistance] (the data follows them)
         options += ["--model.init_args.model.init_args.relations", json.dumps(relations)]
-        if "resistance" in relations:
-            options += ["--data.init_args.resistance", "true"]
     return options
 
 

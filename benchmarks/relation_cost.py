@@ -26,8 +26,8 @@ of at most 128 molecules, resistance stored):
    of ``configs/csv/template.yaml`` on a set of the Chemprop peer benchmark
    (``benchmarks/peers/chemprop.py``: same rows, same scaffold split, one thread, seed 0),
    ``--model.init_args.finetune.pretrained null``, with ``relations: [spd]`` and with
-   ``[spd, resistance]`` (and the data's ``resistance: true``): CPU s of each process (user +
-   system) and the test metric. Issue 47's target: the second within 1.3x the first.
+   ``[spd, resistance]`` (the data store the resistance: graph-urpe links it from the
+   relations): CPU s of each process (user + system) and the test metric. Issue 47's target: the second within 1.3x the first.
 
 Run it on two checkouts (``PYTHONPATH=<checkout>``) for before / after numbers; ``--parts`` needs
 a checkout with :mod:`graph_urpe.nn.densify` (issue 47 and later).
@@ -160,8 +160,7 @@ def template_fits(name: str, out: Path, seed: int = 0) -> None:
     scratch = ["--model.init_args.finetune.pretrained", "null"]
     runs = {"spd": scratch + ["--model.init_args.model.init_args.relations", '["spd"]'],
             "spd+resistance": scratch + ["--model.init_args.model.init_args.relations",
-                                         '["spd", "resistance"]',
-                                         "--data.init_args.resistance", "true"]}
+                                         '["spd", "resistance"]']}
     records = {}
     for relations, extra in runs.items():
         record = bench.run_ours(folder, task, metric, seed, f"scratch-{relations}",

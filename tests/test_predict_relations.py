@@ -98,3 +98,29 @@ def test_resistance_network_still_gets_both(resistance_calls):
     assert len(resistance_calls) == len(SMILES) - 1  # every valid molecule
     np.testing.assert_allclose(table["target_pred"].to_numpy(float), _expected(module),
                                rtol=1e-5, equal_nan=True)
+
+
+@pytest.mark.slow  # a CLI fit
+def test_fit_stores_the_resistance_the_network_reads(tmp_path, monkeypatch):
+    """One switch: the network's ``relations`` decide whether the data store the resistance
+    distance at fit (graph_urpe.cli.links.reads_resistance), as they decide it at predict."""
+    from graph_urpe.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    smiles = SMILES * 3
+    pd.DataFrame({"smiles": smiles, "y": np.arange(len(smiles), dtype=float),
+                  "split": ["train"] * 15 + ["valid"] * 3 + ["test"] * 3}).to_csv("m.csv",
+                                                                                index=False)
+    tiny = ["--model.init_args.model.init_args.num_layers", "1",
+            "--model.init_args.model.init_args.embed_dim", "16",
+            "--model.init_args.model.init_args.num_heads", "2",
+            "--model.init_args.model.init_args.ffn_dim", "16",
+            "--model.init_args.finetune.pretrained", "null", "--classical_baseline", "false",
+            "--trainer.max_epochs", "1", "--test_after_fit", "false",
+            "--data.init_args.split", "split", "--data.init_args.target_columns", "[y]"]
+    for relations, stored in (("[spd]", False), ("[spd, resistance]", True)):
+        root = tmp_path / relations.strip("[]").replace(", ", "-")
+        main(["fit", "--config", "csv/template", "--data.init_args.path", "m.csv",
+              "--data.init_args.root", str(root), "--name", root.name,
+              "--model.init_args.model.init_args.relations", relations, *tiny])
+        assert bool(list(root.rglob("graph.resistance.bin"))) is stored, relations

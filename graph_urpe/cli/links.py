@@ -10,7 +10,7 @@ from lightning.pytorch.cli import LightningArgumentParser
 
 from graph_urpe.models.record import ModelRecord
 
-__all__ = ["GRAPH_LINKS", "add_links", "model_record"]
+__all__ = ["GRAPH_LINKS", "add_links", "model_record", "reads_resistance"]
 
 GRAPH_LINKS = (
     ("num_tasks", "model.init_args.model.init_args.num_tasks"),
@@ -41,10 +41,22 @@ def model_record(facts) -> dict:
     return dataclasses.asdict(ModelRecord.from_facts(facts))
 
 
+def reads_resistance(relations) -> bool:
+    """Whether a network's ``relations`` include the resistance distance (what the data module
+    then computes for every graph: its ``resistance``)."""
+    return "resistance" in (relations or ())
+
+
 def add_links(parser: LightningArgumentParser) -> None:
     """Link the data module's facts (:data:`GRAPH_LINKS`, and whole as the model's ``record``)
     and the sequence families' sizes into the model, applied at instantiation (``fit``,
-    ``validate``, ``test``)."""
+    ``validate``, ``test``); and, when parsing, the network's ``relations`` into the data
+    module's ``resistance`` (:func:`reads_resistance`: the one switch of the resistance
+    distance, as ``predict`` derives it from the network; jsonargparse skips the link for a
+    network or data module without those arguments)."""
+    parser.link_arguments("model.init_args.model.init_args.relations",
+                          "data.init_args.resistance", compute_fn=reads_resistance,
+                          apply_on="parse")
     for field, target in GRAPH_LINKS:
         parser.link_arguments("data.facts", target, compute_fn=_fact(field),
                               apply_on="instantiate")

@@ -259,7 +259,9 @@ class GraphDataModule(BatchedGraphDataModule):
             (default: :obj:`None`, automatic)
         resistance (bool, optional): also store the resistance distance
             (:class:`~graph_urpe.transforms.AddResistanceDistance`), which models with
-            ``relations`` including ``"resistance"`` read (Graphormer-GD). (default: :obj:`False`)
+            ``relations`` including ``"resistance"`` read (Graphormer-GD); ``graph-urpe`` sets it
+            from the network's ``relations`` (:func:`~graph_urpe.cli.links.reads_resistance`).
+            (default: :obj:`False`)
         bucketing (bool, optional): size-bucketed batches (see the base class).
             (default: :obj:`True`)
 
