@@ -83,3 +83,12 @@ def test_importing_the_layers_loads_only_torch_and_pyg():
     assert {"torch", "torch_geometric", "graph_urpe"} <= tops
     floors = {name.split(".")[1] for name in loaded if name.startswith("graph_urpe.")}
     assert not floors & {"data", "models", "cli"}, sorted(floors)
+
+
+def test_the_layout_page_names_every_module():
+    # README's "layout of the package" (docs/layout.md) must match the tree: every module of
+    # graph_urpe/ is named there (a new module without its line fails here).
+    page = (ROOT.parent / "docs" / "layout.md").read_text()
+    unnamed = [str(p.relative_to(ROOT)) for p in sorted(ROOT.rglob("*.py"))
+               if p.name not in ("__init__.py", "__main__.py") and p.name not in page]
+    assert not unnamed, unnamed
