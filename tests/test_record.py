@@ -118,6 +118,7 @@ def test_an_option_of_earlier_versions_is_named_with_its_new_place(capsys):
     assert regrouped_hint("Option 'pretrained' is not accepted (option model)").endswith(
         "pretrained -> finetune.pretrained (docs/guide/command-line.md)")
     assert regrouped_hint("Option 'dropout' is not accepted") == ""  # not one of the groups
+    assert "dataset_source: delete it" in regrouped_hint("Option 'dataset_source' is not accepted")
     with pytest.raises(SystemExit):
         main(["fit", "--config", "csv/template", "--data.init_args.path", "my.csv",
               "--model.init_args.loss", "mve"])

@@ -80,11 +80,13 @@ RETIRED_PREDICT_OPTIONS = {"predict_csv": "--csv", "predict_smiles": "--smiles",
 
 def regrouped_hint(message: str) -> str:
     """A line naming the new place of a model option that earlier versions took flat (``Option
-    'loss' is not accepted`` -> ``--model.init_args.objective.loss``), or ``""``."""
+    'loss' is not accepted`` -> ``--model.init_args.objective.loss``; a field of the record,
+    which the data module states, is to be deleted), or ``""``."""
     from graph_urpe.models.record import GROUPED_ARGUMENTS
 
     named = re.findall(r"Option '(\w+)' is not accepted", message)
-    moves = [f"{name} -> {group}.{name}" for name in named
+    moves = [f"{name}: delete it (the data module states it)" if group == "record"
+             else f"{name} -> {group}.{name}" for name in named
              for group, fields in GROUPED_ARGUMENTS.items() if name in fields]
     if not moves:
         return ""
