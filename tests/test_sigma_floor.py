@@ -71,3 +71,19 @@ def test_a_checkpoint_written_before_the_floor_loads_with_none(tmp_path):
     std, lower, upper = module.calibrated(torch.zeros(1, 1), torch.full((1, 1), 0.75))
     assert std.item() == pytest.approx(2.0)  # 2 * sqrt(0.75 + 0.25)
     assert (lower.item(), upper.item()) == pytest.approx((-3.0, 3.0))
+
+
+def test_the_summary_names_a_fitted_floor():
+    from types import SimpleNamespace
+
+    from graph_urpe.cli.summary_lines import sigma_floor_line
+
+    def module(floor, per_molecule=True):
+        return SimpleNamespace(sigma_floor=torch.tensor(floor), target_names=["logd", "pka"],
+                               per_molecule_uncertainty=per_molecule)
+
+    line = sigma_floor_line(module([1.65, 0.0]))
+    assert line.startswith("Std floor fitted on the validation rows (labels' units): logd 1.65, "
+                           "pka 0:")
+    assert sigma_floor_line(module([0.0, 0.0])) is None  # no floor: nothing to say
+    assert sigma_floor_line(module([1.0, 1.0], per_molecule=False)) is None  # no spread at all

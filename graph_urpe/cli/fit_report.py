@@ -26,6 +26,7 @@ from graph_urpe.cli.run import task_of
 from graph_urpe.cli.summary_lines import (
     metric_interval_line,
     pos_weight_line,
+    sigma_floor_line,
     unlabelled_test_graphs,
 )
 from graph_urpe.data.modules.graph import BatchedGraphDataModule, GraphDataModule
@@ -268,9 +269,7 @@ def print_fit_summary(trainer: Trainer, metrics: dict[str, float] | None, run_di
             lines.append(f"Test {label}: {value}")
         if "coverage95" in shown and getattr(module, "per_molecule_uncertainty", True) is False:
             lines.append(NO_PER_MOLECULE_UNCERTAINTY)
-        weights = pos_weight_line(module)
-        if weights:
-            lines.append(weights)
+        lines += [line for line in (sigma_floor_line(module), pos_weight_line(module)) if line]
         blended = next((c.tested_outputs for c in trainer.callbacks
                         if getattr(c, "tested_outputs", None) is not None), None)
         interval = metric_interval_line(module, seeds_command, blended)

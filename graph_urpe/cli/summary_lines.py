@@ -9,7 +9,8 @@ from __future__ import annotations
 import torch
 from lightning.pytorch import LightningModule
 
-__all__ = ["FEW_OF_A_CLASS", "metric_interval_line", "pos_weight_line", "unlabelled_test_graphs"]
+__all__ = ["FEW_OF_A_CLASS", "metric_interval_line", "pos_weight_line", "sigma_floor_line",
+           "unlabelled_test_graphs"]
 
 
 def unlabelled_test_graphs(model: LightningModule) -> int:
@@ -80,6 +81,28 @@ def metric_interval_line(model: LightningModule, seeds_command: str | None = Non
         if len(bootstrap_strata(target, model.record.task)) > 1 else "bootstrap"
     return (f"Test {label} 95% interval over the {pred.shape[0]} labelled test graphs ({how}): "
             f"{interval[0]:.4f} to {interval[1]:.4f}{_few_of_a_class(model, target)}{seeds}")
+
+
+def sigma_floor_line(module: LightningModule) -> str | None:
+    """The summary's line on the std floor the calibration fitted on the validation rows
+    (:func:`~graph_urpe.models.calibration.fit_sigma_floor`), for a regression model with a
+    per-molecule uncertainty (ensemble, MVE) whose floor is above 0 for some target; else
+    :obj:`None`.
+
+    Args:
+        module (LightningModule): the trained module (its ``sigma_floor`` buffer ``[T]``).
+
+    Returns:
+        str or None: the line.
+    """
+    floor = getattr(module, "sigma_floor", None)
+    if floor is None or not getattr(module, "per_molecule_uncertainty", False) \
+            or not bool((floor > 0).any()):
+        return None
+    values = ", ".join(f"{name} {t:.3g}" for name, t in zip(module.target_names, floor.tolist()))
+    return (f"Std floor fitted on the validation rows (labels' units): {values}: each molecule's "
+            "raw spread counts as sqrt(spread^2 + floor^2); a floor above most spreads means they "
+            "did not rank the validation errors, and every molecule gets nearly the same std")
 
 
 def pos_weight_line(module: LightningModule) -> str | None:
