@@ -31,6 +31,7 @@ from graph_urpe.models.calibration import (
     calibration_metrics,
     fit_calibration,
     fit_sigma_floor,
+    floored_sigma,
 )
 from graph_urpe.models.graph import GraphPropertyModule
 
@@ -54,9 +55,8 @@ def mean_and_variance(module: GraphPropertyModule, smiles: list[str]) -> tuple[t
 def scores(val, test, floor: torch.Tensor) -> dict[str, float]:
     """Fit the calibration on ``val`` with ``floor`` and score it on ``test``."""
     (vm, vv, vy), (tm, tv, ty) = val, test
-    sigma = (vv.clamp(min=0) + floor.square()).sqrt().clamp(min=1e-12)
-    scale, q = fit_calibration(vm, sigma, vy, LEVEL)
-    ts = (tv.clamp(min=0) + floor.square()).sqrt().clamp(min=1e-12)
+    scale, q = fit_calibration(vm, floored_sigma(vv, floor), vy, LEVEL)
+    ts = floored_sigma(tv, floor)
     std, half = ts * scale, ts * q
     got = calibration_metrics(tm, std, tm - half, tm + half, ty)
     return {"coverage": got["coverage"], "width": float((2 * half).mean()),
@@ -73,8 +73,9 @@ def main() -> None:
     torch.set_num_threads(1)
     frame = pd.read_csv(args.data)
     split = {s: frame[frame["split"] == s] for s in ("valid", "test")}
-    lines = ["| run | members | tau | floor | coverage | mean width | median std | Spearman | NLL "
-             "| z-scale s |", "|---|---|---|---|---|---|---|---|---|---|"]
+    header = ("| run | members | tau | floor | coverage | mean width | median std | Spearman "
+              "| NLL | z-scale s |")
+    lines = [header, "|---|---|---|---|---|---|---|---|---|---|"]
     for run in sorted(r for pattern in args.runs for r in glob.glob(pattern)):
         module = GraphPropertyModule.load_from_checkpoint(
             osp.join(run, "checkpoints", "last.ckpt")).eval()

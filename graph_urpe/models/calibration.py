@@ -46,6 +46,7 @@ from torch import Tensor
 
 __all__ = ["GAUSSIAN_HALF_WIDTH", "LEVEL", "SUMMARY_LABELS", "CalibrationMixin",
            "calibration_metrics", "fit_calibration", "fit_platt", "fit_sigma_floor",
+           "floored_sigma",
            "masked_gaussian_nll", "platt_targets"]
 
 LEVEL = 0.95
@@ -125,6 +126,21 @@ def fit_sigma_floor(mean: Tensor, sigma: Tensor, target: Tensor) -> Tensor:
                 best, best_nll = tau, nll
         floor[t] = best
     return floor
+
+
+def floored_sigma(variance: Tensor, floor: Tensor) -> Tensor:
+    r"""The raw standard deviation the calibration scales, :math:`\sqrt{\sigma^2 + \tau^2}`
+    (module docstring), kept above 1e-12.
+
+    Args:
+        variance (Tensor): ``[R, T]`` raw variances :math:`\sigma^2` (negative ones read as 0).
+        floor (Tensor): ``[T]`` floors :math:`\tau` (:func:`fit_sigma_floor`; NaN read as 0).
+
+    Returns:
+        Tensor: ``[R, T]``, in the labels' units.
+    """
+    floor = torch.nan_to_num(floor, nan=0.0)
+    return (variance.clamp(min=0) + floor.square()).sqrt().clamp(min=1e-12)
 
 
 def fit_calibration(mean: Tensor, sigma: Tensor, target: Tensor, level: float = LEVEL
@@ -301,8 +317,7 @@ class CalibrationMixin:
     def calibrated(self, mean: Tensor, variance: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """``(std, lower, upper)`` ``[R, T]``: z-scaled standard deviations and the conformal
         95 % interval (uncalibrated: the raw std and the Gaussian's 1.96 std)."""
-        floor = torch.nan_to_num(self.sigma_floor, nan=0.0)
-        sigma = (variance.clamp(min=0) + floor.square()).sqrt().clamp(min=1e-12)
+        sigma = floored_sigma(variance, self.sigma_floor)
         scale = torch.nan_to_num(self.uncertainty_scale, nan=1.0)
         half = torch.nan_to_num(self.interval_factor, nan=GAUSSIAN_HALF_WIDTH) * sigma
         return sigma * scale, mean - half, mean + half
@@ -323,10 +338,8 @@ class CalibrationMixin:
                 self.test_uncertainty = {"std": variance.clamp(min=0).sqrt()}
             return {}
         if stage == "val":
-            sigma = variance.clamp(min=0).sqrt()
-            floor = fit_sigma_floor(mean, sigma, target)
-            sigma = (sigma.square() + floor.square()).sqrt().clamp(min=1e-12)
-            scale, factor = fit_calibration(mean, sigma, target, LEVEL)
+            floor = fit_sigma_floor(mean, variance.clamp(min=0).sqrt(), target)
+            scale, factor = fit_calibration(mean, floored_sigma(variance, floor), target, LEVEL)
             self.sigma_floor.copy_(floor)
             self.uncertainty_scale.copy_(scale)
             self.interval_factor.copy_(factor)

@@ -17,11 +17,10 @@ import torch
 from torch import Tensor, nn
 
 from graph_urpe.choices import check_choice
-from graph_urpe.data.facts import default_metric
 from graph_urpe.models.metrics import METRICS
 
 __all__ = ["LEVELS", "LossName", "MetricName", "Objective", "Task", "check_task_options",
-           "metric_name", "num_outputs", "pos_weight_tensor"]
+           "num_outputs", "pos_weight_tensor"]
 
 Task = Literal["regression", "classification", "multiclass"]
 LossName = Literal["l1", "mse", "mve", "bce", "cross_entropy"]
@@ -77,12 +76,6 @@ class Objective:
         if task == "multiclass":
             return "cross_entropy"
         return "mse" if metric == "rmse" else "l1"
-
-
-def metric_name(task: str, metric: str | None) -> str:
-    """The monitored metric: ``metric``, else the task's default
-    (:func:`~graph_urpe.data.facts.default_metric`)."""
-    return metric if metric is not None else default_metric(task)
 
 
 def check_task_options(model: nn.Module, task: str, metric: str | None,

@@ -18,9 +18,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from graph_urpe.data.facts import DatasetFacts, default_target_names
+from graph_urpe.data.facts import DatasetFacts, default_metric, default_target_names
 from graph_urpe.data.featurize import Featurization
-from graph_urpe.models.objective import MetricName, Task, metric_name
+from graph_urpe.models.objective import MetricName, Task
 
 __all__ = ["GROUPED_ARGUMENTS", "ModelRecord", "as_group", "nest_flat_arguments"]
 
@@ -68,8 +68,9 @@ class ModelRecord:
 
     @property
     def metric_name(self) -> str:
-        """The monitored metric (:attr:`metric`, else the task's default)."""
-        return metric_name(self.task, self.metric)
+        """The monitored metric (:attr:`metric`, else the task's default,
+        :func:`~graph_urpe.data.facts.default_metric`)."""
+        return self.metric if self.metric is not None else default_metric(self.task)
 
     def names(self, num_labels: int) -> list[str]:
         """The ``num_labels`` target names (:attr:`target_names`, else ``y`` / ``y0, y1, ...``).
