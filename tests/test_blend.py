@@ -36,37 +36,49 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 def test_the_weight_follows_the_validation_rows_as_far_as_they_agree():
     assert (NO_EVIDENCE_WEIGHT, BOOTSTRAP_DRAWS) == (0.5, 200)
     empty = np.zeros(0)
-    assert bagged_weight(empty, empty, empty, "regression") == 0.5  # no validation row
+    # no validation row: the network 0.5, the members share the rest
+    np.testing.assert_array_equal(bagged_weight(empty, empty, empty, "regression"), [0.5, 0.5])
+    np.testing.assert_array_equal(bagged_weight(empty, np.zeros((0, 2)), empty,
+                                                "classification"), [0.5, 0.25, 0.25])
     # one-sided rows: the network exact, the classical model 2 off: every resample picks w = 1
     y = np.linspace(0.0, 1.0, 40)
-    assert bagged_weight(y, y + 2.0, y, "regression") == 1.0
-    assert bagged_weight(y + 2.0, y, y, "regression") == 0.0
+    np.testing.assert_array_equal(bagged_weight(y, y + 2.0, y, "regression"), [1.0, 0.0])
+    np.testing.assert_array_equal(bagged_weight(y + 2.0, y, y, "regression"), [0.0, 1.0])
+    # two members, the second exact: all weight on it
+    np.testing.assert_array_equal(bagged_weight(y + 2.0, np.stack([y - 1.0, y], 1), y,
+                                                "regression"), [0.0, 0.0, 1.0])
     # split rows: each model exact on half of them, wrong by the same on the other half; the
     # minimiser is the share of rows where the network is right, so the resampled picks
     # scatter around 0.5 and their mean stays near it (w_val on all rows: exactly 0.5)
     net = np.where(np.arange(40) % 2 == 0, y, y + 1.0)
     svm = np.where(np.arange(40) % 2 == 0, y + 1.0, y)
-    assert validation_weight(net, svm, y, "regression") == 0.5
-    assert 0.4 < bagged_weight(net, svm, y, "regression") < 0.6
+    np.testing.assert_array_equal(validation_weight(net, svm, y, "regression"), [0.5, 0.5])
+    assert 0.4 < bagged_weight(net, svm, y, "regression")[0] < 0.6
     target = np.linspace(0.0, 3.0, 8)
     # network errs +1, classical -3: the blend's error 4 w - 3 vanishes at w = 0.75
-    assert validation_weight(target + 1, target - 3, target, "regression") == 0.75
-    assert validation_weight(target, target + 1, target, "regression") == 1.0
+    assert validation_weight(target + 1, target - 3, target, "regression")[0] == 0.75
+    assert validation_weight(target, target + 1, target, "regression")[0] == 1.0
+    # network +2, SVM -2, forest +1 / -1 on alternate rows: the MSE (2 w0 - 2 w1)^2 + w2^2
+    # vanishes only at (0.5, 0.5, 0)
+    side = np.where(np.arange(8) % 2 == 0, 1.0, -1.0)
+    np.testing.assert_array_equal(validation_weight(
+        target + 2, np.stack([target - 2, target + side], 1), target, "regression"),
+        [0.5, 0.5, 0.0])
     # log-loss -log(0.3 + 0.6 w) - log(0.8 - 0.4 w): derivative 0 at w = 0.75
     y, net, svm = np.array([1.0, 0.0]), np.array([0.9, 0.6]), np.array([0.3, 0.2])
-    assert validation_weight(net, svm, y, "classification") == 0.75
+    assert validation_weight(net, svm, y, "classification")[0] == 0.75
     # three columns: the one above (8 rows), one without a classical model, one unlabelled
     labels = np.stack([target, target, np.full(8, np.nan)], 1)
     network = np.stack([target + 1, target, target], 1)
-    classical = np.stack([target - 3, np.full(8, np.nan), target], 1)
+    classical = np.stack([target - 3, np.full(8, np.nan), target], 1)[..., None]
     weight = blend_weights(network, classical, labels, "regression")
-    by_hand = _by_hand_weight(target + 1, target - 3, target, lambda t, q: np.mean((t - q) ** 2))
-    np.testing.assert_allclose(weight, [by_hand, 1.0, 0.5])
+    by_hand = _by_hand_weight(target + 1, [target - 3], target, lambda t, q: np.mean((t - q) ** 2))
+    np.testing.assert_allclose(weight, [[by_hand, 1 - by_hand], [1.0, 0.0], [0.5, 0.5]])
     empty = np.zeros((0, 2))  # no validation row: 0.5, or 1 without a classical model
-    np.testing.assert_array_equal(blend_weights(empty, empty, empty, "regression",
-                                                np.array([True, False])), [0.5, 1.0])
+    np.testing.assert_array_equal(blend_weights(empty, empty[..., None], empty, "regression",
+                                                np.array([True, False])), [[0.5, 0.5], [1, 0]])
     mixed = blend(network, classical, weight)
-    np.testing.assert_allclose(mixed[:, 0], weight[0] * (target + 1) + (1 - weight[0])
+    np.testing.assert_allclose(mixed[:, 0], weight[0, 0] * (target + 1) + weight[0, 1]
                                * (target - 3))
     np.testing.assert_array_equal(mixed[:, 1], target)  # w = 1: the network, NaN ignored
     np.testing.assert_allclose(mixed[:, 2], target)
@@ -93,13 +105,25 @@ def test_one_standard_error_rule_on_a_hand_made_cv_table():
 
 
 def _summary_weight(out: str, metric: str) -> tuple[float, float]:
-    """The blend's value and weight from the summary line ``Test MAE: 0.48 (prediction: blend,
-    network weight 0.07) | 0.65 (network) | 0.47 (ECFP4 Tanimoto SVR)``."""
+    """The blend's value and network weight from the summary line ``Test MAE: 0.48 (prediction:
+    blend, network weight 0.07) | 0.65 (network) | 0.47 (ECFP4 Tanimoto SVR)``."""
     line = next(x for x in out.splitlines() if x.startswith(f"Test {metric}:"))
     found = re.search(r": (\d\.\d{4}) \(prediction: blend, network weight (\d\.\d\d)\) \| \d\.\d{4} "
-                      r"\(network\) \| \d\.\d{4} \(ECFP4 Tanimoto SV[RC]\)$", line)
+                      r"\(network\) \| \d\.\d{4} \(ECFP4 Tanimoto SVR\)$", line)
     assert found, line
     return float(found.group(1)), float(found.group(2))
+
+
+def _summary_weights(out: str, metric: str) -> tuple[float, list[float]]:
+    """The blend's value and its three weights from the summary line of a classification fit,
+    ``Test ROC-AUC: 0.85 (prediction: blend of network 0.30, SVM 0.25, forest 0.45) | 0.81
+    (network) | 0.83 (ECFP4 Tanimoto SVC) | 0.86 (ECFP4 random forest)``."""
+    line = next(x for x in out.splitlines() if x.startswith(f"Test {metric}:"))
+    found = re.search(r": (\d\.\d{4}) \(prediction: blend of network (\d\.\d\d), SVM (\d\.\d\d), "
+                      r"forest (\d\.\d\d)\) \| \d\.\d{4} \(network\) \| \d\.\d{4} \(ECFP4 Tanimoto "
+                      r"SVC\) \| \d\.\d{4} \(ECFP4 random forest\)$", line)
+    assert found, line
+    return float(found.group(1)), [float(found.group(k)) for k in (2, 3, 4)]
 
 
 def _network_only(path, tmp_path) -> Predictor:
@@ -123,17 +147,25 @@ def _conformal_by_hand(residual: np.ndarray, half: np.ndarray) -> tuple[float, f
     return float(np.sqrt(np.mean(np.square(z)))), float(z[k - 1])
 
 
-def _by_hand_weight(network, classical, target, loss) -> float:
-    """The grid 0, 0.05, ..., 1, its minimiser on each of 200 bootstrap resamples of the rows
-    (the seeded draws blend.py makes), and their mean, written out here as loops."""
-    grid = [i / 20 for i in range(21)]
+def _by_hand_weight(network, members, target, loss):
+    """The grid of weights in steps of 0.05 summing to 1 (the network's ascending, then the
+    first member's), its minimiser on each of 200 bootstrap resamples of the rows (the seeded
+    draws blend.py makes), and their mean, written out here as loops: the network's weight
+    (one member) or the weights ``[network, SVM, forest]`` (two)."""
+    steps = [i / 20 for i in range(21)]
+    if len(members) == 1:
+        grid = [(w, 1 - w) for w in steps]
+    else:
+        grid = [(a, b, 1 - a - b) for a in steps for b in steps if a + b <= 1 + 1e-12]
     n = len(target)
     draws = np.random.default_rng(0).integers(0, n, size=(200, n))
     picks = []
     for idx in draws:
-        losses = [loss(target[idx], w * network[idx] + (1 - w) * classical[idx]) for w in grid]
+        losses = [loss(target[idx], w[0] * network[idx] + sum(
+            wk * m[idx] for wk, m in zip(w[1:], members))) for w in grid]
         picks.append(grid[int(np.argmin(losses))])
-    return float(np.mean(picks))
+    mean = np.mean(picks, axis=0)
+    return float(mean[0]) if len(members) == 1 else mean
 
 
 def test_regression_blend_recomputed_from_the_written_predictions(tmp_path, capsys,
@@ -155,7 +187,7 @@ def test_regression_blend_recomputed_from_the_written_predictions(tmp_path, caps
         ckpt = torch.load(path, weights_only=True)
         stored = ckpt["callbacks"]["ClassicalBaseline"]["blend_weight"]
         factors = ckpt["callbacks"]["ClassicalBaseline"]["blend_calibration"]
-        assert stored.dtype == factors.dtype == torch.float64 and stored.shape == (1,)
+        assert stored.dtype == factors.dtype == torch.float64 and stored.shape == (1, 2)
         assert factors.shape == (2, 1) and name == "best" or ckpt["epoch"] == 1
         # the weight, by hand from the checkpoint's own validation predictions (predict's
         # columns: the network's and the classical model's)
@@ -163,9 +195,10 @@ def test_regression_blend_recomputed_from_the_written_predictions(tmp_path, caps
         network = _network_only(path, tmp_path).predict(valid["smiles"].tolist())
         np.testing.assert_array_equal(table["target_network"], network["target_pred"])
         w = _by_hand_weight(table["target_network"].to_numpy(),
-                            table["target_ecfp_svm"].to_numpy(), valid["target"].to_numpy(),
+                            [table["target_ecfp_svm"].to_numpy()], valid["target"].to_numpy(),
                             lambda y, p: np.mean((y - p) ** 2))
-        assert float(stored[0]) == pytest.approx(w, abs=1e-9)
+        assert float(stored[0, 0]) == pytest.approx(w, abs=1e-9)
+        assert float(stored[0, 1]) == pytest.approx(1 - w, abs=1e-9)
         mixed = w * table["target_network"] + (1 - w) * table["target_ecfp_svm"]
         np.testing.assert_allclose(table["target_pred"], mixed, rtol=1e-6)
         # its interval: the conformal factor of |y - blend| / (the network's half-width)
@@ -184,7 +217,8 @@ def test_regression_blend_recomputed_from_the_written_predictions(tmp_path, caps
     # the test MAE and coverage of the blend from test_predictions.csv and the stored model
     test = pd.read_csv(run / "test_predictions.csv")
     model = ClassicalModel.from_state(state, num_tasks=1)
-    svm = model.predict(ecfp4(test["smiles"].tolist()))[:, 0]
+    assert model.members == ("svm",)  # regression: no forest
+    svm = model.predict(ecfp4(test["smiles"].tolist()))[:, 0, 0]
     mae = np.abs(w * test["target_network"] + (1 - w) * svm - test["target"]).mean()
     assert metrics["test/mae_blend"].dropna().iloc[0] == pytest.approx(mae, rel=1e-5)
     inside = (test["target_lower"] <= test["target"]) & (test["target"] <= test["target_upper"])
@@ -214,17 +248,20 @@ def test_classification_blends_probabilities(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     run, frame = _fit(tmp_path, "classification", "--model.init_args.objective.platt_scaling", "true")
     out = capsys.readouterr().out
-    _, shown_w = _summary_weight(out, "ROC-AUC")
+    _, shown = _summary_weights(out, "ROC-AUC")
     best = str(run / "checkpoints" / "best.ckpt")
     stored = torch.load(best, weights_only=True)["callbacks"]["ClassicalBaseline"][
         "blend_weight"]
     valid = frame[frame["split"] == "valid"]
     predictor = Predictor.from_checkpoint(best)
     table = predictor.predict(valid["smiles"].tolist())
+    members = ("target_ecfp_svm", "target_ecfp_rf")
     w = _by_hand_weight(table["target_network"].to_numpy(),
-                        table["target_ecfp_svm"].to_numpy(), valid["target"].to_numpy(),
+                        [table[m].to_numpy() for m in members], valid["target"].to_numpy(),
                         lambda y, p: log_loss(y, p, labels=[0, 1]))
-    assert float(stored[0]) == pytest.approx(w, abs=1e-9) and shown_w == round(w, 2)
+    assert stored.shape == (1, 3)
+    np.testing.assert_allclose(stored[0].numpy(), w, atol=1e-9)
+    assert shown == [round(x, 2) for x in w]
     assert "blend_calibration" not in torch.load(best, weights_only=True)["callbacks"][
         "ClassicalBaseline"]  # a probability has no interval
     test = pd.read_csv(run / "test_predictions.csv")
@@ -232,8 +269,8 @@ def test_classification_blends_probabilities(tmp_path, capsys, monkeypatch):
     np.testing.assert_allclose(table["target_network"], test["target_network"], rtol=1e-5)
     np.testing.assert_allclose(table["target_pred"], test["target_pred"], rtol=1e-5)
     mixed = table["target_pred"].to_numpy()
-    np.testing.assert_allclose(mixed, w * table["target_network"]
-                               + (1 - w) * table["target_ecfp_svm"], rtol=1e-6)
+    np.testing.assert_allclose(mixed, w[0] * table["target_network"] + w[1] * table[
+        "target_ecfp_svm"] + w[2] * table["target_ecfp_rf"], rtol=1e-6)
     assert ((mixed >= 0) & (mixed <= 1)).all()
     rocauc = pd.read_csv(run / "metrics.csv")["test/rocauc_blend"].dropna()
     assert rocauc.tolist() == [pytest.approx(roc_auc_score(test["target"], mixed), rel=1e-5)]
@@ -275,12 +312,13 @@ def test_a_column_without_a_classical_model_keeps_the_network(tmp_path, capsys, 
     out = capsys.readouterr().out
     best = str(runs / "version_0" / "checkpoints" / "best.ckpt")
     state = torch.load(best, weights_only=True)["callbacks"]["ClassicalBaseline"]
-    assert state["tasks"][1]["C"] == 0.0 and float(state["blend_weight"][1]) == 1.0
-    assert 0 < float(state["blend_weight"][0]) < 1
+    assert state["tasks"][1]["C"] == 0.0 and state["blend_weight"][1].tolist() == [1, 0, 0]
+    assert state["forests"][1] is None and state["forests"][0] is not None
+    assert 0 < float(state["blend_weight"][0, 0]) < 1
     line = next(x for x in out.splitlines() if x.startswith("Test ROC-AUC:"))
-    assert ", 1.00) | " in line and "(prediction: blend, network weight " in line
+    assert "; network weight of every column " in line and ", 1.00) | " in line
     table = Predictor.from_checkpoint(best).predict(["CCO", "c1ccccc1", "CCCCN"])
-    assert table["b_ecfp_svm"].isna().all()
+    assert table["b_ecfp_svm"].isna().all() and table["b_ecfp_rf"].isna().all()
     np.testing.assert_array_equal(table["b_network"], table["b_pred"])
 
 
@@ -289,15 +327,16 @@ def test_weight_keeps_the_network_when_no_weight_has_a_finite_loss():
     network = np.array([1e200, -1e200, 1e200])
     classical = np.array([-1e200, 1e200, 1.0])
     target = np.array([1e200, -1e200, -1e200])
-    assert validation_weight(network, classical, target, "regression") == 1.0
+    np.testing.assert_array_equal(validation_weight(network, classical, target, "regression"),
+                                  [1.0, 0.0])
     # rows with a non-finite prediction are left out of the choice, not turned into NaN
     net = np.array([[1.0], [np.inf], [3.0]])
     svm = np.array([[1.0], [2.0], [3.0]])
     y = np.array([[1.0], [2.0], [3.0]])
-    w = blend_weights(net, svm, y, "regression")
-    assert w.shape == (1,) and 0.0 <= w[0] <= 1.0
+    w = blend_weights(net, svm[..., None], y, "regression")
+    assert w.shape == (1, 2) and 0.0 <= w[0, 0] <= 1.0
     # two finite rows where both models are exact: every weight ties, the smallest wins (0)
-    assert w[0] == 0.0
+    assert w[0, 0] == 0.0
 
 
 def test_blended_outputs_by_hand():
@@ -308,8 +347,8 @@ def test_blended_outputs_by_hand():
                "std": np.array([[0.2, 0.1], [0.4, 0.1]]),
                "lower": np.array([[0.5, 4.0], [1.5, 5.0]]),
                "upper": np.array([[1.5, 6.0], [2.5, 7.0]])}
-    classical = np.array([[3.0, np.nan], [4.0, np.nan]])
-    weight = np.array([0.25, 1.0])
+    classical = np.array([[3.0, np.nan], [4.0, np.nan]])[..., None]
+    weight = np.array([[0.25, 0.75], [1.0, 0.0]])
     out = blended_outputs(network, classical, weight, np.array([[2.0, 9.0], [3.0, 9.0]]))
     np.testing.assert_allclose(out["prediction"], [[2.5, 5.0], [3.5, 6.0]])
     np.testing.assert_allclose(out["lower"], [[1.0, 4.0], [2.0, 5.0]])   # 2.5 - 3 * 0.5
@@ -321,7 +360,7 @@ def test_blended_outputs_by_hand():
     old = blended_outputs(network, classical, weight, None)  # a checkpoint before the factors
     np.testing.assert_allclose(old["upper"], unknown["upper"])
     probability = blended_outputs({"prediction": np.array([[0.8]]), "std": np.array([[0.1]])},
-                                  np.array([[0.4]]), np.array([0.5]), None)
+                                  np.array([[[0.4]]]), np.array([[0.5, 0.5]]), None)
     np.testing.assert_allclose(probability["prediction"], [[0.6]])
     np.testing.assert_allclose(probability["std"], [[0.05]])
     factors = fit_blend_calibration(np.array([[1.0], [2.0], [3.0]]),

@@ -66,6 +66,8 @@ def test_svr_from_stored_arrays_equals_sklearn_predict():
     stored = ClassicalModel.from_state(model.state_dict(), num_tasks=2)
     query = ecfp4(["CCCO", "c1ccccc1O", "CCN(C)C"])
     got = stored.predict(query)
+    assert got.shape == (3, 2, 1) and stored.members == ("svm",)
+    got = got[..., 0]
     for t in range(2):
         keep = ~np.isnan(labels[:, t])
         x, target = bits[keep], labels[keep, t]
@@ -91,7 +93,7 @@ def test_svc_from_stored_arrays_equals_sklearn_predict_proba():
         SVC(kernel="precomputed", C=entry["C"]), method="sigmoid", ensemble=False,
         cv=StratifiedKFold(5, shuffle=True, random_state=3)).fit(tanimoto_kernel(bits, bits), y)
     expected = calibrated.predict_proba(tanimoto_kernel(query, bits))[:, 1]
-    np.testing.assert_allclose(model.predict(query)[:, 0], expected, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(model.predict(query)[:, 0, 0], expected, rtol=1e-10, atol=1e-12)
     one_class = fit_task(tanimoto_kernel(bits, bits), np.zeros(len(y)), "classification")
     assert one_class["C"] == 0 and len(one_class["support"]) == 0
 
@@ -137,7 +139,7 @@ def test_csv_fit_scores_the_classical_model_and_predict_writes_its_columns(
     state = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
     model = ClassicalModel.from_state(state["callbacks"]["ClassicalBaseline"], num_tasks=1)
     test = frame[frame["split"] == "test"]
-    mae = np.abs(model.predict(ecfp4(test["smiles"].tolist()))[:, 0] - test["target"]).mean()
+    mae = np.abs(model.predict(ecfp4(test["smiles"].tolist()))[:, 0, 0] - test["target"]).mean()
     assert value.iloc[0] == pytest.approx(mae, rel=1e-5)
     train = frame[frame["split"] == "train"]
     assert sorted(model.train_rows) == train.index.tolist()
@@ -157,7 +159,7 @@ def test_csv_fit_scores_the_classical_model_and_predict_writes_its_columns(
     np.testing.assert_allclose(ok["nearest_train_similarity"], kernel.max(1), atol=1e-6)
     assert ok["nearest_train_row"].tolist() == train.index[kernel.argmax(1)].tolist()
     np.testing.assert_allclose(ok["target_ecfp_svm"],
-                               model.predict(ecfp4([query[i] for i in (0, 1, 3)]))[:, 0],
+                               model.predict(ecfp4([query[i] for i in (0, 1, 3)]))[:, 0, 0],
                                rtol=1e-6)
     from graph_urpe import Predictor  # the Python API gives the same columns
 
@@ -195,15 +197,23 @@ def test_classification_summary_and_switching_it_off(tmp_path, capsys, caplog):
     caplog.set_level(logging.INFO, logger=RANK_ZERO)
     run, _ = _fit(tmp_path, "classification")
     out = capsys.readouterr().out
-    assert "Classical model (ECFP4 Tanimoto SVC) fitted on 30" in caplog.text
-    assert "(network) | " in next(x for x in out.splitlines() if x.startswith("Test ROC-AUC:"))
-    assert pd.read_csv(run / "metrics.csv")["test/rocauc_classical"].notna().sum() == 1
+    assert "Classical model (ECFP4 Tanimoto SVC and a random forest of 500 trees) fitted on " \
+        "30" in caplog.text
+    line = next(x for x in out.splitlines() if x.startswith("Test ROC-AUC:"))
+    metrics = pd.read_csv(run / "metrics.csv")
+    assert line.endswith(f"(network) | {metrics['test/rocauc_classical'].dropna().iloc[0]:.4f} "
+                         f"(ECFP4 Tanimoto SVC) | {metrics['test/rocauc_forest'].dropna().iloc[0]:.4f}"
+                         " (ECFP4 random forest)")
+    for member in ("classical", "forest"):
+        assert metrics[f"test/rocauc_{member}"].notna().sum() == 1
+        assert metrics[f"val/rocauc_{member}"].notna().sum() == 1
     (tmp_path / "runs").rename(tmp_path / "first")
     caplog.clear()
     run, _ = _fit(tmp_path, "classification", "--classical_baseline", "false")
     out = capsys.readouterr().out
     assert "Classical model" not in caplog.text and "(network)" not in out
-    assert not [c for c in pd.read_csv(run / "metrics.csv").columns if "classical" in c]
+    assert not [c for c in pd.read_csv(run / "metrics.csv").columns if c.endswith(
+        ("classical", "forest", "blend"))]
     state = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
     assert "ClassicalBaseline" not in state["callbacks"]
 
@@ -225,7 +235,19 @@ def _weight_above_one(state):
 
 
 def _two_weights(state):
-    state["blend_weight"] = torch.tensor([0.5, 0.5], dtype=torch.float64)
+    state["blend_weight"] = torch.tensor([[0.5, 0.5], [0.5, 0.5]], dtype=torch.float64)
+
+
+def _three_weights(state):
+    state["blend_weight"] = torch.tensor([[0.5, 0.25, 0.25]], dtype=torch.float64)
+
+
+def _weights_not_summing_to_one(state):
+    state["blend_weight"][0, 1] = 0.9
+
+
+def _forest_for_regression(state):
+    state["forests"] = [None]
 
 
 def _negative_interval(state):
@@ -239,7 +261,10 @@ def _calibration_without_weight(state):
 @pytest.mark.parametrize(("edit", "named"), [
     (_nan_coefficient, "tasks[0].dual_coef holds values that are not finite"),
     (_weight_above_one, "blend_weight holds values that are not finite numbers in [0, 1]"),
-    (_two_weights, "blend_weight has 2 values for 1 label columns"),
+    (_two_weights, "blend_weight has 2 rows for 1 label columns"),
+    (_three_weights, "blend_weight has 3 weights a column for the network and 1 member(s)"),
+    (_weights_not_summing_to_one, "blend_weight has a column whose weights do not sum to 1"),
+    (_forest_for_regression, "forests is not a list of 1 classification columns' forests"),
     (_negative_interval, "blend_calibration holds values that are not NaN or finite numbers >= 0"),
     (_calibration_without_weight, "blend_calibration without blend_weight"),
     (_short_fingerprints, "train_fingerprints [30, 100] / train_rows [30] are not [N, 256]"),

@@ -33,11 +33,10 @@ from graph_urpe.data.modules.graph import BatchedGraphDataModule, GraphDataModul
 from graph_urpe.files import atomic_write_csv
 from graph_urpe.models.blend import SUFFIX, tested_note
 from graph_urpe.models.calibration import SUMMARY_LABELS as UNCERTAINTY_LABELS
-from graph_urpe.models.classical_baseline import METHOD_NAMES, ClassicalBaseline
+from graph_urpe.models.classical import MEMBER_NAMES
+from graph_urpe.models.classical_baseline import MEMBER_METRICS, METHOD_NAMES, ClassicalBaseline
 from graph_urpe.models.metrics import METRICS
 
-CLASSICAL = "_classical"
-"""The suffix of the classical model's metrics (``test/<metric>_classical``)."""
 
 SMALL_TEST_SPLIT = 20
 """Below this many test graphs the end-of-fit summary warns that the test metrics say little."""
@@ -235,10 +234,13 @@ def print_fit_summary(trainer: Trainer, metrics: dict[str, float] | None, run_di
     lines = ["", "=" * 72, f"Training {how_training_ended(trainer)}"]
     if metrics:
         shown = {k[5:]: v for k, v in metrics.items()
-                 if k[:5] == "test/" and "/" not in k[5:] and not k.endswith((CLASSICAL, SUFFIX))
+                 if k[:5] == "test/" and "/" not in k[5:]
+                 and not k.endswith((*MEMBER_METRICS.values(), SUFFIX))
                  and k[5:] not in ("num_graphs", "num_nodes")}
-        classical = {k[5:-len(CLASSICAL)]: v for k, v in metrics.items()
-                     if k.startswith("test/") and k.endswith(CLASSICAL)}
+        members = {member: {k[5:-len(suffix)]: v for k, v in metrics.items()
+                            if k.startswith("test/") and k.endswith(suffix)}
+                   for member, suffix in MEMBER_METRICS.items()}
+        classical = members["svm"]
         order = [*METRICS, "baseline_accuracy", "loss", *UNCERTAINTY_LABELS]
         labels = {**{m: info.label for m, info in METRICS.items()}, "loss": "loss",
                   "baseline_accuracy": "accuracy of the majority class (baseline)",
@@ -263,6 +265,8 @@ def print_fit_summary(trainer: Trainer, metrics: dict[str, float] | None, run_di
             if key in classical:  # the classical model's and the blend's (ClassicalBaseline)
                 method = METHOD_NAMES.get(task, "classical")
                 parts.append(f"{_format(classical[key])} ({method})")
+                if key in members["forest"]:
+                    parts.append(f"{_format(members['forest'][key])} ({MEMBER_NAMES['forest']})")
             if blend is not None and note:  # the blend is predict's <target>_pred
                 parts.insert(0, f"{_format(blend)} (prediction: {note})")
             value = " | ".join(parts)

@@ -34,7 +34,8 @@ def row_errors(pred: np.ndarray, target: np.ndarray, model: ClassicalModel) -> n
     """The error of each row that :func:`similarity_threshold` reads.
 
     Args:
-        pred (numpy.ndarray): ``[N, T]`` the model's predictions.
+        pred (numpy.ndarray): ``[N, T]`` the SVM's predictions (the first member of
+            :meth:`ClassicalModel.predict <graph_urpe.models.classical.ClassicalModel.predict>`).
         target (numpy.ndarray): ``[N, T]`` labels, NaN = missing.
         model (ClassicalModel): the model (its task; regression: the training stds).
 

@@ -1,24 +1,32 @@
-r"""The blend of the network and the classical model of a CSV fit (issue 41, item 2): per label
-column :math:`w \cdot \text{network} + (1 - w) \cdot \text{classical}` (labels' units for
-regression, probabilities of class 1 for classification).
+r"""The blend of the network and the classical model's members in a CSV fit (issue 41, item 2):
+per label column :math:`w_0 \cdot \text{network} + \sum_k w_k \cdot \text{member}_k` with
+weights :math:`w \ge 0` summing to 1 (labels' units for regression, probabilities of class 1 for
+classification). The members are those of
+:class:`~graph_urpe.models.classical.ClassicalModel` (:attr:`~graph_urpe.models.classical.
+ClassicalModel.members`): the ECFP4 SVM, and for classification a random forest on ECFP4 beside
+it (:mod:`graph_urpe.models.forest`); with one member the blend is
+:math:`w \cdot \text{network} + (1 - w) \cdot \text{SVM}`.
 
-The weight of a column is chosen on the validation rows of the checkpoint it belongs to, as far
-as those rows agree (:func:`blend_weights`): :math:`w_\text{val}`, the weight of
-:data:`WEIGHT_GRID` with the smallest validation MSE (regression) or log-loss (classification),
-is found again on :data:`BOOTSTRAP_DRAWS` bootstrap resamples of the validation rows (seeded),
-and :math:`w` is their mean (:func:`bagged_weight`; bagging, Breiman 1996, applied to the choice).
-Where the rows say one thing (one model clearly ahead) every resample picks it and :math:`w` is
-that model's; where they are split (a validation split of ~50 molecules between two close
-models), the picks scatter and :math:`w` stays between them. It replaced a fixed prior
-(:math:`w_0 = 0.5` worth 100 rows), which on FreeSolv kept :math:`w` near 0.7 although the
-validation rows put the network far ahead (test MAE 1.76 against the network's 1.50; the bagged
-weight 1.51, on BACE, BACE pIC50 and Lipophilicity as good as the prior:
-``benchmarks/blend_rules.py``, ``benchmarks/README.md`` section 21b). No validation row:
-:data:`NO_EVIDENCE_WEIGHT`. A column without a classical model keeps :math:`w = 1` (the network).
+The weights of a column are chosen on the validation rows of the checkpoint they belong to, as
+far as those rows agree (:func:`blend_weights`): :math:`w_\text{val}`, the point of the simplex
+grid of step 0.05 (:func:`simplex_grid`) with the smallest validation MSE (regression) or
+log-loss (classification), is found again on :data:`BOOTSTRAP_DRAWS` bootstrap resamples of the
+validation rows (seeded), and :math:`w` is their mean (:func:`bagged_weight`; bagging, Breiman
+1996, applied to the choice). Where the rows say one thing (one model clearly ahead) every
+resample picks it and :math:`w` is that model's; where they are split (a validation split of ~50
+molecules between two close models), the picks scatter and :math:`w` stays between them. It
+replaced a fixed prior (:math:`w_0 = 0.5` worth 100 rows), which on FreeSolv kept :math:`w_0`
+near 0.7 although the validation rows put the network far ahead (test MAE 1.76 against the
+network's 1.50; the bagged weight 1.51, on BACE, BACE pIC50 and Lipophilicity as good as the
+prior: ``benchmarks/blend_rules.py``, ``benchmarks/README.md`` section 21b). Choosing among three
+(network, SVM, forest) on the same rows lifts BACE's test ROC-AUC from 0.841 (network and SVM) to
+0.855 and leaves the other sets within 0.001 (section 29). No validation row: the network's
+weight is :data:`NO_EVIDENCE_WEIGHT`, the members share the rest. A column without a classical
+model keeps :math:`w_0 = 1` (the network).
 
-:class:`~graph_urpe.models.classical_baseline.ClassicalBaseline` fits it (the stored weight of
+:class:`~graph_urpe.models.classical_baseline.ClassicalBaseline` fits it (the stored weights of
 each checkpoint from that checkpoint's validation predictions; the tested checkpoint's again
-at ``test``), logs ``val|test/<metric>_blend`` and keeps it in the checkpoint
+at ``test``), logs ``val|test/<metric>_blend`` and keeps them in the checkpoint
 (``blend_weight``). For regression the blend has its own uncertainty, fitted on the same
 validation rows (:func:`fit_blend_calibration`, ``blend_calibration``). ``predict`` writes the
 blend as ``<target>_pred`` with its ``_std`` / ``_lower`` / ``_upper`` (:func:`blended_outputs`)
@@ -28,6 +36,7 @@ and the network's own prediction as ``<target>_network``
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -35,53 +44,83 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["BOOTSTRAP_DRAWS", "NO_EVIDENCE_WEIGHT", "SUFFIX", "WEIGHT_GRID", "bagged_weight",
+__all__ = ["BOOTSTRAP_DRAWS", "GRID_STEPS", "NO_EVIDENCE_WEIGHT", "SUFFIX", "bagged_weight",
            "blend", "blend_std", "blend_weights", "blended_outputs", "fit_blend_calibration",
-           "network_predictions", "stored_blend_problem", "tested_note", "validation_weight",
-           "weight_note"]
+           "network_predictions", "simplex_grid", "stored_blend_problem", "tested_note",
+           "upgrade_weight", "validation_weight", "weight_note"]
 
 NO_EVIDENCE_WEIGHT = 0.5
-"""The network's weight of a column with no labelled validation row: the 50/50 average."""
+"""The network's weight of a column with no labelled validation row (the members share the
+rest equally): with one member the 50/50 average."""
 
 BOOTSTRAP_DRAWS = 200
 """Bootstrap resamples of the validation rows whose choices :func:`bagged_weight` averages."""
 
-WEIGHT_GRID = np.linspace(0.0, 1.0, 21)
-"""The network weights :math:`w_\\text{val}` is chosen from: 0, 0.05, ..., 1."""
+GRID_STEPS = 20
+"""The simplex grid's resolution: weights in steps of 1 / 20 = 0.05."""
 
 SUFFIX = "_blend"
 """The blend's metrics' suffix (``val|test/<metric>_blend``)."""
 
 
+def simplex_grid(members: int) -> np.ndarray:
+    """The weights the blend is chosen from: every ``(w_0, w_1, ..., w_K)`` of multiples of
+    ``1 / GRID_STEPS`` summing to 1, ordered by the network's weight ``w_0``, then ``w_1``, ...
+    (ascending; a tie between losses keeps the first). One member: ``(w, 1 - w)`` for ``w`` in
+    0, 0.05, ..., 1 (21 points); two: 231 points.
+
+    Args:
+        members (int): ``K >= 1``, the classical model's members.
+
+    Returns:
+        numpy.ndarray: ``[G, 1 + K]`` float64.
+
+    Raises:
+        ValueError: ``members < 1``.
+    """
+    if members < 1:
+        raise ValueError(f"members must be >= 1, got {members}")
+    points = [p + (GRID_STEPS - sum(p),) for p in itertools.product(range(GRID_STEPS + 1),
+                                                                    repeat=members)
+              if sum(p) <= GRID_STEPS]
+    return np.array(points, dtype=np.float64) / GRID_STEPS
+
+
+def _as_members(classical: np.ndarray) -> np.ndarray:
+    """``[n, K]`` float64 from members given as ``[n, K]`` or, for one member, ``[n]``."""
+    classical = np.asarray(classical, np.float64)
+    return classical[:, None] if classical.ndim < 2 else classical
+
+
 def blend(network: np.ndarray, classical: np.ndarray, weight: np.ndarray) -> np.ndarray:
-    """The blend ``w * network + (1 - w) * classical`` per column; a column with ``w = 1`` is the
-    network's (whatever the classical model's value, NaN for a column without one).
+    """The blend ``w_0 * network + sum_k w_k * member_k`` per column; a column with ``w_0 = 1``
+    is the network's (whatever the members' values, NaN for a column without a model).
 
     Args:
         network (numpy.ndarray): ``[N, T]`` the network's predictions (labels' units or
             probabilities).
-        classical (numpy.ndarray): ``[N, T]`` the classical model's, NaN = no model.
-        weight (numpy.ndarray): ``[T]`` the network's weight per column.
+        classical (numpy.ndarray): ``[N, T, K]`` the members' predictions, NaN = no model.
+        weight (numpy.ndarray): ``[T, 1 + K]`` the weights per column (the network's first).
 
     Returns:
         numpy.ndarray: ``[N, T]`` float64.
     """
-    network, classical = np.asarray(network, np.float64), np.asarray(classical, np.float64)
-    weight = np.asarray(weight, np.float64)
+    network = np.asarray(network, np.float64)
+    classical, weight = np.asarray(classical, np.float64), np.asarray(weight, np.float64)
     with np.errstate(invalid="ignore"):
-        mixed = weight * network + (1.0 - weight) * classical
-    return np.where(weight == 1.0, network, mixed)
+        mixed = weight[:, 0] * network + (classical * weight[:, 1:]).sum(-1)
+    return np.where(weight[:, 0] == 1.0, network, mixed)
 
 
 def _row_losses(network: np.ndarray, classical: np.ndarray, target: np.ndarray,
                 task: str) -> np.ndarray:
-    """``[W, n]``: each row's loss under each weight of :data:`WEIGHT_GRID` (squared error, or
+    """``[G, n]``: each row's loss under each weight of :func:`simplex_grid` (squared error, or
     log-loss with the probabilities clipped to ``[eps, 1 - eps]`` as scikit-learn's
     :func:`~sklearn.metrics.log_loss` does); ``inf`` where it is not finite (labels near the
     float range)."""
-    w = WEIGHT_GRID[:, None]
+    grid = simplex_grid(classical.shape[1])
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        p = w * network[None] + (1.0 - w) * classical[None]
+        p = grid[:, :1] * network[None] + grid[:, 1:] @ classical.T
         if task == "regression":
             loss = (p - target[None]) ** 2
         else:
@@ -91,69 +130,85 @@ def _row_losses(network: np.ndarray, classical: np.ndarray, target: np.ndarray,
     return np.where(np.isfinite(loss), loss, math.inf)
 
 
-def _choose(mean_losses: np.ndarray) -> np.ndarray:
-    """The weight of :data:`WEIGHT_GRID` with the smallest loss (the smallest on a tie) per
-    column of ``mean_losses`` ``[W, B]``; 1 (the network) where no loss is finite."""
-    picks = WEIGHT_GRID[np.argmin(mean_losses, axis=0)]
-    return np.where(np.isfinite(mean_losses).any(0), picks, 1.0)
+def _choose(mean_losses: np.ndarray, members: int) -> np.ndarray:
+    """``[B, 1 + K]``: the grid point with the smallest loss (the first on a tie) for each column
+    of ``mean_losses`` ``[G, B]``; the network alone where no loss is finite."""
+    grid = simplex_grid(members)
+    picks = grid[np.argmin(mean_losses, axis=0)]
+    return np.where(np.isfinite(mean_losses).any(0)[:, None], picks, _network_alone(members))
+
+
+def _network_alone(members: int) -> np.ndarray:
+    return np.eye(1, 1 + members).ravel()
 
 
 def validation_weight(network: np.ndarray, classical: np.ndarray, target: np.ndarray,
-                      task: str) -> float:
-    """:math:`w_\\text{val}`: the weight of :data:`WEIGHT_GRID` with the smallest validation MSE
+                      task: str) -> np.ndarray:
+    """:math:`w_\\text{val}`: the point of :func:`simplex_grid` with the smallest validation MSE
     (regression) or log-loss (classification, as scikit-learn's
-    :func:`~sklearn.metrics.log_loss` computes it); the smallest such weight on a tie.
+    :func:`~sklearn.metrics.log_loss` computes it); the first such point on a tie.
 
     Args:
         network (numpy.ndarray): ``[n]`` the network's predictions of one column's labelled rows.
-        classical (numpy.ndarray): ``[n]`` the classical model's (probabilities in ``[0, 1]``
-            for classification).
+        classical (numpy.ndarray): ``[n, K]`` the members' (``[n]`` for one; probabilities in
+            ``[0, 1]`` for classification).
         target (numpy.ndarray): ``[n]`` their labels (0/1 for classification).
         task (str): ``"regression"`` or ``"classification"``.
 
     Returns:
-        float: in ``[0, 1]``; NaN when ``n = 0``; 1 (the network's) when no weight has a finite
-        validation loss (e.g. labels near the float range).
+        numpy.ndarray: ``[1 + K]`` float64 weights summing to 1 (the network's first); NaN when
+        ``n = 0``; the network alone when no point has a finite validation loss (e.g. labels
+        near the float range).
 
     Raises:
         ValueError: for an unknown task.
     """
     _check_task(task)
+    classical = _as_members(classical)
     if len(target) == 0:
-        return math.nan
-    losses = _row_losses(*(np.asarray(a, np.float64) for a in (network, classical, target)),
-                         task)
-    return float(_choose(losses.mean(1, keepdims=True))[0])
+        return np.full(1 + classical.shape[1], math.nan)
+    losses = _row_losses(np.asarray(network, np.float64), classical,
+                         np.asarray(target, np.float64), task)
+    return _choose(losses.mean(1, keepdims=True), classical.shape[1])[0]
 
 
 def bagged_weight(network: np.ndarray, classical: np.ndarray, target: np.ndarray, task: str,
-                  draws: int = BOOTSTRAP_DRAWS, seed: int = 0) -> float:
+                  draws: int = BOOTSTRAP_DRAWS, seed: int = 0) -> np.ndarray:
     """The mean of :func:`validation_weight` over ``draws`` bootstrap resamples of the rows
-    (the module docstring).
+    (the module docstring); a resample's mean losses are its rows' counts times the rows'
+    losses (memory ``G x n`` and ``draws x n``).
 
     Args:
         network (numpy.ndarray): ``[n]`` the network's predictions of one column's labelled rows.
-        classical (numpy.ndarray): ``[n]`` the classical model's.
+        classical (numpy.ndarray): ``[n, K]`` the members' (``[n]`` for one).
         target (numpy.ndarray): ``[n]`` their labels (0/1 for classification).
         task (str): ``"regression"`` or ``"classification"``.
         draws (int, optional): resamples. (default: :data:`BOOTSTRAP_DRAWS`)
         seed (int, optional): the resampling seed. (default: :obj:`0`)
 
     Returns:
-        float: in ``[0, 1]``; :data:`NO_EVIDENCE_WEIGHT` when ``n = 0``.
+        numpy.ndarray: ``[1 + K]`` float64 weights summing to 1 (the network's first); when
+        ``n = 0`` the network's :data:`NO_EVIDENCE_WEIGHT` and the members' equal shares.
 
     Raises:
         ValueError: for an unknown task.
     """
     _check_task(task)
     n = len(target)
+    classical = _as_members(classical)
+    k = classical.shape[1]
     if n == 0:
-        return NO_EVIDENCE_WEIGHT
-    losses = _row_losses(*(np.asarray(a, np.float64) for a in (network, classical, target)),
-                         task)
+        return np.array([NO_EVIDENCE_WEIGHT] + [(1 - NO_EVIDENCE_WEIGHT) / k] * k)
+    losses = _row_losses(np.asarray(network, np.float64), classical,
+                         np.asarray(target, np.float64), task)
     idx = np.random.default_rng(seed).integers(0, n, size=(draws, n))
+    counts = np.zeros((draws, n))
+    np.add.at(counts, (np.arange(draws)[:, None], idx), 1.0)
+    finite = np.isfinite(losses)
     with np.errstate(invalid="ignore"):
-        return float(_choose(losses[:, idx].mean(-1)).mean())
+        means = (np.where(finite, losses, 0.0) @ counts.T) / n  # [G, draws]
+    means = np.where((~finite).astype(np.float64) @ counts.T > 0, math.inf, means)
+    return _choose(means, k).mean(0)
 
 
 def _check_task(task: str) -> None:
@@ -163,28 +218,42 @@ def _check_task(task: str) -> None:
 
 def blend_weights(network: np.ndarray, classical: np.ndarray, target: np.ndarray,
                   task: str, modelled: np.ndarray | None = None) -> np.ndarray:
-    """The network's weight of each column from validation rows (module docstring): the rows
-    where the label and both predictions are finite; ``1`` for a column without a classical
-    model.
+    """The weights of each column from validation rows (module docstring): the rows where the
+    label, the network's and every member's predictions are finite; the network alone for a
+    column without a classical model.
 
     Args:
         network (numpy.ndarray): ``[N, T]`` the network's validation predictions.
-        classical (numpy.ndarray): ``[N, T]`` the classical model's, NaN = no model.
+        classical (numpy.ndarray): ``[N, T, K]`` the members', NaN = no model.
         target (numpy.ndarray): ``[N, T]`` labels, NaN = missing.
         task (str): ``"regression"`` or ``"classification"``.
         modelled (numpy.ndarray, optional): ``[T]`` bool, the columns with a classical model.
             (default: :obj:`None`: those with a prediction that is not NaN)
 
     Returns:
-        numpy.ndarray: ``[T]`` float64 in ``[0, 1]``.
+        numpy.ndarray: ``[T, 1 + K]`` float64, each row summing to 1 (the network's first).
     """
     network, classical, target = (np.asarray(a, np.float64) for a in (network, classical, target))
-    out = np.ones(target.shape[1])
-    modelled = (~np.isnan(classical)).any(0) if modelled is None else modelled
+    k = classical.shape[2]
+    out = np.tile(_network_alone(k), (target.shape[1], 1))
+    modelled = (~np.isnan(classical)).any((0, 2)) if modelled is None else modelled
     for t in np.flatnonzero(modelled):
-        keep = np.isfinite(network[:, t]) & np.isfinite(classical[:, t]) & np.isfinite(target[:, t])
+        keep = np.isfinite(network[:, t]) & np.isfinite(classical[:, t]).all(1) & np.isfinite(
+            target[:, t])
         out[t] = bagged_weight(network[keep, t], classical[keep, t], target[keep, t], task)
     return out
+
+
+def upgrade_weight(weight: np.ndarray) -> np.ndarray:
+    """``[T, 1 + K]`` weights from a stored ``blend_weight``: one written before the classical
+    model had several members (``[T]``, the network's weight ``w`` beside the SVM's ``1 - w``)
+    becomes ``[T, 2]``; a ``[T, 1 + K]`` one is returned as it is.
+
+    Args:
+        weight (numpy.ndarray): ``[T]`` or ``[T, 1 + K]`` float64.
+    """
+    weight = np.asarray(weight, np.float64)
+    return np.stack([weight, 1.0 - weight], 1) if weight.ndim == 1 else weight
 
 
 def network_predictions(trainer: Any, module: Any, loader: Any, size: int
@@ -259,15 +328,15 @@ def blended_outputs(network: dict[str, np.ndarray], classical: np.ndarray, weigh
     network has a ``std``, the blend's std ``s h`` (:func:`fit_blend_calibration`: ``h`` the
     network's half-width); a column whose factors are NaN (no validation label, or a
     checkpoint written before the blend had its own) keeps the network's half-width and std
-    around the blend. Classification: an ensemble's ``std`` of the probability times ``w`` (the
-    classical model's probability is one number). A column with ``w = 1`` is the network's,
+    around the blend. Classification: an ensemble's ``std`` of the probability times ``w_0`` (the
+    members' probabilities are single numbers). A column with ``w_0 = 1`` is the network's,
     every output unchanged.
 
     Args:
         network (dict[str, numpy.ndarray]): the network's outputs ``[N, T]`` (``prediction``,
             optionally ``std``, ``lower``, ``upper``).
-        classical (numpy.ndarray): ``[N, T]`` the classical model's predictions, NaN = none.
-        weight (numpy.ndarray): ``[T]`` the network's weight per column.
+        classical (numpy.ndarray): ``[N, T, K]`` the members' predictions, NaN = none.
+        weight (numpy.ndarray): ``[T, 1 + K]`` the weights per column (the network's first).
         calibration (numpy.ndarray, optional): ``[2, T]`` from :func:`fit_blend_calibration`.
 
     Returns:
@@ -276,10 +345,10 @@ def blended_outputs(network: dict[str, np.ndarray], classical: np.ndarray, weigh
     weight = np.asarray(weight, np.float64)
     mean = blend(network["prediction"], classical, weight)
     out = {"prediction": mean}
-    own = weight == 1.0
+    own = weight[:, 0] == 1.0
     if "lower" not in network:
         if "std" in network:
-            out["std"] = np.where(own, network["std"], weight * np.asarray(network["std"]))
+            out["std"] = np.where(own, network["std"], weight[:, 0] * np.asarray(network["std"]))
         return out
     half = _half_width(network)
     factors = np.full((2, len(weight)), np.nan) if calibration is None else calibration
@@ -311,47 +380,59 @@ def blend_std(network: dict[str, np.ndarray], calibration: np.ndarray | None) ->
     return np.where(np.isnan(scale), fallback, scale * half)
 
 
-def stored_blend_problem(state: Mapping[str, Any], num_tasks: int) -> str | None:
+def stored_blend_problem(state: Mapping[str, Any], num_tasks: int, members: int = 1
+                         ) -> str | None:
     """What makes the blend's entries of a stored classical state differ from what this version
-    writes, or :obj:`None`: ``blend_weight`` a float64 tensor ``[T]`` of finite values in
-    ``[0, 1]``; ``blend_calibration`` (only with a weight) a float64 tensor ``[2, T]`` of values
-    >= 0 or NaN. A state with neither (no blend) has no problem.
+    writes, or :obj:`None`: ``blend_weight`` a float64 tensor ``[T, 1 + K]`` of finite values
+    in ``[0, 1]``, each row summing to 1 (or ``[T]``, the network's weight beside one member, as
+    versions before the forest wrote it); ``blend_calibration`` (only with a weight) a float64
+    tensor ``[2, T]`` of values >= 0 or NaN. A state with neither (no blend) has no problem.
 
     Args:
         state (Mapping[str, Any]): the state read from a received checkpoint.
         num_tasks (int): ``T``, the label columns.
+        members (int, optional): ``K``, the classical model's members. (default: :obj:`1`)
 
     Returns:
         str or None: one line naming the first difference, or :obj:`None`.
     """
     if "blend_calibration" in state and "blend_weight" not in state:
         return "blend_calibration without blend_weight"
-    for name, dims, values_problem in (("blend_weight", 1, _weight_values_problem),
-                                       ("blend_calibration", 2, _calibration_values_problem)):
+    for name, dims, values_problem in (("blend_weight", (2, 1), _weight_values_problem),
+                                       ("blend_calibration", (2,), _calibration_values_problem)):
         if name not in state:
             continue
         value = state[name]
         if not (isinstance(value, torch.Tensor) and value.dtype == torch.float64
-                and value.dim() == dims):
+                and value.dim() in dims):
             kind = f"a {value.dtype} tensor of {value.dim()} dims" if isinstance(
                 value, torch.Tensor) else type(value).__name__
-            return f"{name} is {kind}, this version writes a torch.float64 tensor of {dims} dims"
-        problem = values_problem(value, num_tasks)
+            return f"{name} is {kind}, this version writes a torch.float64 tensor of {dims[0]} dims"
+        problem = values_problem(value, num_tasks, members)
         if problem:
             return problem
     return None
 
 
-def _weight_values_problem(value: torch.Tensor, num_tasks: int) -> str | None:
-    """One line if a float64 ``blend_weight`` is not ``[T]`` finite values in ``[0, 1]``."""
+def _weight_values_problem(value: torch.Tensor, num_tasks: int, members: int) -> str | None:
+    """One line if a float64 ``blend_weight`` is not ``[T, 1 + K]`` (or, with one member,
+    ``[T]``) finite values in ``[0, 1]`` whose rows sum to 1."""
     if value.shape[0] != num_tasks:
-        return f"blend_weight has {value.shape[0]} values for {num_tasks} label columns"
+        return f"blend_weight has {value.shape[0]} rows for {num_tasks} label columns"
+    if value.dim() == 1 and members != 1:
+        return f"blend_weight holds one weight a column for a classical model of {members} members"
+    if value.dim() == 2 and value.shape[1] != 1 + members:
+        return (f"blend_weight has {value.shape[1]} weights a column for the network and "
+                f"{members} member(s)")
     if not bool(torch.isfinite(value).all()) or bool((value < 0).any() | (value > 1).any()):
         return "blend_weight holds values that are not finite numbers in [0, 1]"
+    if value.dim() == 2 and bool(((value.sum(1) - 1).abs() > 1e-9).any()):
+        return "blend_weight has a column whose weights do not sum to 1"
     return None
 
 
-def _calibration_values_problem(value: torch.Tensor, num_tasks: int) -> str | None:
+def _calibration_values_problem(value: torch.Tensor, num_tasks: int, members: int
+                                ) -> str | None:
     """One line if a float64 ``blend_calibration`` is not ``[2, T]`` values >= 0 or NaN."""
     if tuple(value.shape) != (2, num_tasks):
         return f"blend_calibration has shape {list(value.shape)}, not [2, {num_tasks}]"
@@ -361,27 +442,36 @@ def _calibration_values_problem(value: torch.Tensor, num_tasks: int) -> str | No
     return None
 
 
-def weight_note(weight: np.ndarray) -> str:
-    """How the summary names the blend: ``"blend, network weight 0.42"`` (one weight per
-    column, the first four).
+def weight_note(weight: np.ndarray, names: tuple[str, ...] = ("SVM",)) -> str:
+    """How the summary names the blend: ``"blend, network weight 0.42"`` with one member, with
+    several the weights of the first column (``"blend of network 0.34, SVM 0.22, forest
+    0.44"``); several columns add the network's weight of the next ones (the first four).
 
     Args:
-        weight (numpy.ndarray): ``[T]`` the network's weight per label column, in ``[0, 1]``.
+        weight (numpy.ndarray): ``[T, 1 + K]`` the weights per label column (the network's
+            first).
+        names (tuple[str, ...], optional): the members' names. (default: ``("SVM",)``)
 
     Returns:
         str: e.g. ``"blend, network weight 0.42, 1.00"``.
     """
-    shown = ", ".join(f"{w:.2f}" for w in np.asarray(weight)[:4])
-    return f"blend, network weight {shown}{', ...' if len(weight) > 4 else ''}"
+    weight = upgrade_weight(weight)
+    shown = ", ".join(f"{w:.2f}" for w in weight[:4, 0])
+    more = ", ..." if len(weight) > 4 else ""
+    if weight.shape[1] == 2:
+        return f"blend, network weight {shown}{more}"
+    first = ", ".join(f"{n} {w:.2f}" for n, w in zip(("network", *names), weight[0]))
+    rest = f"; network weight of every column {shown}{more}" if len(weight) > 1 else ""
+    return f"blend of {first}{rest}"
 
 
 def tested_note(callbacks: Any) -> str | None:
     """How the fit summary names the tested checkpoint's blend (:func:`weight_note`), or
-    :obj:`None` when no callback holds a tested weight (``ClassicalBaseline.tested_weight``).
+    :obj:`None` when no callback holds a tested blend (``ClassicalBaseline.tested``).
 
     Args:
         callbacks (list): the trainer's callbacks.
     """
-    weight = next((c.tested_weight for c in callbacks
-                   if getattr(c, "tested_weight", None) is not None), None)
-    return None if weight is None else weight_note(weight)
+    tested = next((c.tested for c in callbacks if getattr(c, "tested", None) is not None
+                   and c.tested.blend_weight is not None), None)
+    return None if tested is None else weight_note(tested.blend_weight, tested.member_names)

@@ -1,4 +1,5 @@
-r"""The classical model beside every CSV fit: an SVM on ECFP4 with a Tanimoto kernel, kept as
+r"""The classical model beside every CSV fit: an SVM on ECFP4 with a Tanimoto kernel and, for
+classification, a random forest on ECFP4 beside it (:mod:`graph_urpe.models.forest`), kept as
 plain arrays.
 
 On bioactivity sets a fingerprint SVM is a strong reference (issue 41: BACE scaffold ROC-AUC
@@ -28,12 +29,21 @@ CSV fit trains one on the same training rows and reports it beside the network
   benchmarks/README section 21) classification's best CV mean is C = 10 (ROC-AUC 0.908 +- 0.007)
   and the rule picks C = 1 (0.906; test ROC-AUC 0.846 against 0.786, validation also prefers 1);
   regression keeps C = 10 (CV RMSE 0.512 +- 0.015 of standardised pIC50; C = 1: 0.528).
+* **Members** (:attr:`ClassicalModel.members`): the SVM; for classification also a random
+  forest per column with a model (:class:`~graph_urpe.models.forest.Forest`, 500 trees on the
+  same rows; on BACE's scaffold split it scores test ROC-AUC 0.855 against the SVC's 0.846, and
+  the blend of network, SVM and forest 0.855 against network and SVM's 0.841; for regression
+  it was measured and left out: blended weights 0.00-0.02 on Lipophilicity, BACE pIC50 and
+  FreeSolv, ``benchmarks/README.md`` section 29). Each member's prediction is written by
+  ``predict`` and weighed in the blend (:mod:`graph_urpe.models.blend`).
 * **Stored** as plain arrays (:meth:`ClassicalModel.state_dict`, no pickle): the training
   fingerprints bit-packed (``uint8``, 256 bytes a molecule) and their CSV rows; per column the
   support vectors (indices into those fingerprints), dual coefficients, intercept, Platt A / B,
-  target mean / std and the C chosen; the applicability threshold; the network's weight in the
-  blend per column (``blend_weight``, :mod:`graph_urpe.models.blend`; absent in a state
-  written before the blend existed: no blend) and, for regression, the blend's uncertainty
+  target mean / std and the C chosen; the forests' arrays (``forests``, classification); the
+  applicability threshold; the blend's weights per column (``blend_weight`` ``[T, 1 + K]``,
+  :mod:`graph_urpe.models.blend`; ``[T]`` in a state written before the forest, the network's
+  weight beside the SVM's; absent in a state written before the blend existed: no blend) and,
+  for regression, the blend's uncertainty
   factors (``blend_calibration``; absent before they existed: the network's widths around the
   blend). Predictions from these arrays
   equal scikit-learn's ``predict`` / ``predict_proba`` (tests/test_classical.py).
@@ -52,10 +62,16 @@ import numpy as np
 import torch
 
 from graph_urpe.data.fingerprints import pack_bits, tanimoto_kernel, unpack_bits
+from graph_urpe.models.blend import upgrade_weight
 from graph_urpe.models.classical_state import STATE_FORMAT, TASK_KEYS, state_problem
+from graph_urpe.models.forest import Forest
 
-__all__ = ["CV_MAX_MOLECULES", "C_GRID", "STATE_FORMAT", "ClassicalModel", "fit_task",
-           "one_standard_error_index", "state_problem"]
+__all__ = ["CV_MAX_MOLECULES", "C_GRID", "MEMBER_NAMES", "STATE_FORMAT", "ClassicalModel",
+           "fit_task", "one_standard_error_index", "state_problem"]
+
+MEMBER_NAMES = {"svm": "ECFP4 Tanimoto SVM", "forest": "ECFP4 random forest"}
+"""The members a classical model may have, in their order (:attr:`ClassicalModel.members`), and
+how the summary names them."""
 
 C_GRID = (0.1, 1.0, 10.0, 100.0)
 """The values of the SVM's C that cross-validation chooses from, increasing (least
@@ -176,12 +192,16 @@ class ClassicalModel:
         tasks (list[dict]): one entry per label column, as :func:`fit_task` returns.
         similarity_threshold (float): the applicability threshold on the Tanimoto similarity to
             the nearest training molecule (NaN: none chosen).
-        blend_weight (numpy.ndarray, optional): ``[T]`` float64 in ``[0, 1]``, the network's
-            weight per column in the blend (:mod:`graph_urpe.models.blend`); :obj:`None`: none.
+        blend_weight (numpy.ndarray, optional): ``[T, 1 + K]`` float64 in ``[0, 1]``, each
+            column's weights in the blend (:mod:`graph_urpe.models.blend`: the network's, then
+            each member's; rows sum to 1); :obj:`None`: none.
         blend_calibration (numpy.ndarray, optional): ``[2, T]`` float64, the blend's z-scaling
             and conformal factors per column
             (:func:`~graph_urpe.models.blend.fit_blend_calibration`; NaN: no validation label);
             :obj:`None`: none (classification, or a checkpoint written before them).
+        forests (list, optional): one :class:`~graph_urpe.models.forest.Forest` (or
+            :obj:`None` for a column without a model) per label column; :obj:`None`: no
+            forest member (regression, or a checkpoint written before it).
     """
 
     task: str
@@ -191,11 +211,25 @@ class ClassicalModel:
     similarity_threshold: float = math.nan
     blend_weight: np.ndarray | None = None
     blend_calibration: np.ndarray | None = None
+    forests: list[Forest | None] | None = None
+
+    @property
+    def members(self) -> tuple[str, ...]:
+        """The members whose predictions :meth:`predict` gives, in its last axis:
+        ``("svm",)`` or ``("svm", "forest")`` (keys of :data:`MEMBER_NAMES`)."""
+        return ("svm",) if self.forests is None else ("svm", "forest")
+
+    @property
+    def member_names(self) -> tuple[str, ...]:
+        """How the summary names :attr:`members` (short: ``SVM``, ``forest``)."""
+        return tuple("SVM" if m == "svm" else m for m in self.members)
 
     @classmethod
     def fit(cls, bits: np.ndarray, labels: np.ndarray, rows: np.ndarray, task: str,
             seed: int = 0) -> ClassicalModel:
-        """Fit one SVM per label column (:func:`fit_task`) on its labelled rows.
+        """Fit one SVM per label column (:func:`fit_task`) on its labelled rows and, for
+        classification, a forest beside each SVM (:meth:`Forest.fit
+        <graph_urpe.models.forest.Forest.fit>`, the same rows and seed).
 
         Args:
             bits (numpy.ndarray): ``[N, 2048]`` 0/1 ECFP4 of the training molecules.
@@ -208,14 +242,18 @@ class ClassicalModel:
             ClassicalModel: without an applicability threshold (NaN).
         """
         kernel = tanimoto_kernel(bits, bits)
-        tasks = []
+        tasks, forests = [], []
         for t in range(labels.shape[1]):
             keep = np.flatnonzero(~np.isnan(labels[:, t]))
             sub = kernel if len(keep) == len(kernel) else kernel[np.ix_(keep, keep)]
             entry = fit_task(sub, labels[keep, t], task, seed)
             entry["support"] = keep[entry["support"]]  # indices into all N training molecules
             tasks.append(entry)
-        return cls(task, pack_bits(bits), np.asarray(rows, dtype=np.int64), tasks)
+            if task == "classification":
+                forests.append(Forest.fit(bits[keep], labels[keep, t], seed) if entry["C"] > 0
+                               else None)
+        return cls(task, pack_bits(bits), np.asarray(rows, dtype=np.int64), tasks,
+                   forests=forests or None)
 
     def _blocks(self, bits: np.ndarray):
         train = unpack_bits(self.train_fingerprints)
@@ -234,15 +272,28 @@ class ClassicalModel:
                 out[:, t] = 1.0 / (1.0 + np.exp(entry["platt_a"] * f + entry["platt_b"]))
         return out
 
+    def _members(self, bits: np.ndarray, kernel: np.ndarray) -> np.ndarray:
+        """``[M, T, K]``: the SVM's predictions from the kernel block, and the forests'."""
+        out = self._from_kernel(kernel)[..., None]
+        if self.forests is None:
+            return out
+        forest = np.full(out.shape, np.nan)
+        for t, model in enumerate(self.forests):
+            if model is not None:
+                forest[:, t, 0] = model.predict(bits)
+        return np.concatenate([out, forest], axis=2)
+
     def predict(self, bits: np.ndarray) -> np.ndarray:
-        """Predictions from the stored arrays.
+        """Each member's predictions from the stored arrays.
 
         Args:
             bits (numpy.ndarray): ``[M, 2048]`` 0/1 ECFP4 of the molecules.
 
         Returns:
-            numpy.ndarray: ``[M, T]`` float64: the labels' units (regression) or the Platt
-            probability of class 1 (classification); NaN for a column without a model.
+            numpy.ndarray: ``[M, T, K]`` float64 (:attr:`members` in the last axis): the labels'
+            units (regression) or the probability of class 1 (classification: the SVM's Platt
+            probability, the forest's fraction of trees' class-1 leaves); NaN for a column
+            without a model.
         """
         return self.predict_with_neighbours(bits)[0]
 
@@ -255,15 +306,16 @@ class ClassicalModel:
             bits (numpy.ndarray): ``[M, 2048]`` 0/1 ECFP4.
 
         Returns:
-            tuple: predictions ``[M, T]`` float64; the Tanimoto similarity to the nearest
-            training molecule ``[M]`` float64; that molecule's CSV row ``[M]`` int64.
+            tuple: predictions ``[M, T, K]`` float64 (:meth:`predict`); the Tanimoto similarity
+            to the nearest training molecule ``[M]`` float64; that molecule's CSV row ``[M]``
+            int64.
         """
-        pred = np.full((len(bits), len(self.tasks)), np.nan)
+        pred = np.full((len(bits), len(self.tasks), len(self.members)), np.nan)
         similarity = np.zeros(len(bits))
         nearest = np.zeros(len(bits), dtype=np.int64)
         for start, kernel in self._blocks(bits):
             stop = start + len(kernel)
-            pred[start:stop] = self._from_kernel(kernel)
+            pred[start:stop] = self._members(bits[start:stop], kernel)
             best = kernel.argmax(axis=1)
             similarity[start:stop] = kernel[np.arange(len(kernel)), best]
             nearest[start:stop] = self.train_rows[best]
@@ -283,6 +335,8 @@ class ClassicalModel:
             **{key: torch.tensor(value, dtype=torch.float64) for key, value in (
                 ("blend_weight", self.blend_weight),
                 ("blend_calibration", self.blend_calibration)) if value is not None},
+            **({} if self.forests is None else {"forests": [
+                None if f is None else f.state_dict() for f in self.forests]}),
         }
 
     @classmethod
@@ -307,8 +361,11 @@ class ClassicalModel:
         tasks = [{k: (v.numpy().copy() if isinstance(v, torch.Tensor) else float(v))
                   for k, v in e.items()} for e in state["tasks"]]
         weight, calibration = state.get("blend_weight"), state.get("blend_calibration")
+        forests = state.get("forests")
         return cls(state["task"], state["train_fingerprints"].numpy().copy(),
                    state["train_rows"].numpy().copy(), tasks,
                    float(state["similarity_threshold"]),
-                   None if weight is None else weight.numpy().copy(),
-                   None if calibration is None else calibration.numpy().copy())
+                   None if weight is None else upgrade_weight(weight.numpy()),
+                   None if calibration is None else calibration.numpy().copy(),
+                   None if forests is None else [None if f is None else Forest.from_state(f)
+                                                 for f in forests])

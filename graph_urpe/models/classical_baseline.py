@@ -4,11 +4,12 @@ it in the checkpoint (the columns ``predict`` writes from it: :mod:`.classical_c
 :class:`ClassicalBaseline` (added by ``graph-urpe fit`` for a
 :class:`~graph_urpe.data.modules.molecule.CSVDataModule`; ``--classical_baseline false`` leaves
 it out) fits :class:`~graph_urpe.models.classical.ClassicalModel` (ECFP4, Tanimoto kernel, SVR /
-Platt-scaled SVC, C by 5-fold cross-validation) on the training rows at ``on_fit_start``, and
-logs its scores with the network's own metric functions
-(:func:`~graph_urpe.models.metrics.epoch_metrics`) as ``val/<metric>_classical`` (once, at the
-first validation) and ``test/<metric>_classical`` (``metrics.csv``; the fit summary shows them
-beside the network's). Above :data:`MAX_TRAIN_MOLECULES` training molecules it is skipped with
+Platt-scaled SVC, C by 5-fold cross-validation; for classification a random forest on ECFP4
+beside the SVC) on the training rows at ``on_fit_start``, and logs each member's scores with the
+network's own metric functions (:func:`~graph_urpe.models.metrics.epoch_metrics`) as
+``val/<metric>_classical`` (the SVM; once, at the first validation) and
+``test/<metric>_classical``, and the forest's as ``val|test/<metric>_forest``
+(:data:`MEMBER_METRICS`; ``metrics.csv``; the fit summary shows them beside the network's). Above :data:`MAX_TRAIN_MOLECULES` training molecules it is skipped with
 one line (its Gram matrix grows as N²). Its state (plain arrays) is checked when a checkpoint
 is restored (:meth:`ClassicalBaseline.state_difference`).
 
@@ -59,7 +60,8 @@ from graph_urpe.models.classical_columns import NETWORK, classical_columns
 from graph_urpe.models.classical_state import state_problem
 from graph_urpe.models.metrics import epoch_metrics
 
-__all__ = ["ERROR_RATIO", "MAX_TRAIN_MOLECULES", "METHOD_NAMES", "NETWORK", "ClassicalBaseline",
+__all__ = ["ERROR_RATIO", "MAX_TRAIN_MOLECULES", "MEMBER_METRICS", "METHOD_NAMES", "NETWORK",
+           "ClassicalBaseline",
            "classical_columns", "classical_from_checkpoint", "count_outside_domain", "row_errors",
            "similarity_threshold", "split_molecules"]
 
@@ -67,7 +69,11 @@ MAX_TRAIN_MOLECULES = 20_000
 """Above this many training molecules the classical model is skipped (one line says so)."""
 
 METHOD_NAMES = {"regression": "ECFP4 Tanimoto SVR", "classification": "ECFP4 Tanimoto SVC"}
-"""How the summary names the classical model."""
+"""How the summary names the classical model's SVM."""
+
+MEMBER_METRICS = {"svm": "_classical", "forest": "_forest"}
+"""The suffix of each member's metrics (``val|test/<metric>_classical`` for the SVM,
+``_forest`` for the random forest)."""
 
 
 def split_molecules(split: Any, num_tasks: int) -> tuple[list[str], np.ndarray, np.ndarray]:
@@ -100,11 +106,20 @@ def _interval_scores(blended: dict[str, np.ndarray], std: np.ndarray, target: np
 
 
 def _scores(model: ClassicalModel, pred: np.ndarray, target: np.ndarray) -> dict[str, float]:
-    """:func:`epoch_metrics` of the classical predictions (columns without a model left out)."""
+    """:func:`epoch_metrics` of predictions ``[N, T]`` (columns without a model left out)."""
     target = np.where(np.isnan(pred), np.nan, target)
     values = epoch_metrics(torch.from_numpy(np.nan_to_num(pred)), torch.from_numpy(target),
                            model.task)
     return {k: v for k, v in values.items() if "/" not in k}
+
+
+def _member_scores(model: ClassicalModel, pred: np.ndarray, target: np.ndarray
+                   ) -> dict[str, float]:
+    """Each member's :func:`_scores` from its predictions ``pred`` ``[N, T, K]``, named
+    ``<metric><suffix>`` (:data:`MEMBER_METRICS`)."""
+    return {f"{key}{MEMBER_METRICS[member]}": value
+            for k, member in enumerate(model.members)
+            for key, value in _scores(model, pred[..., k], target).items()}
 
 
 class ClassicalBaseline(Callback):
@@ -160,28 +175,31 @@ class ClassicalBaseline(Callback):
         smiles, target, _ = split_molecules(splits["valid"], tasks)
         pred, similarity, _ = model.predict_with_neighbours(ecfp4(smiles))
         model.similarity_threshold = similarity_threshold(similarity,
-                                                          row_errors(pred, target, model))
-        self._val_scores = _scores(model, pred, target) if len(smiles) else None
+                                                          row_errors(pred[..., 0], target, model))
+        self._val_scores = _member_scores(model, pred, target) if len(smiles) else None
         self._val = pred, target
         # no validation yet (n = 0): NO_EVIDENCE_WEIGHT; a column without a model: the network
-        model.blend_weight = mix.blend_weights(pred[:0], pred[:0], target[:0], task,
+        model.blend_weight = mix.blend_weights(pred[:0, :, 0], pred[:0], target[:0], task,
                                                self._modelled(model))
         self.model, self.cpu_seconds = model, time.process_time() - start
         chosen = ", ".join(f"{e['C']:g}" for e in model.tasks)
-        rank_zero_info(f"Classical model ({METHOD_NAMES[task]}) fitted on {len(rows)} training "
-                       f"molecules (C = {chosen}) in {self.cpu_seconds:.1f} CPU s; "
+        trees = "" if model.forests is None else " and a random forest of " + ", ".join(
+            str(f.num_trees if f else 0) for f in model.forests) + " trees"
+        rank_zero_info(f"Classical model ({METHOD_NAMES[task]}{trees}) fitted on {len(rows)} "
+                       f"training molecules (C = {chosen}) in {self.cpu_seconds:.1f} CPU s; "
                        "--classical_baseline false turns it off.")
 
     def _log(self, pl_module: LightningModule, stage: str, scores: dict[str, float]) -> None:
         for key, value in scores.items():
-            pl_module.log(f"{stage}/{key}_classical", value, sync_dist=False)
+            pl_module.log(f"{stage}/{key}", value, sync_dist=False)
 
     @staticmethod
     def _modelled(model: ClassicalModel) -> np.ndarray:
         return np.array([e["C"] > 0 for e in model.tasks])
 
     def _classical_val(self, trainer: Trainer) -> tuple[np.ndarray, np.ndarray]:
-        """The classical model's predictions and the labels of the validation rows (once)."""
+        """The members' predictions ``[N, T, K]`` and the labels ``[N, T]`` of the validation
+        rows (once)."""
         if self._val is None:
             smiles, target, _ = split_molecules(self._splits(trainer)["valid"],
                                                 len(self.model.tasks))
@@ -233,7 +251,8 @@ class ClassicalBaseline(Callback):
 
     def _fit_blend(self, network: dict[str, np.ndarray], svm: np.ndarray, target: np.ndarray
                    ) -> tuple[np.ndarray, np.ndarray | None]:
-        """``(weight [T], calibration [2, T] or None)`` from validation outputs."""
+        """``(weight [T, 1 + K], calibration [2, T] or None)`` from validation outputs (the
+        members' predictions ``svm`` ``[N, T, K]``)."""
         weight = mix.blend_weights(network["prediction"], svm, target, self.model.task,
                                    self._modelled(self.model))
         if self.model.task != "regression":
@@ -292,11 +311,6 @@ class ClassicalBaseline(Callback):
         stored = classical_from_checkpoint(read_checkpoint(path), path)
         return stored if stored is not None and stored.blend_weight is not None else None
 
-    @property
-    def tested_weight(self) -> np.ndarray | None:
-        """``[T]`` the blend's weights of the tested checkpoint (set at ``test``)."""
-        return None if self.tested is None else self.tested.blend_weight
-
     def on_test_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """Log ``test/<metric>_classical`` on the data module's test rows, and the blend's
         ``val|test/<metric>_blend`` from the rows this test epoch collected (regression also
@@ -308,8 +322,8 @@ class ClassicalBaseline(Callback):
         if test is None or len(test) == 0:
             return
         smiles, target, _ = split_molecules(test, len(self.model.tasks))
-        self._log(pl_module, "test", _scores(self.model, self.model.predict(ecfp4(smiles)),
-                                             target))
+        self._log(pl_module, "test", _member_scores(self.model, self.model.predict(
+            ecfp4(smiles)), target))
         stored, self._stored = self._stored, None
         if stored is not None:  # the test rows this epoch collected (gathered from every rank)
             ids, pred, _ = pl_module.epoch_predictions["test"].rows()
@@ -322,9 +336,9 @@ class ClassicalBaseline(Callback):
     def test_columns(self, table: pd.DataFrame, targets: list[str]) -> pd.DataFrame:
         """``test_predictions.csv`` with the columns ``predict`` writes from the tested
         checkpoint (:func:`classical_columns`: the blend of :attr:`tested` as ``<target>_pred``,
-        ``<target>_network``, ``<target>_ecfp_svm``, the nearest training molecule; without a
-        tested blend the network's prediction and the classical model's columns); the table
-        unchanged without a classical model or a ``smiles`` column.
+        ``<target>_network``, ``<target>_ecfp_svm`` (and ``_ecfp_rf``), the nearest training
+        molecule; without a tested blend the network's prediction and the classical model's
+        columns); the table unchanged without a classical model or a ``smiles`` column.
 
         Args:
             table (pandas.DataFrame): the test table

@@ -1,8 +1,9 @@
 """The columns ``predict`` writes from a checkpoint's classical model
 (:class:`~graph_urpe.models.classical.ClassicalModel`) beside the network's: the blend as
 ``<target>_pred`` (:mod:`graph_urpe.models.blend`) and the network's own prediction as
-``<target>_network``, the classical prediction as ``<target>_ecfp_svm``, the nearest training
-molecule, and the applicability-domain note (:mod:`graph_urpe.models.applicability`).
+``<target>_network``, each member's prediction (``<target>_ecfp_svm``, and for classification
+``<target>_ecfp_rf``), the nearest training molecule, and the applicability-domain note
+(:mod:`graph_urpe.models.applicability`).
 """
 
 from __future__ import annotations
@@ -15,13 +16,16 @@ from graph_urpe.models import blend as mix
 from graph_urpe.models.applicability import domain_warning
 from graph_urpe.models.classical import ClassicalModel
 
-__all__ = ["NETWORK", "SUFFIX", "classical_columns"]
+__all__ = ["MEMBER_SUFFIXES", "NETWORK", "SUFFIX", "classical_columns"]
 
 NETWORK = "_network"
 """``predict``'s column of the network's own prediction where the blend is ``<target>_pred``."""
 
 SUFFIX = "_ecfp_svm"
-"""``predict``'s column of the classical prediction: ``<target>_ecfp_svm``."""
+"""``predict``'s column of the SVM's prediction: ``<target>_ecfp_svm``."""
+
+MEMBER_SUFFIXES = {"svm": SUFFIX, "forest": "_ecfp_rf"}
+"""``predict``'s column of each member's prediction (keys: ``ClassicalModel.members``)."""
 
 
 def classical_columns(table: pd.DataFrame, smiles: list[str], model: ClassicalModel,
@@ -31,7 +35,8 @@ def classical_columns(table: pd.DataFrame, smiles: list[str], model: ClassicalMo
     With a blend (the checkpoint's ``blend_weight``): ``<target>_pred`` becomes the blend
     (:func:`graph_urpe.models.blend.blended_outputs`; ``<target>_std``, ``<target>_lower``,
     ``<target>_upper`` its uncertainty) and ``<target>_network`` keeps the network's own
-    prediction. Then ``<target>_ecfp_svm`` (the classical model's prediction),
+    prediction. Then ``<target>_ecfp_svm`` (the SVM's prediction), ``<target>_ecfp_rf`` (the
+    forest's, for a classical model with one),
     ``nearest_train_similarity`` (ECFP4 Tanimoto to the nearest training molecule) and
     ``nearest_train_row`` (that molecule's CSV data row). Empty for rows with an error (a table
     without an ``error`` column: every row is predicted). A row below the model's
@@ -57,21 +62,21 @@ def classical_columns(table: pd.DataFrame, smiles: list[str], model: ClassicalMo
                          f"and its network {len(targets)}: use a checkpoint `graph-urpe fit` "
                          "wrote")
     networks = [] if model.blend_weight is None else [f"{t}{NETWORK}" for t in targets]
-    names = networks + [f"{t}{SUFFIX}" for t in targets] + ["nearest_train_similarity",
-                                                            "nearest_train_row"]
+    members = [f"{t}{MEMBER_SUFFIXES[m]}" for m in model.members for t in targets]
+    names = networks + members + ["nearest_train_similarity", "nearest_train_row"]
     taken = [n for n in names if n in table.columns]
     if taken:
         raise ValueError(f"the input has a column {taken[0]!r}, a name predict writes: rename it")
     ok = (np.flatnonzero(table["error"].astype(str).to_numpy() == "") if "error" in table.columns
           else np.arange(len(table)))  # test_predictions.csv: no error column, every row
-    pred = np.full((len(table), len(targets)), np.nan)
+    pred = np.full((len(table), len(targets), len(model.members)), np.nan)
     similarity = np.full(len(table), np.nan)
     nearest = pd.array([pd.NA] * len(table), dtype="Int64")
     if len(ok):
         p, s, r = model.predict_with_neighbours(ecfp4([smiles[i] for i in ok]))
         pred[ok], similarity[ok], nearest[ok] = p, s, r
     out = table.copy()
-    values = [*pred.T, similarity, nearest]
+    values = [*pred.transpose(2, 1, 0).reshape(-1, len(table)), similarity, nearest]
     if networks:
         network = {key: table[[f"{t}_{key}" for t in targets]].to_numpy(np.float64)
                    for key in ("pred", "std", "lower", "upper")

@@ -1,8 +1,8 @@
 """The stored form of a classical model (:class:`~graph_urpe.models.classical.ClassicalModel`),
 checked on receipt: what :meth:`~graph_urpe.models.classical.ClassicalModel.state_dict` writes
 (its ``format``, the entries of each label column's model) and :func:`state_problem`, the one-line
-difference of a received state from it (keys, dtypes, shapes, index ranges, finiteness, the blend's
-entries), read before anything is computed from the state.
+difference of a received state from it (keys, dtypes, shapes, index ranges, finiteness, the
+forests' arrays, the blend's entries), read before anything is computed from the state.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import torch
 
 from graph_urpe.data.fingerprints import ECFP4_BITS
 from graph_urpe.models.blend import stored_blend_problem
+from graph_urpe.models.forest import forest_problem
 
 __all__ = ["STATE_FORMAT", "TASK_KEYS", "state_problem"]
 
@@ -51,8 +52,9 @@ def state_problem(state: Any, num_tasks: int | None = None) -> str | None:
     """What makes ``state`` differ from a
     :meth:`~graph_urpe.models.classical.ClassicalModel.state_dict` of this version, or :obj:`None`
     (see :meth:`~graph_urpe.models.classical.ClassicalModel.from_state`): keys, dtypes, shapes,
-    index ranges, finiteness, and the blend entries
-    (:func:`graph_urpe.models.blend.stored_blend_problem`).
+    index ranges, finiteness, the forests (classification only; one per column, :obj:`None`
+    exactly where the column has no SVM: :func:`graph_urpe.models.forest.forest_problem`) and
+    the blend entries (:func:`graph_urpe.models.blend.stored_blend_problem`).
 
     Args:
         state (Any): the state read from a received checkpoint (plain data only).
@@ -63,8 +65,9 @@ def state_problem(state: Any, num_tasks: int | None = None) -> str | None:
         str or None: one line naming the first difference, or :obj:`None`.
     """
     keys = {"format", "task", "train_fingerprints", "train_rows", "similarity_threshold", "tasks"}
-    if not isinstance(state, dict) or set(state) - {"blend_weight", "blend_calibration"} != keys:
-        return f"state is not a mapping of {sorted(keys)} (and blend_weight, blend_calibration)"
+    optional = {"blend_weight", "blend_calibration", "forests"}
+    if not isinstance(state, dict) or set(state) - optional != keys:
+        return f"state is not a mapping of {sorted(keys)} (and {', '.join(sorted(optional))})"
     if not isinstance(state["format"], str) or not isinstance(state["task"], str) or state[
             "format"] != STATE_FORMAT or state["task"] not in ("regression", "classification"):
         return (f"format / task {str(state['format'])[:40]!r} / {str(state['task'])[:20]!r} is "
@@ -107,4 +110,27 @@ def state_problem(state: Any, num_tasks: int | None = None) -> str | None:
                 return problem
         if (entry["C"] == 0) != (len(support) == 0):
             return f"{where} has C = {entry['C']} with {len(support)} support vectors"
-    return stored_blend_problem(state, len(tasks))
+    problem = _forests_problem(state, tasks)
+    if problem:
+        return problem
+    return stored_blend_problem(state, len(tasks), 1 + ("forests" in state))
+
+
+def _forests_problem(state: dict, tasks: list[dict]) -> str | None:
+    """One line if a state's ``forests`` is not what this version writes: absent, or (for
+    classification) a list of one forest per column with an SVM and :obj:`None` for one
+    without."""
+    if "forests" not in state:
+        return None
+    forests = state["forests"]
+    if state["task"] != "classification" or not isinstance(forests, list) or len(
+            forests) != len(tasks):
+        return f"forests is not a list of {len(tasks)} classification columns' forests"
+    for t, (forest, entry) in enumerate(zip(forests, tasks)):
+        if (forest is None) != (entry["C"] == 0):
+            return f"forests[{t}] is {'missing' if forest is None else 'given'} for a column " \
+                f"with C = {entry['C']}"
+        problem = None if forest is None else forest_problem(forest, f"forests[{t}]")
+        if problem:
+            return problem
+    return None

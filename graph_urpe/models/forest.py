@@ -1,0 +1,215 @@
+r"""The random forest on ECFP4 beside the SVM of a classification fit's classical model, kept as
+plain arrays (issue 41: on BACE's scaffold split a random forest on ECFP4 scores test ROC-AUC
+0.855 against the Tanimoto SVC's 0.846 and the template's 0.815, and blended with the network and
+the SVM it lifts the fit's prediction from 0.841 to 0.855: ``benchmarks/README.md`` section 29).
+
+* **Fit**: scikit-learn's :class:`~sklearn.ensemble.RandomForestClassifier` (Breiman 2001) with
+  its defaults (``max_features="sqrt"``, trees grown until their leaves are pure) on the 0/1
+  ECFP4 bits of one label column's labelled training rows, :data:`MAX_TREES` trees, fewer when
+  the trees are large (:data:`NODE_BUDGET` nodes a column: the forest grows with scikit-learn's
+  ``warm_start`` after a first :data:`FIRST_TREES` trees measured the nodes a tree needs).
+* **Stored** (:meth:`Forest.state_dict`, no pickle): every tree's nodes concatenated, each tree's
+  root, and per node the two children (``-1`` for a leaf), the bit it tests (``-1`` for a leaf)
+  and the leaf's fraction of class-1 training molecules. The split threshold is not stored: on a
+  0/1 bit scikit-learn always splits at 0.5 (checked at fit).
+* **Predicted** from those arrays (:meth:`Forest.predict`): each molecule walks every tree (bit
+  set: right child) and the probability of class 1 is the mean of its leaves' fractions, as
+  :meth:`~sklearn.ensemble.RandomForestClassifier.predict_proba` computes it
+  (tests/test_forest.py: equal to 1e-12).
+* **Checked on receipt** (:func:`forest_problem`): dtypes, shapes, ranges; a child always comes
+  after its parent in the tree it belongs to (scikit-learn numbers nodes depth-first), so every
+  walk ends at a leaf within the tree's depth.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+import torch
+
+from graph_urpe.data.fingerprints import ECFP4_BITS
+
+__all__ = ["FIRST_TREES", "MAX_TREES", "NODE_BUDGET", "Forest", "forest_problem"]
+
+MAX_TREES = 500
+"""Trees a column's forest has at most (the anchor of ``benchmarks/README.md`` section 13a)."""
+
+FIRST_TREES = 50
+"""Trees grown first to measure a tree's nodes before the forest is sized."""
+
+NODE_BUDGET = 400_000
+"""Nodes a column's forest holds at most (18 bytes a node: 7.2 MB); BACE's 1,210 training
+molecules need about 560 a tree (500 trees: 280,000)."""
+
+_KEYS = ("roots", "left", "right", "feature", "value")
+_BLOCK = 1024  # molecules walked at once: [1024, trees] int64 node indices
+
+
+@dataclasses.dataclass
+class Forest:
+    """A fitted random forest of one label column as plain arrays (see the module docstring).
+
+    Args:
+        roots (numpy.ndarray): ``[R]`` int64, each tree's root node.
+        left (numpy.ndarray): ``[M]`` int32, each node's child for a bit that is not set
+            (``-1``: a leaf).
+        right (numpy.ndarray): ``[M]`` int32, its child for a set bit (``-1``: a leaf).
+        feature (numpy.ndarray): ``[M]`` int16, the ECFP4 bit a node tests (``-1``: a leaf).
+        value (numpy.ndarray): ``[M]`` float64, a leaf's fraction of class-1 training molecules.
+    """
+
+    roots: np.ndarray
+    left: np.ndarray
+    right: np.ndarray
+    feature: np.ndarray
+    value: np.ndarray
+
+    @classmethod
+    def fit(cls, bits: np.ndarray, labels: np.ndarray, seed: int = 0,
+            node_budget: int = NODE_BUDGET) -> Forest:
+        """Fit the forest of one column (two classes) on its labelled training rows.
+
+        Args:
+            bits (numpy.ndarray): ``[n, 2048]`` 0/1 ECFP4.
+            labels (numpy.ndarray): ``[n]`` 0/1 labels, both classes present.
+            seed (int, optional): the forest's ``random_state``. (default: :obj:`0`)
+            node_budget (int, optional): nodes the forest holds at most (it keeps at least
+                :data:`FIRST_TREES` trees). (default: :data:`NODE_BUDGET`)
+
+        Returns:
+            Forest: its arrays.
+
+        Raises:
+            ValueError: labels that are not two classes 0 and 1.
+        """
+        from sklearn.ensemble import RandomForestClassifier
+
+        labels = np.asarray(labels).astype(np.int64)
+        if set(np.unique(labels).tolist()) != {0, 1}:
+            raise ValueError("a forest needs labels of both classes 0 and 1")
+        bits = np.asarray(bits, dtype=np.uint8)
+        model = RandomForestClassifier(FIRST_TREES, random_state=seed, n_jobs=1, warm_start=True)
+        model.fit(bits, labels)
+        per_tree = np.mean([e.tree_.node_count for e in model.estimators_])
+        trees = int(min(MAX_TREES, max(FIRST_TREES, node_budget // per_tree)))
+        if trees > FIRST_TREES:
+            model.n_estimators = trees
+            model.fit(bits, labels)  # warm start: the first trees kept, the rest added
+        return cls.from_estimators(model.estimators_)
+
+    @classmethod
+    def from_estimators(cls, trees: list[Any]) -> Forest:
+        """The arrays of fitted scikit-learn decision trees of a 0/1 problem on 0/1 bits.
+
+        Raises:
+            ValueError: a split threshold other than 0.5 (features that are not 0/1 bits).
+        """
+        roots, left, right, feature, value, offset = [], [], [], [], [], 0
+        for estimator in trees:
+            tree = estimator.tree_
+            leaf = tree.children_left < 0
+            if not np.all(tree.threshold[~leaf] == 0.5):
+                raise ValueError("a forest on ECFP4 splits its 0/1 bits at 0.5")
+            counts = tree.value[:, 0, :]  # fractions (scikit-learn >= 1.4) or counts: same ratio
+            roots.append(offset)
+            left.append(np.where(leaf, -1, tree.children_left + offset))
+            right.append(np.where(leaf, -1, tree.children_right + offset))
+            feature.append(np.where(leaf, -1, tree.feature))
+            value.append(counts[:, 1] / counts.sum(1))
+            offset += tree.node_count
+        return cls(np.array(roots, np.int64), np.concatenate(left).astype(np.int32),
+                   np.concatenate(right).astype(np.int32),
+                   np.concatenate(feature).astype(np.int16),
+                   np.concatenate(value).astype(np.float64))
+
+    def predict(self, bits: np.ndarray) -> np.ndarray:
+        """The probability of class 1 of each molecule: the mean over the trees of the fraction
+        of its leaf (memory ``1024 x R`` int64 at a time).
+
+        Args:
+            bits (numpy.ndarray): ``[M, 2048]`` 0/1 ECFP4.
+
+        Returns:
+            numpy.ndarray: ``[M]`` float64 in ``[0, 1]``.
+        """
+        out = np.empty(len(bits))
+        left, right = self.left.astype(np.int64), self.right.astype(np.int64)
+        feature = self.feature.astype(np.int64)
+        for start in range(0, len(bits), _BLOCK):
+            block = np.asarray(bits[start:start + _BLOCK], dtype=bool)
+            node = np.broadcast_to(self.roots, (len(block), len(self.roots))).copy()
+            rows = np.arange(len(block))[:, None]
+            while True:
+                tested = feature[node]
+                inner = tested >= 0
+                if not inner.any():
+                    break
+                step = np.where(block[rows, np.maximum(tested, 0)], right[node], left[node])
+                node = np.where(inner, step, node)
+            out[start:start + len(block)] = self.value[node].mean(1)
+        return out
+
+    @property
+    def num_trees(self) -> int:
+        """The number of trees."""
+        return len(self.roots)
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """The arrays as tensors for a checkpoint (:func:`forest_problem` checks them)."""
+        return {key: torch.from_numpy(np.ascontiguousarray(getattr(self, key))) for key in _KEYS}
+
+    @classmethod
+    def from_state(cls, state: dict[str, torch.Tensor]) -> Forest:
+        """A forest from a :meth:`state_dict` that :func:`forest_problem` accepted."""
+        return cls(*(state[key].numpy().copy() for key in _KEYS))
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__name__}(trees={self.num_trees}, nodes={len(self.value)})"
+
+
+_DTYPES = {"roots": torch.int64, "left": torch.int32, "right": torch.int32,
+           "feature": torch.int16, "value": torch.float64}
+
+
+def forest_problem(state: Any, where: str = "forest") -> str | None:
+    """What makes a received forest state differ from a :meth:`Forest.state_dict` of this
+    version, or :obj:`None`: its keys, 1-dim tensors of the written dtypes, one length ``M``
+    for the node arrays, roots that start the trees in order (the first at 0), children that
+    come after their node within its tree (both ``-1`` at a leaf, never one), bits in
+    ``[0, 2048)`` at inner nodes, leaf values in ``[0, 1]``.
+
+    Args:
+        state (Any): the received entry.
+        where (str, optional): how the line names it. (default: ``"forest"``)
+
+    Returns:
+        str or None: one line naming the first difference, or :obj:`None`.
+    """
+    if not isinstance(state, dict) or set(state) != set(_KEYS):
+        return f"{where} is not a mapping of {list(_KEYS)}"
+    for key, dtype in _DTYPES.items():
+        value = state[key]
+        if not isinstance(value, torch.Tensor) or value.dtype != dtype or value.dim() != 1:
+            return f"{where}.{key} is not a 1-dim {dtype} tensor"
+    roots, value = state["roots"], state["value"]
+    size = len(value)
+    if any(len(state[k]) != size for k in ("left", "right", "feature")) or not len(roots):
+        return f"{where} has node arrays of different lengths or no tree"
+    ends = torch.cat([roots[1:], torch.tensor([size])])
+    if int(roots[0]) != 0 or bool((ends <= roots).any()):
+        return f"{where}.roots do not start the trees in order, the first at node 0"
+    left, right, feature = (state[k].long() for k in ("left", "right", "feature"))
+    index = torch.arange(size)
+    tree_end = ends[torch.bucketize(index, roots, right=True) - 1]
+    leaf = left < 0
+    children_ok = torch.where(leaf, (right == -1) & (feature == -1) & (left == -1),
+                              (left > index) & (right > index) & (left < tree_end)
+                              & (right < tree_end) & (feature >= 0) & (feature < ECFP4_BITS))
+    if not bool(children_ok.all()):
+        return (f"{where} has a node whose children or bit are not those of a tree this version "
+                "writes (children after their node, in its tree; a bit of ECFP4)")
+    if not bool(torch.isfinite(value).all()) or bool(((value < 0) | (value > 1)).any()):
+        return f"{where}.value holds values outside [0, 1]"
+    return None

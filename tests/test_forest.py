@@ -1,0 +1,109 @@
+"""The random forest member of the classical model (graph_urpe/models/forest.py): its stored
+arrays predict what scikit-learn's forest predicts, its size follows the node budget, and a
+received state that is not a tree is refused before any walk."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from graph_urpe.models.forest import FIRST_TREES, MAX_TREES, Forest, forest_problem
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def _data(n=120, seed=0):
+    """Random 0/1 bits of ECFP4's width; the label depends on three of them."""
+    rng = np.random.default_rng(seed)
+    bits = (rng.random((n, 2048)) < 0.05).astype(np.uint8)
+    bits[:, :3] = rng.random((n, 3)) < 0.5
+    labels = ((bits[:, 0] + bits[:, 1] + bits[:, 2]) >= 2).astype(np.int64)
+    return bits, labels
+
+
+def test_stored_arrays_predict_what_sklearn_predicts():
+    from sklearn.ensemble import RandomForestClassifier
+
+    bits, labels = _data()
+    forest = Forest.fit(bits, labels, seed=4)
+    assert forest.num_trees == MAX_TREES  # small trees: the budget allows every tree
+    query, _ = _data(40, seed=1)
+    # an independent forest, fitted in one go (the fit grows its trees with warm_start)
+    reference = RandomForestClassifier(MAX_TREES, random_state=4, n_jobs=1).fit(bits, labels)
+    expected = reference.predict_proba(query)[:, 1]
+    np.testing.assert_allclose(forest.predict(query), expected, rtol=0, atol=1e-12)
+    again = Forest.from_state(forest.state_dict())
+    np.testing.assert_array_equal(again.predict(query), forest.predict(query))
+    assert repr(forest).startswith(f"Forest(trees={MAX_TREES}, nodes=")
+
+
+def test_a_walk_by_hand_on_one_tree():
+    """One tree: bit 5 unset -> leaf 1 (0.25); set -> node 2 tests bit 7: unset -> leaf 3 (0),
+    set -> leaf 4 (1)."""
+    forest = Forest(np.array([0]), np.array([1, -1, 3, -1, -1], np.int32),
+                    np.array([2, -1, 4, -1, -1], np.int32), np.array([5, -1, 7, -1, -1], np.int16),
+                    np.array([0.5, 0.25, 0.5, 0.0, 1.0]))
+    bits = np.zeros((3, 2048), np.uint8)
+    bits[1, 5] = 1
+    bits[2, [5, 7]] = 1
+    np.testing.assert_array_equal(forest.predict(bits), [0.25, 0.0, 1.0])
+    assert forest_problem(forest.state_dict()) is None
+
+
+def test_large_trees_make_a_smaller_forest():
+    bits, labels = _data()
+    rng = np.random.default_rng(2)
+    noisy = np.where(rng.random(len(labels)) < 0.3, 1 - labels, labels)  # deep trees
+    forest = Forest.fit(bits, noisy, seed=0, node_budget=2_000)
+    first = np.diff(np.append(forest.roots, len(forest.value)))[:FIRST_TREES]
+    assert forest.num_trees == max(FIRST_TREES, int(2_000 // first.mean()))
+    with pytest.raises(ValueError, match="both classes"):
+        Forest.fit(bits, np.zeros(len(labels)))
+
+
+def _cycle(state):
+    state["left"][2] = 0  # a child before its node: a walk could loop
+
+
+def _other_tree(state):
+    state["right"][0] = int(state["roots"][1])  # a child in the next tree
+
+
+def _bit_out_of_range(state):
+    state["feature"][0] = 4096
+
+
+def _value_above_one(state):
+    state["value"][-1] = 1.5
+
+
+def _half_leaf(state):
+    leaf = int(torch.nonzero(state["left"] == -1)[0])
+    state["right"][leaf] = leaf + 1
+
+
+def _wrong_dtype(state):
+    state["feature"] = state["feature"].long()
+
+
+def _roots_out_of_order(state):
+    state["roots"] = state["roots"].flip(0)
+
+
+@pytest.mark.parametrize(("edit", "named"), [
+    (_cycle, "forest has a node whose children or bit are not those of a tree"),
+    (_other_tree, "forest has a node whose children or bit are not those of a tree"),
+    (_bit_out_of_range, "forest has a node whose children or bit are not those of a tree"),
+    (_half_leaf, "forest has a node whose children or bit are not those of a tree"),
+    (_value_above_one, "forest.value holds values outside [0, 1]"),
+    (_wrong_dtype, "forest.feature is not a 1-dim torch.int16 tensor"),
+    (_roots_out_of_order, "forest.roots do not start the trees in order"),
+])
+def test_a_changed_forest_is_refused_in_one_line(edit, named):
+    bits, labels = _data()
+    state = Forest.fit(bits, labels, node_budget=FIRST_TREES * 10).state_dict()
+    assert forest_problem(state) is None
+    edit(state)
+    assert forest_problem(state).startswith(named)
+    assert forest_problem({"roots": state["roots"]}).startswith("forest is not a mapping")
