@@ -55,14 +55,14 @@ def one_run(checkpoint: Path, data: pd.DataFrame) -> dict[str, float]:
             parts[split] = ({"prediction": table.loc[ok, ["target_pred"]].to_numpy(float),
                              "lower": table.loc[ok, ["target_lower"]].to_numpy(float),
                              "upper": table.loc[ok, ["target_upper"]].to_numpy(float)},
-                            table.loc[ok, ["target_ecfp_svm"]].to_numpy(float),
+                            table.loc[ok, ["target_ecfp_svm"]].to_numpy(float)[..., None],
                             frame[["target"]].to_numpy(float)[ok])
     network, svm, y = parts["valid"]
     weight = blend_weights(network["prediction"], svm, y, "regression")
     calibration = fit_blend_calibration(blend(network["prediction"], svm, weight), network, y)
     network, svm, y = parts["test"]
     mixed = blended_outputs(network, svm, weight, calibration)
-    out = {"w": float(weight[0]), "q": float(calibration[1, 0])}
+    out = {"w": float(weight[0, 0]), "q": float(calibration[1, 0])}
     for name, rows in (("network", network), ("blend", mixed)):
         inside = (rows["lower"] <= y) & (y <= rows["upper"])
         out.update({f"{name}_mae": float(np.abs(rows["prediction"] - y).mean()),

@@ -37,13 +37,13 @@ def rule_weight(rule: str, network, classical, target, task) -> float:
 
     if rule in ("network", "svm", "half"):
         return {"network": 1.0, "svm": 0.0, "half": 0.5}[rule]
-    w_val = validation_weight(network, classical, target, task)
+    w_val = float(validation_weight(network, classical, target, task)[0])
     if rule == "val":
         return w_val
     if rule == "shrunk":
         n = len(target)
         return (n * w_val + 100 * 0.5) / (n + 100)
-    return bagged_weight(network, classical, target, task)
+    return float(bagged_weight(network, classical, target, task)[0])
 
 
 def tested_checkpoint(log: Path) -> Path:

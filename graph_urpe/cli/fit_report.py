@@ -27,16 +27,16 @@ from graph_urpe.cli.summary_lines import (
     metric_interval_line,
     pos_weight_line,
     sigma_floor_line,
+    tested_note,
     unlabelled_test_graphs,
 )
 from graph_urpe.data.modules.graph import BatchedGraphDataModule, GraphDataModule
 from graph_urpe.files import atomic_write_csv
-from graph_urpe.models.blend import SUFFIX, tested_note
+from graph_urpe.models.blend import SUFFIX
 from graph_urpe.models.calibration import SUMMARY_LABELS as UNCERTAINTY_LABELS
 from graph_urpe.models.classical import MEMBER_NAMES
 from graph_urpe.models.classical_baseline import MEMBER_METRICS, METHOD_NAMES, ClassicalBaseline
 from graph_urpe.models.metrics import METRICS
-
 
 SMALL_TEST_SPLIT = 20
 """Below this many test graphs the end-of-fit summary warns that the test metrics say little."""

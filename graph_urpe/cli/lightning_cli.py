@@ -132,11 +132,12 @@ class GraphURPECLI(CheckpointParsingCLI):
         parser.add_argument(
             "--classical_baseline", type=bool, default=True,
             help="fit on a CSV (CSVDataModule): also fit an SVM on ECFP4 with a Tanimoto kernel "
-            "on the same training rows and blend it with the network (weight and, for "
-            "regression, the interval fitted on the validation rows); report its and the "
-            "blend's scores beside the network's (metrics.csv: val|test/<metric>_classical, "
-            "_blend) and keep both in the checkpoint: predict's <target>_pred is the blend, "
-            "<target>_network the network's own, <target>_ecfp_svm the SVM's, with "
+            "(and, for classification, a random forest on ECFP4) on the same training rows and "
+            "blend them with the network (weights and, for regression, the interval fitted on "
+            "the validation rows); report their and the blend's scores beside the network's "
+            "(metrics.csv: val|test/<metric>_classical (SVM), _forest, _blend) and keep them in "
+            "the checkpoint: predict's <target>_pred is the blend, <target>_network the "
+            "network's own, <target>_ecfp_svm the SVM's, <target>_ecfp_rf the forest's, with "
             "nearest_train_similarity / nearest_train_row (graph_urpe.models.classical_baseline);"
             " skipped above 20,000 training molecules (then <target>_pred is the network's).",
         )

@@ -244,7 +244,7 @@ def predict_smiles(trainer: Any, model: Any, datamodule: BatchedGraphDataModule,
             :attr:`training_vocabulary`, restored by ``load_from_checkpoint``).
         classical (ClassicalModel, optional): the checkpoint's classical model: the blend as
             ``<target>_pred`` and its columns (``<target>_network``, ``<target>_ecfp_svm``,
-            ``nearest_train_similarity``, ...:
+            ``<target>_ecfp_rf``, ``nearest_train_similarity``, ...:
             :func:`~graph_urpe.models.classical_baseline.classical_columns`) and one warning
             line for the molecules below its applicability threshold. (default: :obj:`None`)
         **predict_kwargs: more arguments of ``trainer.predict`` (e.g. ``ckpt_path``: loaded for

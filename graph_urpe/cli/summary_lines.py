@@ -1,16 +1,22 @@
 """Lines of the end-of-``fit`` summary (:func:`graph_urpe.cli.fit_report.print_fit_summary`)
 beside the test metrics themselves: how far the monitored metric carries (its 95 % bootstrap
 interval over the labelled test graphs, a warning when a class has few test graphs, the count of
-test graphs without any label) and the BCE loss's positive-class weights.
+test graphs without any label), the BCE loss's positive-class weights and how the blend of a
+CSV fit is named (its weights).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
 import torch
 from lightning.pytorch import LightningModule
 
+from graph_urpe.models.blend import upgrade_weight
+
 __all__ = ["FEW_OF_A_CLASS", "metric_interval_line", "pos_weight_line", "sigma_floor_line",
-           "unlabelled_test_graphs"]
+           "tested_note", "unlabelled_test_graphs", "weight_note"]
 
 
 def unlabelled_test_graphs(model: LightningModule) -> int:
@@ -147,3 +153,38 @@ def _few_of_a_class(model: LightningModule, target: torch.Tensor) -> str:
     return (f". Few of a class in the test split ({'; '.join(few)}): the metric and its "
             "interval rest on those graphs; read them as rough (more data, or "
             "--data.init_args.split random for a larger share of the rare class)")
+
+
+def weight_note(weight: np.ndarray, names: tuple[str, ...] = ("SVM",)) -> str:
+    """How the summary names the blend: ``"blend, network weight 0.42"`` with one member, with
+    several the weights of the first column (``"blend of network 0.34, SVM 0.22, forest
+    0.44"``); several columns add the network's weight of the next ones (the first four).
+
+    Args:
+        weight (numpy.ndarray): ``[T, 1 + K]`` the weights per label column (the network's
+            first).
+        names (tuple[str, ...], optional): the members' names. (default: ``("SVM",)``)
+
+    Returns:
+        str: e.g. ``"blend, network weight 0.42, 1.00"``.
+    """
+    weight = upgrade_weight(weight)
+    shown = ", ".join(f"{w:.2f}" for w in weight[:4, 0])
+    more = ", ..." if len(weight) > 4 else ""
+    if weight.shape[1] == 2:
+        return f"blend, network weight {shown}{more}"
+    first = ", ".join(f"{n} {w:.2f}" for n, w in zip(("network", *names), weight[0]))
+    rest = f"; network weight of every column {shown}{more}" if len(weight) > 1 else ""
+    return f"blend of {first}{rest}"
+
+
+def tested_note(callbacks: Any) -> str | None:
+    """How the fit summary names the tested checkpoint's blend (:func:`weight_note`), or
+    :obj:`None` when no callback holds a tested blend (``ClassicalBaseline.tested``).
+
+    Args:
+        callbacks (list): the trainer's callbacks.
+    """
+    tested = next((c.tested for c in callbacks if getattr(c, "tested", None) is not None
+                   and c.tested.blend_weight is not None), None)
+    return None if tested is None else weight_note(tested.blend_weight, tested.member_names)

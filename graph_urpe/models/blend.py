@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -46,8 +45,7 @@ import torch
 
 __all__ = ["BOOTSTRAP_DRAWS", "GRID_STEPS", "NO_EVIDENCE_WEIGHT", "SUFFIX", "bagged_weight",
            "blend", "blend_std", "blend_weights", "blended_outputs", "fit_blend_calibration",
-           "network_predictions", "simplex_grid", "stored_blend_problem", "tested_note",
-           "upgrade_weight", "validation_weight", "weight_note"]
+           "network_predictions", "simplex_grid", "upgrade_weight", "validation_weight"]
 
 NO_EVIDENCE_WEIGHT = 0.5
 """The network's weight of a column with no labelled validation row (the members share the
@@ -378,100 +376,3 @@ def blend_std(network: dict[str, np.ndarray], calibration: np.ndarray | None) ->
     scale = np.full(half.shape[1], np.nan) if calibration is None else calibration[0]
     fallback = network["std"] if "std" in network else half / GAUSSIAN_HALF_WIDTH
     return np.where(np.isnan(scale), fallback, scale * half)
-
-
-def stored_blend_problem(state: Mapping[str, Any], num_tasks: int, members: int = 1
-                         ) -> str | None:
-    """What makes the blend's entries of a stored classical state differ from what this version
-    writes, or :obj:`None`: ``blend_weight`` a float64 tensor ``[T, 1 + K]`` of finite values
-    in ``[0, 1]``, each row summing to 1 (or ``[T]``, the network's weight beside one member, as
-    versions before the forest wrote it); ``blend_calibration`` (only with a weight) a float64
-    tensor ``[2, T]`` of values >= 0 or NaN. A state with neither (no blend) has no problem.
-
-    Args:
-        state (Mapping[str, Any]): the state read from a received checkpoint.
-        num_tasks (int): ``T``, the label columns.
-        members (int, optional): ``K``, the classical model's members. (default: :obj:`1`)
-
-    Returns:
-        str or None: one line naming the first difference, or :obj:`None`.
-    """
-    if "blend_calibration" in state and "blend_weight" not in state:
-        return "blend_calibration without blend_weight"
-    for name, dims, values_problem in (("blend_weight", (2, 1), _weight_values_problem),
-                                       ("blend_calibration", (2,), _calibration_values_problem)):
-        if name not in state:
-            continue
-        value = state[name]
-        if not (isinstance(value, torch.Tensor) and value.dtype == torch.float64
-                and value.dim() in dims):
-            kind = f"a {value.dtype} tensor of {value.dim()} dims" if isinstance(
-                value, torch.Tensor) else type(value).__name__
-            return f"{name} is {kind}, this version writes a torch.float64 tensor of {dims[0]} dims"
-        problem = values_problem(value, num_tasks, members)
-        if problem:
-            return problem
-    return None
-
-
-def _weight_values_problem(value: torch.Tensor, num_tasks: int, members: int) -> str | None:
-    """One line if a float64 ``blend_weight`` is not ``[T, 1 + K]`` (or, with one member,
-    ``[T]``) finite values in ``[0, 1]`` whose rows sum to 1."""
-    if value.shape[0] != num_tasks:
-        return f"blend_weight has {value.shape[0]} rows for {num_tasks} label columns"
-    if value.dim() == 1 and members != 1:
-        return f"blend_weight holds one weight a column for a classical model of {members} members"
-    if value.dim() == 2 and value.shape[1] != 1 + members:
-        return (f"blend_weight has {value.shape[1]} weights a column for the network and "
-                f"{members} member(s)")
-    if not bool(torch.isfinite(value).all()) or bool((value < 0).any() | (value > 1).any()):
-        return "blend_weight holds values that are not finite numbers in [0, 1]"
-    if value.dim() == 2 and bool(((value.sum(1) - 1).abs() > 1e-9).any()):
-        return "blend_weight has a column whose weights do not sum to 1"
-    return None
-
-
-def _calibration_values_problem(value: torch.Tensor, num_tasks: int, members: int
-                                ) -> str | None:
-    """One line if a float64 ``blend_calibration`` is not ``[2, T]`` values >= 0 or NaN."""
-    if tuple(value.shape) != (2, num_tasks):
-        return f"blend_calibration has shape {list(value.shape)}, not [2, {num_tasks}]"
-    finite = value[~torch.isnan(value)]
-    if not bool(torch.isfinite(finite).all()) or bool((finite < 0).any()):
-        return "blend_calibration holds values that are not NaN or finite numbers >= 0"
-    return None
-
-
-def weight_note(weight: np.ndarray, names: tuple[str, ...] = ("SVM",)) -> str:
-    """How the summary names the blend: ``"blend, network weight 0.42"`` with one member, with
-    several the weights of the first column (``"blend of network 0.34, SVM 0.22, forest
-    0.44"``); several columns add the network's weight of the next ones (the first four).
-
-    Args:
-        weight (numpy.ndarray): ``[T, 1 + K]`` the weights per label column (the network's
-            first).
-        names (tuple[str, ...], optional): the members' names. (default: ``("SVM",)``)
-
-    Returns:
-        str: e.g. ``"blend, network weight 0.42, 1.00"``.
-    """
-    weight = upgrade_weight(weight)
-    shown = ", ".join(f"{w:.2f}" for w in weight[:4, 0])
-    more = ", ..." if len(weight) > 4 else ""
-    if weight.shape[1] == 2:
-        return f"blend, network weight {shown}{more}"
-    first = ", ".join(f"{n} {w:.2f}" for n, w in zip(("network", *names), weight[0]))
-    rest = f"; network weight of every column {shown}{more}" if len(weight) > 1 else ""
-    return f"blend of {first}{rest}"
-
-
-def tested_note(callbacks: Any) -> str | None:
-    """How the fit summary names the tested checkpoint's blend (:func:`weight_note`), or
-    :obj:`None` when no callback holds a tested blend (``ClassicalBaseline.tested``).
-
-    Args:
-        callbacks (list): the trainer's callbacks.
-    """
-    tested = next((c.tested for c in callbacks if getattr(c, "tested", None) is not None
-                   and c.tested.blend_weight is not None), None)
-    return None if tested is None else weight_note(tested.blend_weight, tested.member_names)

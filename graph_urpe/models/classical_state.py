@@ -8,15 +8,15 @@ forests' arrays, the blend's entries), read before anything is computed from the
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import torch
 
 from graph_urpe.data.fingerprints import ECFP4_BITS
-from graph_urpe.models.blend import stored_blend_problem
 from graph_urpe.models.forest import forest_problem
 
-__all__ = ["STATE_FORMAT", "TASK_KEYS", "state_problem"]
+__all__ = ["STATE_FORMAT", "TASK_KEYS", "state_problem", "stored_blend_problem"]
 
 STATE_FORMAT = "graph-urpe-classical/1"
 """The ``format`` entry of a stored classical model."""
@@ -54,7 +54,7 @@ def state_problem(state: Any, num_tasks: int | None = None) -> str | None:
     (see :meth:`~graph_urpe.models.classical.ClassicalModel.from_state`): keys, dtypes, shapes,
     index ranges, finiteness, the forests (classification only; one per column, :obj:`None`
     exactly where the column has no SVM: :func:`graph_urpe.models.forest.forest_problem`) and
-    the blend entries (:func:`graph_urpe.models.blend.stored_blend_problem`).
+    the blend entries (:func:`stored_blend_problem`).
 
     Args:
         state (Any): the state read from a received checkpoint (plain data only).
@@ -133,4 +133,66 @@ def _forests_problem(state: dict, tasks: list[dict]) -> str | None:
         problem = None if forest is None else forest_problem(forest, f"forests[{t}]")
         if problem:
             return problem
+    return None
+
+
+def stored_blend_problem(state: Mapping[str, Any], num_tasks: int, members: int = 1
+                         ) -> str | None:
+    """What makes the blend's entries of a stored classical state differ from what this version
+    writes, or :obj:`None`: ``blend_weight`` a float64 tensor ``[T, 1 + K]`` of finite values
+    in ``[0, 1]``, each row summing to 1 (or ``[T]``, the network's weight beside one member, as
+    versions before the forest wrote it); ``blend_calibration`` (only with a weight) a float64
+    tensor ``[2, T]`` of values >= 0 or NaN. A state with neither (no blend) has no problem.
+
+    Args:
+        state (Mapping[str, Any]): the state read from a received checkpoint.
+        num_tasks (int): ``T``, the label columns.
+        members (int, optional): ``K``, the classical model's members. (default: :obj:`1`)
+
+    Returns:
+        str or None: one line naming the first difference, or :obj:`None`.
+    """
+    if "blend_calibration" in state and "blend_weight" not in state:
+        return "blend_calibration without blend_weight"
+    for name, dims, values_problem in (("blend_weight", (2, 1), _weight_values_problem),
+                                       ("blend_calibration", (2,), _calibration_values_problem)):
+        if name not in state:
+            continue
+        value = state[name]
+        if not (isinstance(value, torch.Tensor) and value.dtype == torch.float64
+                and value.dim() in dims):
+            kind = f"a {value.dtype} tensor of {value.dim()} dims" if isinstance(
+                value, torch.Tensor) else type(value).__name__
+            return f"{name} is {kind}, this version writes a torch.float64 tensor of {dims[0]} dims"
+        problem = values_problem(value, num_tasks, members)
+        if problem:
+            return problem
+    return None
+
+
+def _weight_values_problem(value: torch.Tensor, num_tasks: int, members: int) -> str | None:
+    """One line if a float64 ``blend_weight`` is not ``[T, 1 + K]`` (or, with one member,
+    ``[T]``) finite values in ``[0, 1]`` whose rows sum to 1."""
+    if value.shape[0] != num_tasks:
+        return f"blend_weight has {value.shape[0]} rows for {num_tasks} label columns"
+    if value.dim() == 1 and members != 1:
+        return f"blend_weight holds one weight a column for a classical model of {members} members"
+    if value.dim() == 2 and value.shape[1] != 1 + members:
+        return (f"blend_weight has {value.shape[1]} weights a column for the network and "
+                f"{members} member(s)")
+    if not bool(torch.isfinite(value).all()) or bool((value < 0).any() | (value > 1).any()):
+        return "blend_weight holds values that are not finite numbers in [0, 1]"
+    if value.dim() == 2 and bool(((value.sum(1) - 1).abs() > 1e-9).any()):
+        return "blend_weight has a column whose weights do not sum to 1"
+    return None
+
+
+def _calibration_values_problem(value: torch.Tensor, num_tasks: int, members: int
+                                ) -> str | None:
+    """One line if a float64 ``blend_calibration`` is not ``[2, T]`` values >= 0 or NaN."""
+    if tuple(value.shape) != (2, num_tasks):
+        return f"blend_calibration has shape {list(value.shape)}, not [2, {num_tasks}]"
+    finite = value[~torch.isnan(value)]
+    if not bool(torch.isfinite(finite).all()) or bool((finite < 0).any()):
+        return "blend_calibration holds values that are not NaN or finite numbers >= 0"
     return None

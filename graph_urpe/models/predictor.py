@@ -16,8 +16,8 @@ ensemble or a mean-variance head only: a single network has no per-molecule unce
 ``warning`` (outside the training vocabulary, or more atoms than any training molecule); a
 checkpoint of a CSV fit makes ``<target>_pred`` (and its interval) the blend of the network and
 its classical model (:mod:`graph_urpe.models.blend`) and adds ``<target>_network`` (the
-network's own), ``<target>_ecfp_svm``, ``nearest_train_similarity`` and ``nearest_train_row``
-before ``error``
+network's own), ``<target>_ecfp_svm`` (and for classification ``<target>_ecfp_rf``),
+``nearest_train_similarity`` and ``nearest_train_row`` before ``error``
 (:func:`~graph_urpe.models.classical_columns.classical_columns`). The molecules become graphs as
 in ``graph-urpe predict`` (:func:`~graph_urpe.data.predict_inputs.model_input_graphs` under
 :data:`~graph_urpe.data.budgets.DEFAULT_BUDGETS`: the same molecules accepted and refused, with

@@ -8,7 +8,8 @@ Columns read here, by name:
   column whose name contains ``loss``; plotted against ``step``;
 * **validation metrics**: every ``val/*`` column whose name does not contain ``loss`` (the
   ``val/*loss*`` columns when there is no other), except counts (``val/num_*``, e.g. the number
-  of validation graphs), the classical model's constant ``val/*_classical`` and the blend's
+  of validation graphs), the classical model's constant ``val/*_classical`` and
+  ``val/*_forest`` and the blend's
   ``val/*_blend`` (logged once, at test); plotted against ``epoch``, the last value logged in each
   epoch;
 * **learning rate**: every ``lr-*`` column (:class:`~lightning.pytorch.callbacks.LearningRateMonitor`,
@@ -73,7 +74,7 @@ def learning_curve_columns(metrics: pd.DataFrame) -> dict[str, list[str]]:
     preferred = [c for c in ("train/loss_step", "train/loss") if c in train]
     train_loss = (preferred or sorted(train))[:1]
     val = [c for c in cols if c.startswith("val/") and not c.startswith("val/num_")
-           and not c.endswith(("_classical", "_blend"))]  # the classical model's, the blend's
+           and not c.endswith(("_classical", "_forest", "_blend"))]  # classical, blend
     val = [c for c in val if "loss" not in c] or val
     lr = _distinct_curves(metrics, [c for c in cols if c.startswith("lr-")])
     return {"train_loss": train_loss, "val": val, "lr": lr}
