@@ -58,8 +58,9 @@ def run_predictions(log: Path, data: pd.DataFrame) -> dict[str, np.ndarray]:
 
 def forest_predictions(data: pd.DataFrame, task: str, seed: int) -> dict[str, np.ndarray]:
     """A 500-tree forest on the training rows' ECFP4: validation and test predictions, CPU
-    seconds of fit and prediction, node count; and the out-of-fold predictions of the training
-    rows (``oof_svm``, ``oof_forest``) with their labels (``oof_y``)."""
+    seconds (classification: the stored forest and a second one for its out-of-bag predictions;
+    regression: one forest with them), node count; and the out-of-fold predictions of the
+    training rows (``oof_svm``, ``oof_forest``) with their labels (``oof_y``)."""
     from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
     from sklearn.model_selection import KFold, StratifiedKFold
 
@@ -158,7 +159,7 @@ def main() -> None:
                      f"{statistics.fmean(nodes):,.0f}"])
     print(markdown_table(["set", "metric", "runs", *COLUMNS, "w (network, SVM)",
                           "w (network, SVM, forest)", "w (network; SVM share by OOF)",
-                          "forest CPU s", "forest nodes"], rows))
+                          "forest CPU s (fits with OOB, predictions)", "forest nodes"], rows))
 
 
 if __name__ == "__main__":

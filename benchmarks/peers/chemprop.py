@@ -61,6 +61,7 @@ import argparse
 import hashlib
 import io
 import json
+import math
 import os
 import re
 import statistics
@@ -414,12 +415,13 @@ def run_ours(folder: Path, task: str, metric: str, seed: int, variant: str, runs
 
 def beside_network(metrics_csv: Path, metric: str) -> dict:
     """The scores the fit logged beside the network's (``metrics.csv``): the classical model's
-    and the blend's on the test rows, and the validation scores of the network, the classical
-    model and the blend (the blend's validation score is the one its weight was chosen on).
+    (the SVM's, and for classification the forest's) and the blend's on the test rows, and the
+    validation scores of the network, the SVM and the blend (the blend's validation score is the
+    one its weights were chosen on).
 
     Returns:
-        dict: ``network``, ``classical``, ``blend``, ``val_network``, ``val_classical``,
-        ``val_blend`` (NaN where the run logged none). The run's ``value`` (from
+        dict: ``network``, ``classical``, ``forest``, ``blend``, ``val_network``,
+        ``val_classical``, ``val_blend`` (NaN where the run logged none). The run's ``value`` (from
         ``test_predictions.csv``'s ``target_pred``) is the blend since 4efc464 (the network
         before): ``network`` is the network's own ``test/<metric>``.
     """
@@ -430,7 +432,7 @@ def beside_network(metrics_csv: Path, metric: str) -> dict:
         return float(values.iloc[-1]) if len(values) else float("nan")
 
     return {"network": last(f"test/{metric}"), "classical": last(f"test/{metric}_classical"),
-            "blend": last(f"test/{metric}_blend"),
+            "forest": last(f"test/{metric}_forest"), "blend": last(f"test/{metric}_blend"),
             "val_network": last(f"val/{metric}"), "val_classical": last(f"val/{metric}_classical"),
             "val_blend": last(f"val/{metric}_blend")}
 
@@ -446,12 +448,13 @@ def format_beside(results: Sequence[dict]) -> str:
             continue
         metric = "MAE" if mine[0]["metric"] == "mae" else "ROC-AUC"
         rows.append([name, metric, ",".join(str(r["seed"]) for r in mine)] + [
-            _cell([r.get("network", r["value"]) if key == "network" else r[key] for r in mine])
-            for key in ("network", "classical", "blend")] + [
+            _cell([r.get("network", r["value"]) if key == "network" else r.get(key, math.nan)
+                   for r in mine])
+            for key in ("network", "classical", "forest", "blend")] + [
             f"{statistics.fmean(r[key] for r in mine):.3f}"
             for key in ("val_network", "val_classical", "val_blend")])
     return markdown_table(["set", "metric", "seeds", "test: network", "test: ECFP4 SVM (in fit)",
-                           "test: blend", "val: network", "val: SVM", "val: blend"], rows)
+                           "test: ECFP4 forest (in fit)", "test: blend", "val: network", "val: SVM", "val: blend"], rows)
 
 
 def run_anchor(folder: Path, task: str, metric: str, seed: int, variant: str) -> dict:

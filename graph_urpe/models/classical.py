@@ -33,7 +33,7 @@ CSV fit trains one on the same training rows and reports it beside the network
   forest per column with a model (:class:`~graph_urpe.models.forest.Forest`, 500 trees on the
   same rows; on BACE's scaffold split it scores test ROC-AUC 0.855 against the SVC's 0.846, and
   the blend of network, SVM and forest 0.855 against network and SVM's 0.841; for regression
-  it was measured and left out: blended weights 0.00-0.02 on Lipophilicity, BACE pIC50 and
+  it was measured and left out: blended weights 0.00-0.01 on Lipophilicity, BACE pIC50 and
   FreeSolv, ``benchmarks/README.md`` section 29). Each member's prediction is written by
   ``predict`` and weighed in the blend (:mod:`graph_urpe.models.blend`).
 * **Stored** as plain arrays (:meth:`ClassicalModel.state_dict`, no pickle): the training
