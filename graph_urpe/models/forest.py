@@ -126,7 +126,9 @@ class Forest:
 
     def predict(self, bits: np.ndarray) -> np.ndarray:
         """The probability of class 1 of each molecule: the mean over the trees of the fraction
-        of its leaf (memory ``1024 x R`` int64 at a time).
+        of its leaf. The walk advances every (molecule, tree) pair of a block of 1,024 molecules
+        by one level at a time and keeps only the pairs not yet at a leaf (memory ``1024 x R``
+        int64 at a time; about 0.2 CPU ms a molecule for BACE's 500 trees of ~560 nodes).
 
         Args:
             bits (numpy.ndarray): ``[M, 2048]`` 0/1 ECFP4.
@@ -136,19 +138,19 @@ class Forest:
         """
         out = np.empty(len(bits))
         left, right = self.left.astype(np.int64), self.right.astype(np.int64)
-        feature = self.feature.astype(np.int64)
+        feature, trees = self.feature.astype(np.int64), len(self.roots)
         for start in range(0, len(bits), _BLOCK):
             block = np.asarray(bits[start:start + _BLOCK], dtype=bool)
-            node = np.broadcast_to(self.roots, (len(block), len(self.roots))).copy()
-            rows = np.arange(len(block))[:, None]
-            while True:
-                tested = feature[node]
-                inner = tested >= 0
-                if not inner.any():
-                    break
-                step = np.where(block[rows, np.maximum(tested, 0)], right[node], left[node])
-                node = np.where(inner, step, node)
-            out[start:start + len(block)] = self.value[node].mean(1)
+            flat = block.ravel()  # bit b of molecule m at m * 2048 + b
+            node = np.tile(self.roots, len(block))  # [molecule, tree] pairs, flattened
+            offset = np.repeat(np.arange(len(block)) * block.shape[1], trees)
+            walking = np.flatnonzero(feature[node] >= 0)  # pairs not yet at a leaf
+            while len(walking):
+                at = node[walking]
+                step = np.where(flat[offset[walking] + feature[at]], right[at], left[at])
+                node[walking] = step
+                walking = walking[feature[step] >= 0]
+            out[start:start + len(block)] = self.value[node].reshape(len(block), trees).mean(1)
         return out
 
     @property
