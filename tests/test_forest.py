@@ -62,6 +62,24 @@ def test_large_trees_make_a_smaller_forest():
         Forest.fit(bits, np.zeros(len(labels)))
 
 
+def test_the_columns_share_the_node_budget(monkeypatch):
+    import graph_urpe.models.classical as classical
+
+    bits, labels = _data()
+    rng = np.random.default_rng(3)
+    columns = np.stack([np.where(rng.random(len(labels)) < 0.3, 1 - labels, labels)
+                        for _ in range(4)], 1).astype(float)  # noisy: deep trees
+    alone = Forest.fit(bits, columns[:, 0], seed=0)
+    per_tree = np.diff(np.append(alone.roots, len(alone.value)))[:FIRST_TREES].mean()
+    monkeypatch.setattr(classical, "NODE_BUDGET", int(4 * 100 * per_tree))  # ~100 trees a column
+    model = classical.ClassicalModel.fit(bits, columns, np.arange(len(labels)), "classification")
+    assert model.members == ("svm", "forest")
+    first = model.forests[0]
+    assert first.num_trees == max(FIRST_TREES, int(4 * 100 * per_tree) // 4 // per_tree)
+    assert 80 <= first.num_trees <= 120
+    np.testing.assert_array_equal(first.value[:len(alone.value)][:10], alone.value[:10])
+
+
 def _cycle(state):
     state["left"][2] = 0  # a child before its node: a walk could loop
 

@@ -6,8 +6,9 @@ the SVM it lifts the fit's prediction from 0.841 to 0.855: ``benchmarks/README.m
 * **Fit**: scikit-learn's :class:`~sklearn.ensemble.RandomForestClassifier` (Breiman 2001) with
   its defaults (``max_features="sqrt"``, trees grown until their leaves are pure) on the 0/1
   ECFP4 bits of one label column's labelled training rows, :data:`MAX_TREES` trees, fewer when
-  the trees are large (:data:`NODE_BUDGET` nodes a column: the forest grows with scikit-learn's
-  ``warm_start`` after a first :data:`FIRST_TREES` trees measured the nodes a tree needs).
+  the trees are large (the column's share of :data:`NODE_BUDGET`: the forest grows with
+  scikit-learn's ``warm_start`` after a first :data:`FIRST_TREES` trees measured the nodes a tree
+  needs).
 * **Stored** (:meth:`Forest.state_dict`, no pickle): every tree's nodes concatenated, each tree's
   root, and per node the two children (``-1`` for a leaf), the bit it tests (``-1`` for a leaf)
   and the leaf's fraction of class-1 training molecules. The split threshold is not stored: on a
@@ -39,9 +40,10 @@ MAX_TREES = 500
 FIRST_TREES = 50
 """Trees grown first to measure a tree's nodes before the forest is sized."""
 
-NODE_BUDGET = 400_000
-"""Nodes a column's forest holds at most (18 bytes a node: 7.2 MB); BACE's 1,210 training
-molecules need about 560 a tree (500 trees: 280,000)."""
+NODE_BUDGET = 1_000_000
+"""Nodes the forests of a classical model hold at most together, shared equally by its label
+columns (18 bytes a node: 18 MB); BACE's 1,210 training molecules need about 560 a tree (one
+column, 500 trees: 280,000), so a set of 12 such columns keeps about 150 trees a column."""
 
 _KEYS = ("roots", "left", "right", "feature", "value")
 _BLOCK = 1024  # molecules walked at once: [1024, trees] int64 node indices
@@ -76,7 +78,7 @@ class Forest:
             labels (numpy.ndarray): ``[n]`` 0/1 labels, both classes present.
             seed (int, optional): the forest's ``random_state``. (default: :obj:`0`)
             node_budget (int, optional): nodes the forest holds at most (it keeps at least
-                :data:`FIRST_TREES` trees). (default: :data:`NODE_BUDGET`)
+                :data:`FIRST_TREES` trees). (default: :data:`NODE_BUDGET`, a one-column model's)
 
         Returns:
             Forest: its arrays.
