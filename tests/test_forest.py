@@ -63,7 +63,7 @@ def test_large_trees_make_a_smaller_forest():
 
 
 def test_the_columns_share_the_node_budget(monkeypatch):
-    import graph_urpe.models.classical as classical
+    from graph_urpe.models import classical
 
     bits, labels = _data()
     rng = np.random.default_rng(3)
