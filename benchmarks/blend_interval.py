@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 import torch
 from _common import markdown_table
-from blend_rules import tested_checkpoint
+from blend_rules import set_runs, tested_checkpoint
 
 
 def network_only(path: Path, folder: str) -> str:
@@ -80,9 +80,8 @@ def main() -> None:
     args = parser.parse_args()
     rows = []
     for name in args.sets:
-        data = pd.read_csv(args.out / "sets" / name / "data.csv")
-        runs = [one_run(tested_checkpoint(log), data)
-                for log in sorted((args.out / "runs" / name).glob(args.runs))]
+        data, _, logs = set_runs(args.out, name, args.runs)
+        runs = [one_run(tested_checkpoint(log), data) for log in logs]
         mean = {k: statistics.fmean(r[k] for r in runs) for k in runs[0]}
         rows.append([name, str(len(runs)), f"{mean['w']:.2f}",
                      f"{mean['network_mae']:.3f}", f"{mean['blend_mae']:.3f}",

@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from _common import markdown_table
-from blend_rules import tested_checkpoint
+from blend_rules import set_runs, tested_checkpoint
 
 COLUMNS = ("network", "svm", "forest", "network+svm", "network+svm+forest", "network+oof")
 
@@ -140,11 +140,9 @@ def main() -> None:
     args = parser.parse_args()
     rows = []
     for name in args.sets:
-        data = pd.read_csv(args.out / "sets" / name / "data.csv")
-        task = "classification" if set(data["target"].dropna().unique()) <= {0, 1} else \
-            "regression"
+        data, task, logs = set_runs(args.out, name, args.runs)
         results, cpu, nodes = [], [], []
-        for log in sorted((args.out / "runs" / name).glob(args.runs)):
+        for log in logs:
             seed = int(log.stem.rsplit("seed", 1)[1])
             forest = forest_predictions(data, task, seed)
             cpu.append(forest.pop("cpu"))

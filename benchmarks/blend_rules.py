@@ -55,6 +55,15 @@ def tested_checkpoint(log: Path) -> Path:
     raise SystemExit(f"{log}: no tested checkpoint in the summary")
 
 
+def set_runs(out: Path, name: str, runs: str = "ours-default-seed*.log"
+             ) -> tuple[pd.DataFrame, str, list[Path]]:
+    """A set of the peer benchmark's folder ``out``: its data (``sets/<name>/data.csv``), its task
+    (classification where every label is 0 or 1) and its runs' logs (``runs/<name>/<runs>``)."""
+    data = pd.read_csv(out / "sets" / name / "data.csv")
+    task = "classification" if set(data["target"].dropna().unique()) <= {0, 1} else "regression"
+    return data, task, sorted((out / "runs" / name).glob(runs))
+
+
 def score(metric: str, y, p) -> float:
     from sklearn.metrics import mean_absolute_error, roc_auc_score
 
@@ -70,13 +79,11 @@ def main() -> None:
 
     rows = []
     for name in args.sets:
-        data = pd.read_csv(args.out / "sets" / name / "data.csv")
-        task = "classification" if set(data["target"].dropna().unique()) <= {0, 1} else \
-            "regression"
+        data, task, logs = set_runs(args.out, name)
         metric = "rocauc" if task == "classification" else "mae"
         per_rule: dict[str, list[float]] = {r: [] for r in RULES}
         weights: dict[str, list[float]] = {r: [] for r in RULES}
-        for log in sorted((args.out / "runs" / name).glob("ours-default-seed*.log")):
+        for log in logs:
             model = Predictor.from_checkpoint(str(tested_checkpoint(log)))
             parts = {}
             for split in ("valid", "test"):
