@@ -9,7 +9,8 @@ one thread under ``OMP_NUM_THREADS=1``), the same steps as
 :meth:`ClassicalBaseline.on_fit_start <graph_urpe.models.classical_baseline.ClassicalBaseline.on_fit_start>`
 and ``on_test_epoch_end``: ECFP4 of the training rows, :meth:`ClassicalModel.fit
 <graph_urpe.models.classical.ClassicalModel.fit>` (Gram matrix, C by 5-fold cross-validation
-over 4 values, the final SVR / Platt-scaled SVC), the validation rows' predictions and nearest
+over 4 values, the final SVR / Platt-scaled SVC; for classification the random forest beside
+it), the validation rows' predictions and nearest
 neighbours, the applicability threshold, the test rows' fingerprints and predictions. The test
 score uses :func:`graph_urpe.models.metrics.epoch_metrics`, the network's metric function.
 
@@ -75,12 +76,16 @@ def run(name: str, wheel: str, seed: int) -> dict:
     fitted = time.process_time()
     pred, similarity, _ = model.predict_with_neighbours(ecfp4(pick("valid")))
     model.similarity_threshold = similarity_threshold(
-        similarity, row_errors(pred, y[split["valid"]], model))
-    test = model.predict(ecfp4(pick("test")))
+        similarity, row_errors(pred[..., 0], y[split["valid"]], model))
+    test = model.predict(ecfp4(pick("test")))  # [n, 1, members]
     end = time.process_time()
-    scores = epoch_metrics(torch.from_numpy(test), torch.from_numpy(y[split["test"]]), task)
+    scores = {member: epoch_metrics(torch.from_numpy(test[..., k]),
+                                    torch.from_numpy(y[split["test"]]), task)
+              for k, member in enumerate(model.members)}
     return {"set": name, "task": task, "sizes": {k: len(v) for k, v in split.items()},
-            "C": model.tasks[0]["C"], "test": {k: round(v, 4) for k, v in scores.items()},
+            "C": model.tasks[0]["C"],
+            "test": {m: {k: round(v, 4) for k, v in values.items()}
+                     for m, values in scores.items()},
             "similarity_threshold": round(model.similarity_threshold, 4),
             "cpu_s_fit": round(fitted - start, 2), "cpu_s_total": round(end - start, 2),
             "stored_bytes": int(sum(t.numel() * t.element_size() for t in _tensors(
