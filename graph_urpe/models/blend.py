@@ -2,9 +2,10 @@ r"""The blend of the network and the classical model's members in a CSV fit (iss
 per label column :math:`w_0 \cdot \text{network} + \sum_k w_k \cdot \text{member}_k` with
 weights :math:`w \ge 0` summing to 1 (labels' units for regression, probabilities of class 1 for
 classification). The members are those of
-:class:`~graph_urpe.models.classical.ClassicalModel` (:attr:`~graph_urpe.models.classical.
-ClassicalModel.members`): the ECFP4 SVM, and for classification a random forest on ECFP4 beside
-it (:mod:`graph_urpe.models.forest`); with one member the blend is
+:class:`~graph_urpe.models.classical.ClassicalModel`
+(:attr:`~graph_urpe.models.classical.ClassicalModel.members`): the ECFP4 SVM, and for
+classification a random forest on ECFP4 beside it (:mod:`graph_urpe.models.forest`); with one
+member the blend is
 :math:`w \cdot \text{network} + (1 - w) \cdot \text{SVM}`.
 
 The weights of a column are chosen on the validation rows of the checkpoint they belong to, as
