@@ -98,7 +98,8 @@ def check_tensor_bytes(ckpt: dict) -> None:
         ckpt (dict): the checkpoint, read as plain data.
 
     Raises:
-        SizeRefusal: more bytes than an optimizer's state for its state dict would take.
+        SizeRefusal: more bytes than an optimizer's state for its state dict would take, or a
+            tensor that is not dense (a sparse one has no byte count).
     """
     state = ckpt.get("state_dict")
     inside = sum(t.nbytes for t in state.values() if isinstance(t, torch.Tensor)) \
@@ -107,6 +108,9 @@ def check_tensor_bytes(ckpt: dict) -> None:
     while stack:
         item = stack.pop()
         if isinstance(item, torch.Tensor):
+            if item.layout != torch.strided:
+                raise SizeRefusal(f"it holds a {item.layout} tensor outside its state dict; this "
+                                  "version writes dense ones")
             outside += item.nbytes
         elif isinstance(item, dict):
             stack.extend(item.values())

@@ -316,7 +316,8 @@ def test_a_column_without_a_classical_model_keeps_the_network(tmp_path, capsys, 
     assert state["forests"][1] is None and state["forests"][0] is not None
     assert 0 < float(state["blend_weight"][0, 0]) < 1
     line = next(x for x in out.splitlines() if x.startswith("Test ROC-AUC:"))
-    assert "; network weight of every column " in line and ", 1.00) | " in line
+    assert " in the first column; network weight of every column " in line
+    assert ", 1.00) | " in line
     table = Predictor.from_checkpoint(best).predict(["CCO", "c1ccccc1", "CCCCN"])
     assert table["b_ecfp_svm"].isna().all() and table["b_ecfp_rf"].isna().all()
     np.testing.assert_array_equal(table["b_network"], table["b_pred"])

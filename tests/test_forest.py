@@ -48,16 +48,30 @@ def test_a_walk_by_hand_on_one_tree():
     bits[1, 5] = 1
     bits[2, [5, 7]] = 1
     np.testing.assert_array_equal(forest.predict(bits), [0.25, 0.0, 1.0])
-    assert forest_problem(forest.state_dict()) is None
+    assert forest_problem(forest.state_dict(), molecules=3) is None
+    assert forest_problem(forest.state_dict(), molecules=2).startswith(  # 5 nodes > 2 * 2 - 1
+        "forest has a tree of more than 3 nodes, more than 2 training molecules make")
+
+
+def _sizes(forest):
+    return np.diff(np.append(forest.roots, len(forest.value)))
 
 
 def test_large_trees_make_a_smaller_forest():
+    from sklearn.ensemble import RandomForestClassifier
+
     bits, labels = _data()
     rng = np.random.default_rng(2)
     noisy = np.where(rng.random(len(labels)) < 0.3, 1 - labels, labels)  # deep trees
-    forest = Forest.fit(bits, noisy, seed=0, node_budget=2_000)
-    first = np.diff(np.append(forest.roots, len(forest.value)))[:FIRST_TREES]
-    assert forest.num_trees == max(FIRST_TREES, int(2_000 // first.mean()))
+    reference = RandomForestClassifier(MAX_TREES, random_state=0, n_jobs=1).fit(bits, noisy)
+    sizes = np.array([e.tree_.node_count for e in reference.estimators_])
+    for budget in (2_000, 5 * sizes[:FIRST_TREES].sum() // FIRST_TREES * 3):
+        forest = Forest.fit(bits, noisy, seed=0, node_budget=budget)
+        # the longest prefix of the same seed's trees within the budget
+        assert forest.num_trees == int(np.searchsorted(np.cumsum(sizes), budget, "right"))
+        np.testing.assert_array_equal(_sizes(forest), sizes[:forest.num_trees])
+        assert len(forest.value) <= budget
+    assert Forest.fit(bits, noisy, seed=0, node_budget=1).num_trees == 1  # at least one
     with pytest.raises(ValueError, match="both classes"):
         Forest.fit(bits, np.zeros(len(labels)))
 
@@ -70,12 +84,13 @@ def test_the_columns_share_the_node_budget(monkeypatch):
     columns = np.stack([np.where(rng.random(len(labels)) < 0.3, 1 - labels, labels)
                         for _ in range(4)], 1).astype(float)  # noisy: deep trees
     alone = Forest.fit(bits, columns[:, 0], seed=0)
-    per_tree = np.diff(np.append(alone.roots, len(alone.value)))[:FIRST_TREES].mean()
+    per_tree = _sizes(alone)[:FIRST_TREES].mean()
     monkeypatch.setattr(classical, "NODE_BUDGET", int(4 * 100 * per_tree))  # ~100 trees a column
     model = classical.ClassicalModel.fit(bits, columns, np.arange(len(labels)), "classification")
     assert model.members == ("svm", "forest")
     first = model.forests[0]
-    assert first.num_trees == max(FIRST_TREES, int(4 * 100 * per_tree) // 4 // per_tree)
+    share = int(4 * 100 * per_tree) // 4
+    assert first.num_trees == int(np.searchsorted(np.cumsum(_sizes(alone)), share, "right"))
     assert 80 <= first.num_trees <= 120
     np.testing.assert_array_equal(first.value[:len(alone.value)][:10], alone.value[:10])
 
@@ -105,6 +120,34 @@ def _wrong_dtype(state):
     state["feature"] = state["feature"].long()
 
 
+def _parameter(state):
+    state["value"] = torch.nn.Parameter(state["value"])
+
+
+def _same_children(state):
+    state["right"][0] = state["left"][0]
+
+
+def _chain(state):
+    """One tree, a chain 3,000 levels deep (every node's children: a leaf and the next)."""
+    size = 6001
+    index = torch.arange(size, dtype=torch.int32)
+    inner = (index % 2 == 0) & (index < size - 1)
+    state.update(roots=torch.tensor([0]),
+                 left=torch.where(inner, index + 1, -1).int(),
+                 right=torch.where(inner, index + 2, -1).int(),
+                 feature=torch.where(inner, 5, -1).to(torch.int16),
+                 value=torch.full((size,), 0.5, dtype=torch.float64))
+
+
+def _too_many_trees(state):
+    n = MAX_TREES + 1
+    state.update(roots=torch.arange(n), left=torch.full((n,), -1, dtype=torch.int32),
+                 right=torch.full((n,), -1, dtype=torch.int32),
+                 feature=torch.full((n,), -1, dtype=torch.int16),
+                 value=torch.zeros(n, dtype=torch.float64))
+
+
 def _roots_out_of_order(state):
     state["roots"] = state["roots"].flip(0)
 
@@ -115,13 +158,17 @@ def _roots_out_of_order(state):
     (_bit_out_of_range, "forest has a node whose children or bit are not those of a tree"),
     (_half_leaf, "forest has a node whose children or bit are not those of a tree"),
     (_value_above_one, "forest.value holds values outside [0, 1]"),
-    (_wrong_dtype, "forest.feature is not a 1-dim torch.int16 tensor"),
+    (_same_children, "forest has a node whose children or bit are not those of a tree"),
+    (_wrong_dtype, "forest.feature is not a plain 1-dim torch.int16 tensor"),
+    (_parameter, "forest.value is not a plain 1-dim torch.float64 tensor"),
     (_roots_out_of_order, "forest.roots do not start the trees in order"),
+    (_chain, "forest has a tree deeper than the 2048 bits of ECFP4"),
+    (_too_many_trees, f"forest has {MAX_TREES + 1} trees, more than the {MAX_TREES}"),
 ])
 def test_a_changed_forest_is_refused_in_one_line(edit, named):
     bits, labels = _data()
     state = Forest.fit(bits, labels, node_budget=FIRST_TREES * 10).state_dict()
-    assert forest_problem(state) is None
+    assert forest_problem(state, molecules=10_000) is None
     edit(state)
-    assert forest_problem(state).startswith(named)
-    assert forest_problem({"roots": state["roots"]}).startswith("forest is not a mapping")
+    assert forest_problem(state, molecules=10_000).startswith(named)
+    assert forest_problem({"roots": state["roots"]}, 10_000).startswith("forest is not a mapping")

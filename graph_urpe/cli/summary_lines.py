@@ -158,7 +158,7 @@ def _few_of_a_class(model: LightningModule, target: torch.Tensor) -> str:
 def weight_note(weight: np.ndarray, names: tuple[str, ...] = ("SVM",)) -> str:
     """How the summary names the blend: ``"blend, network weight 0.42"`` with one member, with
     several the weights of the first column (``"blend of network 0.34, SVM 0.22, forest
-    0.44"``); several columns add the network's weight of the next ones (the first four).
+    0.44"``); several columns say so and add the network's weight of each (the first four).
 
     Args:
         weight (numpy.ndarray): ``[T, 1 + K]`` the weights per label column (the network's
@@ -174,8 +174,9 @@ def weight_note(weight: np.ndarray, names: tuple[str, ...] = ("SVM",)) -> str:
     if weight.shape[1] == 2:
         return f"blend, network weight {shown}{more}"
     first = ", ".join(f"{n} {w:.2f}" for n, w in zip(("network", *names), weight[0]))
-    rest = f"; network weight of every column {shown}{more}" if len(weight) > 1 else ""
-    return f"blend of {first}{rest}"
+    if len(weight) == 1:
+        return f"blend of {first}"
+    return f"blend of {first} in the first column; network weight of every column {shown}{more}"
 
 
 def tested_note(callbacks: Any) -> str | None:

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from graph_urpe.data.fingerprints import ECFP4_BITS
-from graph_urpe.models.forest import forest_problem
+from graph_urpe.models.forest import NODE_BUDGET, forest_problem
 
 __all__ = ["STATE_FORMAT", "TASK_KEYS", "state_problem", "stored_blend_problem"]
 
@@ -33,6 +33,8 @@ def _tensor(value: Any, dtype: torch.dtype, dims: int, name: str) -> str | None:
         kind = f"a {value.dtype} tensor of {value.dim()} dims" if isinstance(
             value, torch.Tensor) else type(value).__name__
         return f"{name} is {kind}, this version writes a {dtype} tensor of {dims} dims"
+    if type(value) is not torch.Tensor or value.layout != torch.strided or value.requires_grad:
+        return f"{name} is not a plain tensor (a parameter, sparse, or requiring gradients)"
     if value.is_floating_point() and not bool(torch.isfinite(value).all()):
         return f"{name} holds values that are not finite"
     return None
@@ -126,13 +128,18 @@ def _forests_problem(state: dict, tasks: list[dict]) -> str | None:
     if state["task"] != "classification" or not isinstance(forests, list) or len(
             forests) != len(tasks):
         return f"forests is not a list of {len(tasks)} classification columns' forests"
+    molecules = state["train_fingerprints"].shape[0]
     for t, (forest, entry) in enumerate(zip(forests, tasks)):
         if (forest is None) != (entry["C"] == 0):
             return f"forests[{t}] is {'missing' if forest is None else 'given'} for a column " \
                 f"with C = {entry['C']}"
-        problem = None if forest is None else forest_problem(forest, f"forests[{t}]")
+        problem = None if forest is None else forest_problem(forest, molecules, f"forests[{t}]")
         if problem:
             return problem
+    nodes = sum(len(f["value"]) for f in forests if f is not None)
+    most = NODE_BUDGET + len(tasks) * (2 * molecules - 1)  # a column keeps >= 1 tree (Forest.fit)
+    if nodes > most:
+        return f"forests hold {nodes} nodes, more than the {most} this version writes"
     return None
 
 
@@ -154,12 +161,15 @@ def stored_blend_problem(state: Mapping[str, Any], num_tasks: int, members: int 
     """
     if "blend_calibration" in state and "blend_weight" not in state:
         return "blend_calibration without blend_weight"
+    if "blend_calibration" in state and state.get("task") == "classification":
+        return "blend_calibration in a classification model (a probability has no interval)"
     for name, dims, values_problem in (("blend_weight", (2, 1), _weight_values_problem),
                                        ("blend_calibration", (2,), _calibration_values_problem)):
         if name not in state:
             continue
         value = state[name]
-        if not (isinstance(value, torch.Tensor) and value.dtype == torch.float64
+        if not (type(value) is torch.Tensor and value.layout == torch.strided
+                and not value.requires_grad and value.dtype == torch.float64
                 and value.dim() in dims):
             kind = f"a {value.dtype} tensor of {value.dim()} dims" if isinstance(
                 value, torch.Tensor) else type(value).__name__

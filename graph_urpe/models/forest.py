@@ -6,9 +6,11 @@ the SVM it lifts the fit's prediction from 0.841 to 0.855: ``benchmarks/README.m
 * **Fit**: scikit-learn's :class:`~sklearn.ensemble.RandomForestClassifier` (Breiman 2001) with
   its defaults (``max_features="sqrt"``, trees grown until their leaves are pure) on the 0/1
   ECFP4 bits of one label column's labelled training rows, :data:`MAX_TREES` trees, fewer when
-  the trees are large (the column's share of :data:`NODE_BUDGET`: the forest grows with
-  scikit-learn's ``warm_start`` after a first :data:`FIRST_TREES` trees measured the nodes a tree
-  needs).
+  the trees are large: the forest keeps the first trees whose nodes fit the column's share of
+  :data:`NODE_BUDGET` (at least one tree; it grows with scikit-learn's ``warm_start`` after a
+  first :data:`FIRST_TREES` trees measured the nodes a tree needs). The fit summary prints the
+  number of trees kept (trees are drawn independently, so a prefix of the forest is the forest
+  scikit-learn fits with that ``n_estimators`` and seed).
 * **Stored** (:meth:`Forest.state_dict`, no pickle): every tree's nodes concatenated, each tree's
   root, and per node the two children (``-1`` for a leaf), the bit it tests (``-1`` for a leaf)
   and the leaf's fraction of class-1 training molecules. The split threshold is not stored: on a
@@ -17,9 +19,12 @@ the SVM it lifts the fit's prediction from 0.841 to 0.855: ``benchmarks/README.m
   set: right child) and the probability of class 1 is the mean of its leaves' fractions, as
   :meth:`~sklearn.ensemble.RandomForestClassifier.predict_proba` computes it
   (tests/test_forest.py: equal to 1e-12).
-* **Checked on receipt** (:func:`forest_problem`): dtypes, shapes, ranges; a child always comes
-  after its parent in the tree it belongs to (scikit-learn numbers nodes depth-first), so every
-  walk ends at a leaf within the tree's depth.
+* **Checked on receipt** (:func:`forest_problem`): plain tensors, dtypes, shapes, ranges; a
+  child always comes after its parent in the tree it belongs to (scikit-learn numbers nodes
+  depth-first) and differs from its sibling, so every walk ends at a leaf; trees at most 2048
+  levels deep (a path never tests a bit twice), at most :data:`MAX_TREES` of them and at most
+  ``2 n - 1`` nodes a tree (a binary tree with ``n`` training molecules in pure leaves), which
+  bound a walk's length and memory.
 """
 
 from __future__ import annotations
@@ -40,10 +45,11 @@ MAX_TREES = 500
 FIRST_TREES = 50
 """Trees grown first to measure a tree's nodes before the forest is sized."""
 
-NODE_BUDGET = 1_000_000
+NODE_BUDGET = 400_000
 """Nodes the forests of a classical model hold at most together, shared equally by its label
-columns (18 bytes a node: 18 MB); BACE's 1,210 training molecules need about 560 a tree (one
-column, 500 trees: 280,000), so a set of 12 such columns keeps about 150 trees a column."""
+columns (18 bytes a node: 7.2 MB, inside the room a received checkpoint has beside its weights,
+:func:`graph_urpe.checkpoint_parts.check_tensor_bytes`); BACE's 1,210 training molecules need
+about 560 a tree (one column, 500 trees: 280,000), HIV's 19,000 about 2,100 (190 trees)."""
 
 _KEYS = ("roots", "left", "right", "feature", "value")
 _BLOCK = 1024  # molecules walked at once: [1024, trees] int64 node indices
@@ -95,15 +101,18 @@ class Forest:
         model = RandomForestClassifier(FIRST_TREES, random_state=seed, n_jobs=1, warm_start=True)
         model.fit(bits, labels)
         per_tree = np.mean([e.tree_.node_count for e in model.estimators_])
-        trees = int(min(MAX_TREES, max(FIRST_TREES, node_budget // per_tree)))
+        trees = int(min(MAX_TREES, node_budget // per_tree))
         if trees > FIRST_TREES:
             model.n_estimators = trees
             model.fit(bits, labels)  # warm start: the first trees kept, the rest added
-        return cls.from_estimators(model.estimators_)
+        nodes = np.cumsum([e.tree_.node_count for e in model.estimators_])
+        keep = max(1, int(np.searchsorted(nodes, node_budget, side="right")))
+        return cls.from_estimators(model.estimators_[:keep])
 
     @classmethod
     def from_estimators(cls, trees: list[Any]) -> Forest:
-        """The arrays of fitted scikit-learn decision trees of a 0/1 problem on 0/1 bits.
+        """The arrays of fitted scikit-learn decision trees of a 0/1 problem on 0/1 bits (a
+        prefix of a forest's ``estimators_`` is a forest too).
 
         Raises:
             ValueError: a split threshold other than 0.5 (features that are not 0/1 bits).
@@ -177,15 +186,18 @@ _DTYPES = {"roots": torch.int64, "left": torch.int32, "right": torch.int32,
            "feature": torch.int16, "value": torch.float64}
 
 
-def forest_problem(state: Any, where: str = "forest") -> str | None:
+def forest_problem(state: Any, molecules: int, where: str = "forest") -> str | None:
     """What makes a received forest state differ from a :meth:`Forest.state_dict` of this
-    version, or :obj:`None`: its keys, 1-dim tensors of the written dtypes, one length ``M``
-    for the node arrays, roots that start the trees in order (the first at 0), children that
-    come after their node within its tree (both ``-1`` at a leaf, never one), bits in
-    ``[0, 2048)`` at inner nodes, leaf values in ``[0, 1]``.
+    version, or :obj:`None`: its keys, plain (strided, gradient-free) 1-dim tensors of the
+    written dtypes, one length ``M`` for the node arrays, 1 to :data:`MAX_TREES` roots that
+    start the trees in order (the first at 0), at most ``2 n - 1`` nodes a tree, children that
+    come after their node within its tree and differ from each other (both ``-1`` at a leaf,
+    never one), bits in ``[0, 2048)`` at inner nodes, at most 2048 levels, leaf values in
+    ``[0, 1]``.
 
     Args:
         state (Any): the received entry.
+        molecules (int): ``n``, the training molecules the forest was fitted on (at most).
         where (str, optional): how the line names it. (default: ``"forest"``)
 
     Returns:
@@ -195,25 +207,38 @@ def forest_problem(state: Any, where: str = "forest") -> str | None:
         return f"{where} is not a mapping of {list(_KEYS)}"
     for key, dtype in _DTYPES.items():
         value = state[key]
-        if not isinstance(value, torch.Tensor) or value.dtype != dtype or value.dim() != 1:
-            return f"{where}.{key} is not a 1-dim {dtype} tensor"
+        if type(value) is not torch.Tensor or value.layout != torch.strided or \
+                value.requires_grad or value.dtype != dtype or value.dim() != 1:
+            return f"{where}.{key} is not a plain 1-dim {dtype} tensor"
     roots, value = state["roots"], state["value"]
     size = len(value)
     if any(len(state[k]) != size for k in ("left", "right", "feature")) or not len(roots):
         return f"{where} has node arrays of different lengths or no tree"
+    if len(roots) > MAX_TREES:
+        return f"{where} has {len(roots)} trees, more than the {MAX_TREES} this version fits"
     ends = torch.cat([roots[1:], torch.tensor([size])])
     if int(roots[0]) != 0 or bool((ends <= roots).any()):
         return f"{where}.roots do not start the trees in order, the first at node 0"
+    if int((ends - roots).max()) > 2 * molecules - 1:
+        return (f"{where} has a tree of more than {2 * molecules - 1} nodes, more than "
+                f"{molecules} training molecules make")
     left, right, feature = (state[k].long() for k in ("left", "right", "feature"))
     index = torch.arange(size)
     tree_end = ends[torch.bucketize(index, roots, right=True) - 1]
     leaf = left < 0
     children_ok = torch.where(leaf, (right == -1) & (feature == -1) & (left == -1),
-                              (left > index) & (right > index) & (left < tree_end)
-                              & (right < tree_end) & (feature >= 0) & (feature < ECFP4_BITS))
+                              (left > index) & (right > index) & (left != right)
+                              & (left < tree_end) & (right < tree_end) & (feature >= 0)
+                              & (feature < ECFP4_BITS))
     if not bool(children_ok.all()):
         return (f"{where} has a node whose children or bit are not those of a tree this version "
                 "writes (children after their node, in its tree; a bit of ECFP4)")
+    level, depth = roots, 0  # a path tests each bit once at most (a split on a constant bit
+    while len(level):        # is never made): depth <= 2048
+        inner = level[left[level] >= 0]
+        level, depth = torch.cat([left[inner], right[inner]]), depth + 1
+        if depth > ECFP4_BITS + 1:
+            return f"{where} has a tree deeper than the {ECFP4_BITS} bits of ECFP4"
     if not bool(torch.isfinite(value).all()) or bool(((value < 0) | (value > 1)).any()):
         return f"{where}.value holds values outside [0, 1]"
     return None
