@@ -172,3 +172,26 @@ def test_a_changed_forest_is_refused_in_one_line(edit, named):
     edit(state)
     assert forest_problem(state, molecules=10_000).startswith(named)
     assert forest_problem({"roots": state["roots"]}, 10_000).startswith("forest is not a mapping")
+
+
+def test_the_largest_one_column_model_fits_beside_any_network():
+    """At the cap of training molecules, with the SVM using every one as a support vector and
+    the forest at its node budget plus one tree of 2n - 1 nodes, a one-column classical model
+    passes the size check of a received checkpoint even beside an empty state dict."""
+    from graph_urpe.checkpoint_parts import check_tensor_bytes
+    from graph_urpe.models.classical_baseline import MAX_TRAIN_MOLECULES
+    from graph_urpe.models.forest import NODE_BUDGET
+
+    n = MAX_TRAIN_MOLECULES
+    nodes = NODE_BUDGET + 2 * n - 1
+    state = {"train_fingerprints": torch.zeros(n, 256, dtype=torch.uint8),
+             "train_rows": torch.zeros(n, dtype=torch.int64),
+             "tasks": [{"support": torch.zeros(n, dtype=torch.int64),
+                        "dual_coef": torch.zeros(n, dtype=torch.float64)}],
+             "forests": [{"roots": torch.zeros(MAX_TREES, dtype=torch.int64),
+                          "left": torch.zeros(nodes, dtype=torch.int32),
+                          "right": torch.zeros(nodes, dtype=torch.int32),
+                          "feature": torch.zeros(nodes, dtype=torch.int16),
+                          "value": torch.zeros(nodes, dtype=torch.float64)}],
+             "blend_weight": torch.zeros(1, 3, dtype=torch.float64)}
+    check_tensor_bytes({"state_dict": {}, "callbacks": {"ClassicalBaseline": state}})
