@@ -307,3 +307,16 @@ def test_above_the_cap_the_classical_model_is_skipped_with_one_line(caplog):
     (line,) = [r.getMessage() for r in caplog.records if "Classical model" in r.getMessage()]
     assert line == ("Classical model skipped: 6 training molecules, above its cap of 5 (its "
                     "kernel grows as N^2); --classical_baseline false turns it off.")
+
+
+def test_the_domain_note_tells_the_similarity_from_the_threshold():
+    from graph_urpe.models.applicability import domain_warning
+
+    assert domain_warning("", 0.40, 7, 0.5) == ("outside the applicability domain: ECFP4 "
+                                                "similarity 0.40 to the nearest training molecule "
+                                                "(row 7), below 0.50")
+    # 0.157 and 0.161 both print 0.16 with two decimals: three are used
+    assert domain_warning("few atoms", 0.157, 3, 0.161).endswith("similarity 0.157 to the nearest "
+                                                                 "training molecule (row 3), "
+                                                                 "below 0.161")
+    assert domain_warning("", 0.6, 3, 0.5) == "" and domain_warning("x", float("nan"), 3, 0.5) == "x"

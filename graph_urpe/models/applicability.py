@@ -86,12 +86,16 @@ def domain_warning(warning: str, similarity: float, nearest: Any, threshold: flo
         threshold (float): the model's applicability threshold.
 
     Returns:
-        str: ``warning``, with the note appended when ``similarity`` is below ``threshold``.
+        str: ``warning``, with the note appended when ``similarity`` is below ``threshold``
+        (both with two decimals, more where two would print them equal).
     """
     if not similarity < threshold:  # NaN (a failed row) too
         return warning
-    note = (f"outside the applicability domain: ECFP4 similarity {similarity:.2f} to the "
-            f"nearest training molecule (row {int(nearest)}), below {threshold:.2f}")
+    digits = 2  # as many as tell the two apart (0.157 below 0.161, not 0.16 below 0.16)
+    while f"{similarity:.{digits}f}" == f"{threshold:.{digits}f}" and digits < 6:
+        digits += 1
+    note = (f"outside the applicability domain: ECFP4 similarity {similarity:.{digits}f} to the "
+            f"nearest training molecule (row {int(nearest)}), below {threshold:.{digits}f}")
     return f"{warning}; {note}" if warning else note
 
 
