@@ -166,6 +166,9 @@ def mean_std(values: Sequence[float]) -> tuple[float, float | None]:
 
 
 def _cell(values: Sequence[float]) -> str:
+    values = [v for v in values if not math.isnan(v)]
+    if not values:  # e.g. the forest's column of a regression set
+        return "-"
     mean, std = mean_std(values)
     return f"{mean:.3f}" if std is None else f"{mean:.3f} ± {std:.3f}"
 
