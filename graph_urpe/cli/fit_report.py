@@ -34,8 +34,12 @@ from graph_urpe.data.modules.graph import BatchedGraphDataModule, GraphDataModul
 from graph_urpe.files import atomic_write_csv
 from graph_urpe.models.blend import SUFFIX
 from graph_urpe.models.calibration import SUMMARY_LABELS as UNCERTAINTY_LABELS
-from graph_urpe.models.classical import MEMBER_NAMES
-from graph_urpe.models.classical_baseline import MEMBER_METRICS, METHOD_NAMES, ClassicalBaseline
+from graph_urpe.models.classical_baseline import (
+    FOREST_NAME,
+    MEMBER_METRICS,
+    METHOD_NAMES,
+    ClassicalBaseline,
+)
 from graph_urpe.models.metrics import METRICS
 
 SMALL_TEST_SPLIT = 20
@@ -266,7 +270,7 @@ def print_fit_summary(trainer: Trainer, metrics: dict[str, float] | None, run_di
                 method = METHOD_NAMES.get(task, "classical")
                 parts.append(f"{_format(classical[key])} ({method})")
                 if key in members["forest"]:
-                    parts.append(f"{_format(members['forest'][key])} ({MEMBER_NAMES['forest']})")
+                    parts.append(f"{_format(members['forest'][key])} ({FOREST_NAME})")
             if blend is not None and note:  # the blend is predict's <target>_pred
                 parts.insert(0, f"{_format(blend)} (prediction: {note})")
             value = " | ".join(parts)

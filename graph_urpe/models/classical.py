@@ -33,10 +33,9 @@ CSV fit trains one on the same training rows and reports it beside the network
   forest per column with a model (:class:`~graph_urpe.models.forest.Forest`, 500 trees on the
   same rows, fewer where the columns' trees together would exceed
   :data:`~graph_urpe.models.forest.NODE_BUDGET` nodes; on BACE's scaffold split it scores test
-  ROC-AUC 0.855 against the SVC's 0.846, and
-  the blend of network, SVM and forest 0.855 against network and SVM's 0.841; for regression
-  it was measured and left out: blended weights 0.00-0.01 on Lipophilicity, BACE pIC50 and
-  FreeSolv, ``benchmarks/README.md`` section 29). Each member's prediction is written by
+  ROC-AUC 0.855 against the SVC's 0.846, and the blend of network, SVM and forest 0.855 against
+  network and SVM's 0.841; for regression it was measured and left out: blended weights
+  0.00-0.01 on Lipophilicity, BACE pIC50 and FreeSolv, ``benchmarks/README.md`` section 29). Each member's prediction is written by
   ``predict`` and weighed in the blend (:mod:`graph_urpe.models.blend`).
 * **Stored** as plain arrays (:meth:`ClassicalModel.state_dict`, no pickle): the training
   fingerprints bit-packed (``uint8``, 256 bytes a molecule) and their CSV rows; per column the
@@ -71,9 +70,9 @@ from graph_urpe.models.forest import NODE_BUDGET, Forest
 __all__ = ["CV_MAX_MOLECULES", "C_GRID", "MEMBER_NAMES", "STATE_FORMAT", "ClassicalModel",
            "fit_task", "one_standard_error_index", "state_problem"]
 
-MEMBER_NAMES = {"svm": "ECFP4 Tanimoto SVM", "forest": "ECFP4 random forest"}
+MEMBER_NAMES = {"svm": "SVM", "forest": "forest"}
 """The members a classical model may have, in their order (:attr:`ClassicalModel.members`), and
-how the summary names them."""
+how the summary's blend note names them."""
 
 C_GRID = (0.1, 1.0, 10.0, 100.0)
 """The values of the SVM's C that cross-validation chooses from, increasing (least
@@ -223,8 +222,8 @@ class ClassicalModel:
 
     @property
     def member_names(self) -> tuple[str, ...]:
-        """How the summary names :attr:`members` (short: ``SVM``, ``forest``)."""
-        return tuple("SVM" if m == "svm" else m for m in self.members)
+        """How the summary names :attr:`members` (:data:`MEMBER_NAMES`: ``SVM``, ``forest``)."""
+        return tuple(MEMBER_NAMES[m] for m in self.members)
 
     @classmethod
     def fit(cls, bits: np.ndarray, labels: np.ndarray, rows: np.ndarray, task: str,

@@ -9,8 +9,9 @@ beside the SVC) on the training rows at ``on_fit_start``, and logs each member's
 network's own metric functions (:func:`~graph_urpe.models.metrics.epoch_metrics`) as
 ``val/<metric>_classical`` (the SVM; once, at the first validation) and
 ``test/<metric>_classical``, and the forest's as ``val|test/<metric>_forest``
-(:data:`MEMBER_METRICS`; ``metrics.csv``; the fit summary shows them beside the network's). Above :data:`MAX_TRAIN_MOLECULES` training molecules it is skipped with
-one line (its Gram matrix grows as N²). Its state (plain arrays) is checked when a checkpoint
+(:data:`MEMBER_METRICS`; ``metrics.csv``; the fit summary shows them beside the network's,
+named by :data:`METHOD_NAMES` and :data:`FOREST_NAME`). Above :data:`MAX_TRAIN_MOLECULES`
+training molecules it is skipped with one line (its Gram matrix grows as N²). Its state (plain arrays) is checked when a checkpoint
 is restored (:meth:`ClassicalBaseline.state_difference`).
 
 **Applicability domain** (:mod:`graph_urpe.models.applicability`): the threshold on the
@@ -60,16 +61,18 @@ from graph_urpe.models.classical_columns import NETWORK, classical_columns
 from graph_urpe.models.classical_state import state_problem
 from graph_urpe.models.metrics import epoch_metrics
 
-__all__ = ["ERROR_RATIO", "MAX_TRAIN_MOLECULES", "MEMBER_METRICS", "METHOD_NAMES", "NETWORK",
-           "ClassicalBaseline",
-           "classical_columns", "classical_from_checkpoint", "count_outside_domain", "row_errors",
-           "similarity_threshold", "split_molecules"]
+__all__ = ["ERROR_RATIO", "FOREST_NAME", "MAX_TRAIN_MOLECULES", "MEMBER_METRICS", "METHOD_NAMES",
+           "NETWORK", "ClassicalBaseline", "classical_columns", "classical_from_checkpoint",
+           "count_outside_domain", "row_errors", "similarity_threshold", "split_molecules"]
 
 MAX_TRAIN_MOLECULES = 20_000
 """Above this many training molecules the classical model is skipped (one line says so)."""
 
 METHOD_NAMES = {"regression": "ECFP4 Tanimoto SVR", "classification": "ECFP4 Tanimoto SVC"}
 """How the summary names the classical model's SVM."""
+
+FOREST_NAME = "ECFP4 random forest"
+"""How the summary names the classical model's random forest (classification)."""
 
 MEMBER_METRICS = {"svm": "_classical", "forest": "_forest"}
 """The suffix of each member's metrics (``val|test/<metric>_classical`` for the SVM,
@@ -227,9 +230,9 @@ class ClassicalBaseline(Callback):
         if self._captured is None:
             return
         (ids, pred), self._captured = self._captured, None
-        svm, target = self._classical_val(trainer)
+        members, target = self._classical_val(trainer)
         network = self._network_outputs(pl_module, ids, pred, target.shape)
-        self.model.blend_weight, self.model.blend_calibration = self._fit_blend(network, svm,
+        self.model.blend_weight, self.model.blend_calibration = self._fit_blend(network, members,
                                                                                 target)
 
     def _network_outputs(self, pl_module: LightningModule, ids: np.ndarray, pred: torch.Tensor,
@@ -249,15 +252,15 @@ class ClassicalBaseline(Callback):
             network[key][ids] = value.double().cpu().numpy()
         return network
 
-    def _fit_blend(self, network: dict[str, np.ndarray], svm: np.ndarray, target: np.ndarray
-                   ) -> tuple[np.ndarray, np.ndarray | None]:
+    def _fit_blend(self, network: dict[str, np.ndarray], members: np.ndarray,
+                   target: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
         """``(weight [T, 1 + K], calibration [2, T] or None)`` from validation outputs (the
-        members' predictions ``svm`` ``[N, T, K]``)."""
-        weight = mix.blend_weights(network["prediction"], svm, target, self.model.task,
+        members' predictions ``[N, T, K]``)."""
+        weight = mix.blend_weights(network["prediction"], members, target, self.model.task,
                                    self._modelled(self.model))
         if self.model.task != "regression":
             return weight, None
-        return weight, mix.fit_blend_calibration(mix.blend(network["prediction"], svm, weight),
+        return weight, mix.fit_blend_calibration(mix.blend(network["prediction"], members, weight),
                                                  network, target)
 
     def on_test_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
@@ -272,23 +275,23 @@ class ClassicalBaseline(Callback):
         if trainer.world_size > 1:
             self._stored = self._stored_blend(trainer)
             return
-        svm, target = self._classical_val(trainer)
+        members, target = self._classical_val(trainer)
         network = mix.network_predictions(trainer, pl_module,
                                           trainer.datamodule.val_dataloader(), len(target))
-        weight, calibration = self._fit_blend(network, svm, target)
+        weight, calibration = self._fit_blend(network, members, target)
         self._blend_scores = {"val": _scores(
-            self.model, mix.blend(network["prediction"], svm, weight), target)}
+            self.model, mix.blend(network["prediction"], members, weight), target)}
         self._stored = dataclasses.replace(self.model, blend_weight=weight,
                                            blend_calibration=calibration)
 
-    def _score_test(self, network: dict[str, np.ndarray], smiles: list[str], target: np.ndarray,
-                    tested: ClassicalModel) -> None:
+    def _score_test(self, network: dict[str, np.ndarray], members: np.ndarray,
+                    target: np.ndarray, tested: ClassicalModel) -> None:
         """The blend's test scores (with its interval's for regression), its test outputs for
-        the summary and the model :meth:`test_columns` writes with, from the network's test
-        outputs and the blend of the tested checkpoint (:obj:`tested`)."""
+        the summary and the model :meth:`test_columns` writes with, from the network's and the
+        members' (``[N, T, K]``) test outputs and the blend of the tested checkpoint
+        (:obj:`tested`)."""
         weight, calibration = tested.blend_weight, tested.blend_calibration
-        blended = mix.blended_outputs(network, self.model.predict(ecfp4(smiles)), weight,
-                                      calibration)
+        blended = mix.blended_outputs(network, members, weight, calibration)
         scores = _scores(self.model, blended["prediction"], target)
         if calibration is not None:
             scores.update(_interval_scores(blended, mix.blend_std(network, calibration), target,
@@ -322,13 +325,13 @@ class ClassicalBaseline(Callback):
         if test is None or len(test) == 0:
             return
         smiles, target, _ = split_molecules(test, len(self.model.tasks))
-        self._log(pl_module, "test", _member_scores(self.model, self.model.predict(
-            ecfp4(smiles)), target))
+        members = self.model.predict(ecfp4(smiles))
+        self._log(pl_module, "test", _member_scores(self.model, members, target))
         stored, self._stored = self._stored, None
         if stored is not None:  # the test rows this epoch collected (gathered from every rank)
             ids, pred, _ = pl_module.epoch_predictions["test"].rows()
             network = self._network_outputs(pl_module, ids.cpu().numpy(), pred, target.shape)
-            self._score_test(network, smiles, target, stored)
+            self._score_test(network, members, target, stored)
         for stage, scores in self._blend_scores.items():
             for key, value in scores.items():
                 pl_module.log(f"{stage}/{key}{mix.SUFFIX}", value, sync_dist=False)

@@ -114,6 +114,12 @@ class Forest:
         """The arrays of fitted scikit-learn decision trees of a 0/1 problem on 0/1 bits (a
         prefix of a forest's ``estimators_`` is a forest too).
 
+        Args:
+            trees (list): fitted :class:`~sklearn.tree.DecisionTreeClassifier` of two classes.
+
+        Returns:
+            Forest: their nodes concatenated in order.
+
         Raises:
             ValueError: a split threshold other than 0.5 (features that are not 0/1 bits).
         """
