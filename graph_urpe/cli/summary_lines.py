@@ -13,8 +13,6 @@ import numpy as np
 import torch
 from lightning.pytorch import LightningModule
 
-from graph_urpe.models.blend import upgrade_weight
-
 __all__ = ["FEW_OF_A_CLASS", "metric_interval_line", "pos_weight_line", "sigma_floor_line",
            "tested_note", "unlabelled_test_graphs", "weight_note"]
 
@@ -168,7 +166,7 @@ def weight_note(weight: np.ndarray, names: tuple[str, ...] = ("SVM",)) -> str:
     Returns:
         str: e.g. ``"blend, network weight 0.42, 1.00"``.
     """
-    weight = upgrade_weight(weight)
+    weight = np.asarray(weight, np.float64)
     shown = ", ".join(f"{w:.2f}" for w in weight[:4, 0])
     more = ", ..." if len(weight) > 4 else ""
     if weight.shape[1] == 2:
