@@ -15,7 +15,11 @@ CPU seconds and nodes. A two-level variant stacks the members on the training ro
 (``network+oof``): the SVM's share ``a`` in ``a SVM + (1 - a) forest`` is chosen on out-of-fold
 predictions of all training rows (the SVM refitted on shuffled 5-fold splits as the fit fits it,
 the forest's out-of-bag predictions), then the network's weight against that mixture by the
-fit's rule on the validation rows. Classification forests are what the fit now stores
+fit's rule on the validation rows. With ``--embedding`` a fourth member is tried (issue 41 item 3
+as a member of the blend): an SVM on ``w x Tanimoto + (1 - w) x RBF`` of the tested checkpoint's
+standardised molecule embedding (``kernel_head.py``'s sum kernel, ``w = 0.5``, fitted as the
+in-fit SVM is, :func:`graph_urpe.models.classical.fit_task`), weighed with the others by the same
+rule (``network+...+embedding``). Classification forests are what the fit now stores
 (:class:`graph_urpe.models.forest.Forest`: the same trees); for regression the forest is measured
 here only.
 
@@ -23,6 +27,7 @@ Usage::
 
     python benchmarks/blend_members.py --out /work/scratch/partB/out \\
         --sets freesolv lipophilicity bace bace_pic50 bbbp --runs 'ours-enc-moses-descriptors-seed*.log'
+    python benchmarks/blend_members.py --out /work/scratch/clintox/out --sets clintox --embedding
 """
 
 from __future__ import annotations
@@ -38,6 +43,9 @@ from _common import markdown_table
 from blend_rules import set_runs, tested_checkpoint
 
 COLUMNS = ("network", "svm", "forest", "network+svm", "network+svm+forest", "network+oof")
+EMBEDDING_COLUMNS = ("embedding", "network+svm+embedding", "network+svm+forest+embedding")
+EMBEDDING_TANIMOTO_WEIGHT = 0.5
+"""``w`` of the embedding member's sum kernel (``kernel_head.py``'s middle weight)."""
 
 
 def run_predictions(log: Path, data: pd.DataFrame) -> dict[str, np.ndarray]:
@@ -54,6 +62,36 @@ def run_predictions(log: Path, data: pd.DataFrame) -> dict[str, np.ndarray]:
         out[f"{split}_network"] = np.where(ok, table[network].to_numpy(float), np.nan)
         out[f"{split}_svm"] = np.where(ok, table["target_ecfp_svm"].to_numpy(float), np.nan)
     return out
+
+
+def embedding_predictions(log: Path, data: pd.DataFrame, task: str, seed: int
+                          ) -> dict[str, np.ndarray]:
+    """The embedding member's validation and test predictions (module doc): an SVM fitted on the
+    training rows with the sum kernel of ECFP4 Tanimoto and an RBF (``gamma = 1 / D``) on the
+    tested checkpoint's embedding standardised by the training rows (labels' units, or Platt's
+    probability of class 1)."""
+    from sklearn.metrics.pairwise import rbf_kernel
+
+    from graph_urpe import Predictor
+    from graph_urpe.data.fingerprints import ecfp4, tanimoto_kernel
+    from graph_urpe.models.classical import fit_task
+
+    frame = Predictor.from_checkpoint(str(tested_checkpoint(log))).fingerprint(
+        data["smiles"].tolist())
+    emb = frame[[c for c in frame.columns if c.startswith("fp_")]].to_numpy(np.float64)
+    bits, y = ecfp4(data["smiles"].tolist()), data["target"].to_numpy(float)
+    train = np.flatnonzero((data["split"] == "train").to_numpy() & np.isfinite(y))
+    std = emb[train].std(0)
+    z = (emb - emb[train].mean(0)) / np.where(std > 0, std, 1.0)
+    w = EMBEDDING_TANIMOTO_WEIGHT
+    kernel = w * tanimoto_kernel(bits, bits[train]) + (1 - w) * rbf_kernel(
+        z, z[train], gamma=1.0 / z.shape[1])
+    model = fit_task(kernel[train], y[train], task, seed)
+    decision = kernel[:, model["support"]] @ model["dual_coef"] + model["intercept"]
+    pred = decision * model["std"] + model["mean"] if task == "regression" else \
+        1.0 / (1.0 + np.exp(model["platt_a"] * decision + model["platt_b"]))
+    return {f"{split}_embedding": pred[(data["split"] == split).to_numpy()]
+            for split in ("valid", "test")}
 
 
 def forest_predictions(data: pd.DataFrame, task: str, seed: int) -> dict[str, np.ndarray]:
@@ -104,7 +142,8 @@ def score(metric: str, y: np.ndarray, p: np.ndarray) -> float:
 
 def one_run(parts: dict[str, np.ndarray], data: pd.DataFrame, task: str
             ) -> dict[str, float | list[float]]:
-    """The members' and the blends' test metrics, and the blends' weights."""
+    """The members' and the blends' test metrics, and the blends' weights (with the embedding
+    member where ``parts`` holds its predictions)."""
     from graph_urpe.models.blend import blend, blend_weights, validation_weight
 
     metric = "mae" if task == "regression" else "rocauc"
@@ -112,7 +151,11 @@ def one_run(parts: dict[str, np.ndarray], data: pd.DataFrame, task: str
          ("valid", "test")}
     out: dict[str, float | list[float]] = {
         m: score(metric, y["test"][:, 0], parts[f"test_{m}"]) for m in ("network", "svm", "forest")}
-    for members in (("svm",), ("svm", "forest")):
+    combos = [("svm",), ("svm", "forest")]
+    if "test_embedding" in parts:
+        out["embedding"] = score(metric, y["test"][:, 0], parts["test_embedding"])
+        combos += [("svm", "embedding"), ("svm", "forest", "embedding")]
+    for members in combos:
         stacked = {s: np.stack([parts[f"{s}_{m}"] for m in members], 1)[:, None, :]
                    for s in ("valid", "test")}
         weight = blend_weights(parts["valid_network"][:, None], stacked["valid"], y["valid"],
@@ -137,7 +180,10 @@ def main() -> None:
     parser.add_argument("--sets", nargs="+", required=True)
     parser.add_argument("--runs", default="ours-default-seed*.log",
                         help="glob of the run logs in OUT/runs/<set>/")
+    parser.add_argument("--embedding", action="store_true",
+                        help="also the SVM on the Tanimoto + embedding kernel as a member")
     args = parser.parse_args()
+    columns = COLUMNS + EMBEDDING_COLUMNS * args.embedding
     rows = []
     for name in args.sets:
         data, task, logs = set_runs(args.out, name, args.runs)
@@ -147,16 +193,19 @@ def main() -> None:
             forest = forest_predictions(data, task, seed)
             cpu.append(forest.pop("cpu"))
             nodes.append(forest.pop("nodes"))
-            results.append(one_run({**run_predictions(log, data), **forest}, data, task))
+            parts = {**run_predictions(log, data), **forest}
+            if args.embedding:
+                parts.update(embedding_predictions(log, data, task, seed))
+            results.append(one_run(parts, data, task))
             print(name, log.stem, results[-1], flush=True)
-        means = [f"{statistics.fmean(r[c] for r in results):.3f}" for c in COLUMNS]
+        means = [f"{statistics.fmean(r[c] for r in results):.3f}" for c in columns]
         weights = [np.round(np.mean([r[f"w {c}"] for r in results], 0), 2).tolist()
-                   for c in COLUMNS[3:]]
+                   for c in columns if "+" in c]
         rows.append([name, "MAE" if task == "regression" else "ROC-AUC", str(len(results)),
                      *means, *(str(w) for w in weights), f"{statistics.fmean(cpu):.1f}",
                      f"{statistics.fmean(nodes):,.0f}"])
-    print(markdown_table(["set", "metric", "runs", *COLUMNS, "w (network, SVM)",
-                          "w (network, SVM, forest)", "w (network; SVM share by OOF)",
+    print(markdown_table(["set", "metric", "runs", *columns, *(f"w ({c})" for c in columns
+                                                               if "+" in c),
                           "forest CPU s (fits with OOB, predictions)", "forest nodes"], rows))
 
 
