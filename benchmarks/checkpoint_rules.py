@@ -19,7 +19,8 @@ SVM and forest), and for each epoch's weights the network predicts the validatio
   form, Izmailov et al., UAI 2018, on the template's own decaying schedule);
 * ``all_soup``: the average of epochs 5 to the last.
 
-For each rule the network's test metric and that of the blend (the weights of network, SVM and
+For each rule the network's test metric and that of the blend (for regression also the blend's
+test RMSE) (the weights of network, SVM and
 forest chosen on the validation rows by the fit's rule, :func:`graph_urpe.models.blend.
 blend_weights`, with those weights' validation predictions) are reported, means over seeds.
 
@@ -163,6 +164,8 @@ def analyse(run_dir: Path, folder: Path, task: str, metric: str) -> dict:
         out[rule] = bench.score(metric, y["test"], p["test"])
         out[f"{rule}+blend"] = bench.score(metric, y["test"], mixed)
         out[f"{rule} val"] = bench.score(metric, y["valid"], p["valid"])
+        if task == "regression":
+            out[f"{rule}+blend rmse"] = float(np.sqrt(np.mean((mixed - y["test"]) ** 2)))
     return out
 
 
@@ -179,7 +182,7 @@ def main() -> None:
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--runs", type=Path, required=True, help="where the fits go")
     args = parser.parse_args()
-    table = []
+    table, rmse_rows = [], []
     for name in args.sets:
         _, task, metric = bench.SETS[name]
         folder = args.out.resolve() / "sets" / name
@@ -194,8 +197,16 @@ def main() -> None:
         table.append([name, "MAE" if metric == "mae" else "ROC-AUC", str(len(results))] + [
             f"{statistics.fmean(r[rule] for r in results):.3f} / "
             f"{statistics.fmean(r[f'{rule}+blend'] for r in results):.3f}" for rule in RULES])
+        if all(f"{RULES[0]}+blend rmse" in r for r in results) and task == "regression":
+            rmse_rows.append((name, results))
     print("\nnetwork / blend, test, means over seeds\n")
     print(markdown_table(["set", "metric", "seeds", *RULES], table))
+    rmse = [[name, str(len(rs))] + [f"{statistics.fmean(r[f'{rule}+blend rmse'] for r in rs):.3f}"
+                                    for rule in RULES]
+            for name, rs in rmse_rows]
+    if rmse:
+        print("\nblend, test RMSE (regression), means over seeds\n")
+        print(markdown_table(["set", "seeds", *RULES], rmse))
 
 
 if __name__ == "__main__":
