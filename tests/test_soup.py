@@ -1,0 +1,89 @@
+"""EpochSoup (work in progress, branch soup-wip): which epochs it keeps, the average against a
+hand computation, and its state's checks."""
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+from torch import nn
+
+from graph_urpe.models.soup import EpochSoup
+
+
+class _Module(nn.Module):
+    metric_name, metric_mode = "mae", "min"
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(2, 1)
+        self.register_buffer("count", torch.zeros((), dtype=torch.long))
+
+
+def _validate(soup, module, epoch, score, value):
+    with torch.no_grad():
+        module.lin.weight.fill_(value)
+        module.lin.bias.fill_(-value)
+        module.count.fill_(epoch)
+    trainer = SimpleNamespace(sanity_checking=False, current_epoch=epoch,
+                              callback_metrics={"val/mae": torch.tensor(score)})
+    soup.on_validation_end(trainer, module)
+
+
+def _fitted(size=3):
+    module, soup = _Module(), EpochSoup(size)
+    soup.setup(None, module, "fit")
+    scores = [0.9, 0.5, 0.7, float("nan"), 0.4, 0.8, 0.5]
+    for epoch, score in enumerate(scores):
+        _validate(soup, module, epoch, score, float(epoch))
+    return module, soup
+
+
+def test_keeps_the_best_epochs_and_averages_them():
+    _, soup = _fitted()
+    assert soup.epochs == [4, 1, 6]  # 0.4, then the tie 0.5 in epoch order; NaN skipped
+    avg = soup.averaged()
+    assert torch.allclose(avg["lin.weight"], torch.full((1, 2), (4 + 1 + 6) / 3))
+    assert torch.allclose(avg["lin.bias"], torch.full((1,), -(4 + 1 + 6) / 3))
+    assert avg["count"].item() == 4 and avg["count"].dtype == torch.long  # the best epoch's
+
+
+def test_max_mode_and_sanity_check():
+    module, soup = _Module(), EpochSoup(2)
+    module.metric_mode = "max"
+    soup.setup(None, module, "fit")
+    trainer = SimpleNamespace(sanity_checking=True, current_epoch=0,
+                              callback_metrics={"val/mae": torch.tensor(1.0)})
+    soup.on_validation_end(trainer, module)
+    assert soup.epochs == []
+    for epoch, score in enumerate([0.2, 0.9, 0.5]):
+        _validate(soup, module, epoch, score, float(epoch))
+    assert soup.epochs == [1, 2]
+
+
+def test_state_round_trip_and_checks():
+    module, soup = _fitted()
+    state = soup.state_dict()
+    assert soup.state_difference(state) is None
+    fresh = EpochSoup(3)
+    fresh.setup(None, module, "fit")
+    fresh.load_state_dict(state)
+    assert fresh.epochs == soup.epochs
+    assert all(torch.equal(a, b) for a, b in zip(fresh.averaged().values(),
+                                                  soup.averaged().values()))
+    bad = dict(state, weights=[{**w, "lin.weight": torch.zeros(3, 3)} for w in state["weights"]])
+    assert "shape" in soup.state_difference(bad)
+    too_many = EpochSoup(2)
+    too_many.setup(None, module, "fit")
+    assert "at most 2" in too_many.state_difference(state)
+    assert "finite" in soup.state_difference(dict(state, scores=[float("inf")] * 3))
+    assert "distinct" in soup.state_difference(dict(state, epochs=[1, 1, 2]))
+    assert "not a soup state" in soup.state_difference({"size": 3})
+
+
+def test_no_epoch_yet():
+    module, soup = _Module(), EpochSoup()
+    soup.setup(None, module, "fit")
+    with pytest.raises(RuntimeError, match="no epoch"):
+        soup.averaged()
+    with pytest.raises(ValueError, match="at least 1"):
+        EpochSoup(0)
