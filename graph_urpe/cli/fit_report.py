@@ -316,6 +316,10 @@ def print_fit_summary(trainer: Trainer, metrics: dict[str, float] | None, run_di
             best = osp.abspath(cb.best_model_path)
             mark = ", tested" if best == tested_ckpt else ""
             lines.append(f"Best checkpoint: {best}  ({cb.monitor}{mark})")
+    soup = osp.join(run_dir, "checkpoints", "soup.ckpt")
+    if osp.isfile(soup):
+        mark = ", tested" if soup == tested_ckpt else ""
+        lines.append(f"Soup checkpoint: {soup}  (the best epochs' weights averaged{mark})")
     last = osp.join(run_dir, "checkpoints", "last.ckpt")
     if osp.isfile(last):
         mark = "tested; " if last == tested_ckpt else ""

@@ -23,7 +23,13 @@ from lightning.pytorch.callbacks import Callback, EarlyStopping, LearningRateMon
 
 from graph_urpe.cli.messages import CLIError
 from graph_urpe.cli.resume_state import RunCheckpoint
-from graph_urpe.cli.run import LogsAtCheckpoint, RNGStateCheckpoint, SharedRunFolder
+from graph_urpe.cli.run import (
+    LogsAtCheckpoint,
+    RNGStateCheckpoint,
+    SharedRunFolder,
+    task_of,
+    tested_checkpoint,
+)
 from graph_urpe.cli.time_cues import time_cues
 from graph_urpe.data.modules.molecule import CSVDataModule
 from graph_urpe.files import (
@@ -34,6 +40,7 @@ from graph_urpe.files import (
     remove_unused_run_folder,
 )
 from graph_urpe.models.classical_baseline import ClassicalBaseline
+from graph_urpe.models.soup import EpochSoup
 from graph_urpe.owned import refuse_links
 
 __all__ = ["fit_callbacks", "latest_version", "open_run_folder", "release_run_folders"]
@@ -152,6 +159,9 @@ def fit_callbacks(config: Any, model: LightningModule, datamodule: LightningData
     patience = config.get("early_stopping_patience")
     if patience is not None and metric is not None:
         callbacks.append(EarlyStopping(monitor=f"val/{metric}", mode=mode, patience=patience))
+    if metric is not None and tested_checkpoint(config.get("test_checkpoint"),
+                                                task_of(model)) == "soup":
+        callbacks.append(EpochSoup())
     if config.get("classical_baseline", True) and isinstance(datamodule, CSVDataModule):
         seed = config.get("seed_everything")
         seed = seed if type(seed) is int and seed >= 0 else 0

@@ -69,6 +69,7 @@ from graph_urpe.cli.run import (
 )
 from graph_urpe.cli.seeds import seeds_command
 from graph_urpe.data.modules.graph import BatchedGraphDataModule
+from graph_urpe.models.soup import EpochSoup
 
 __all__ = ["GraphURPECLI", "run"]
 
@@ -117,11 +118,13 @@ class GraphURPECLI(CheckpointParsingCLI):
             "test_predictions.csv and the figures into the run folder, and print a summary.",
         )
         parser.add_argument(
-            "--test_checkpoint", type=Literal["best", "last", "auto"], default="best",
+            "--test_checkpoint", type=Literal["best", "last", "auto", "soup"], default="best",
             help="fit: the checkpoint tested after training: best (the best validation metric), "
-            "last (the end of the schedule), or auto: last for regression, best otherwise "
+            "last (the end of the schedule), auto: last for regression, best otherwise "
             "(benchmarks/README.md section 12: on small sets the end of the decayed schedule is "
-            "steadier for regression, while classifiers overfit and do better stopped early).",
+            "steadier for regression, while classifiers overfit and do better stopped early), or "
+            "soup: soup.ckpt, the weights of the 5 best epochs by the validation metric averaged "
+            "(section 30c: better than best, last and auto on the peer benchmark's sets).",
         )
         parser.add_argument(
             "--ensemble_size", type=int, default=1,
@@ -238,8 +241,8 @@ class GraphURPECLI(CheckpointParsingCLI):
             return
         choice = tested_checkpoint(self.config["fit"].get("test_checkpoint"),
                                    task_of(model))
-        tested = self._best_checkpoint() if choice == "best" \
-            else osp.join(self.run_dir, "checkpoints", "last.ckpt")
+        tested = self._best_checkpoint() if choice == "best" else self._write_soup(model) \
+            if choice == "soup" else osp.join(self.run_dir, "checkpoints", "last.ckpt")
         results = self.trainer.test(model, datamodule=datamodule, ckpt_path=tested or None,
                                     verbose=False)
         if self.trainer.is_global_zero:
@@ -276,6 +279,23 @@ class GraphURPECLI(CheckpointParsingCLI):
         name = osp.basename(osp.dirname(self.run_dir))
         return shlex.join(["graph-urpe", *args, "--name", name, "--version", version,
                            "--ckpt_path", "last"])
+
+    def _write_soup(self, model: LightningModule) -> str:
+        """Write ``checkpoints/soup.ckpt``: the fit's last state with the module's weights
+        replaced by :meth:`~graph_urpe.models.soup.EpochSoup.averaged` (the module keeps its own
+        weights); its path, or the last checkpoint's when no epoch was kept."""
+        soup = next((cb for cb in self.trainer.callbacks if isinstance(cb, EpochSoup)), None)
+        last = osp.join(self.run_dir, "checkpoints", "last.ckpt")
+        if soup is None or not soup.entries:
+            return last
+        path = osp.join(self.run_dir, "checkpoints", "soup.ckpt")
+        own = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        model.load_state_dict(soup.averaged())
+        try:
+            self.trainer.save_checkpoint(path)
+        finally:
+            model.load_state_dict(own)
+        return path
 
     def _best_checkpoint(self) -> str:
         for cb in self.trainer.checkpoint_callbacks:

@@ -26,10 +26,9 @@ import torch
 from lightning.pytorch.callbacks import Callback
 from torch import Tensor
 
-__all__ = ["SOUP_SIZE", "EpochSoup"]
+from graph_urpe.checkpoint_parts import SOUP_SIZE
 
-SOUP_SIZE = 5
-"""Epochs in the soup (``benchmarks/README.md`` section 30c measured five)."""
+__all__ = ["SOUP_SIZE", "EpochSoup"]
 
 
 class EpochSoup(Callback):
