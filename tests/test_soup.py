@@ -87,3 +87,51 @@ def test_no_epoch_yet():
         soup.averaged()
     with pytest.raises(ValueError, match="at least 1"):
         EpochSoup(0)
+
+
+def test_fit_tests_the_soup_of_its_best_epochs(tmp_path, capsys):
+    from test_cli import write_config
+
+    from graph_urpe.cli import main
+
+    config, runs = write_config(tmp_path, max_epochs=4)
+    main(["fit", "--config", config, "--test_checkpoint", "soup",
+          "--model.init_args.optimizer.init_args.lr", "0.01"])
+    out = capsys.readouterr().out
+    folder = runs / "version_0" / "checkpoints"
+    soup_path = folder / "soup.ckpt"
+    assert f"Soup checkpoint: {soup_path}  (the best epochs' weights averaged, tested)" in out
+    # The soup's weights are the mean of the kept epochs' weights that last.ckpt holds.
+    last = torch.load(folder / "last.ckpt", weights_only=True)
+    kept = last["callbacks"]["EpochSoup"]
+    assert 1 <= len(kept["epochs"]) <= 4
+    soup = torch.load(soup_path, weights_only=True)["state_dict"]
+    for key, value in soup.items():
+        if value.is_floating_point():
+            mean = sum(w[key].double() for w in kept["weights"]) / len(kept["weights"])
+            assert torch.allclose(value.double(), mean, atol=1e-6), key
+    # A received-file check passes and predict reads it.
+    pred = tmp_path / "pred.csv"
+    main(["predict", "--ckpt_path", str(soup_path), "--smiles", "CCO", "--output", str(pred)])
+    assert pred.is_file()
+
+
+def test_an_interrupted_fit_resumes_to_the_same_soup(tmp_path, capsys):
+    from test_cli import write_config
+
+    from graph_urpe.cli import main
+
+    config, runs = write_config(tmp_path, max_epochs=3)
+    args = ["--test_checkpoint", "soup", "--model.init_args.optimizer.init_args.lr", "0.01"]
+    main(["fit", "--config", config, "--name", "whole", *args])
+    with pytest.raises(SystemExit):
+        main(["fit", "--config", config, "--name", "split", *args,
+              "--trainer.callbacks+=test_cli.InterruptAfterFirstEpoch"])
+    main(["fit", "--config", config, "--name", "split", "--version", "0", "--ckpt_path", "last",
+          *args])
+    capsys.readouterr()
+    whole, split = (torch.load(runs.parent / name / "version_0" / "checkpoints" / "soup.ckpt",
+                               weights_only=True) for name in ("whole", "split"))
+    assert whole["callbacks"]["EpochSoup"]["epochs"] == split["callbacks"]["EpochSoup"]["epochs"]
+    for key, value in whole["state_dict"].items():
+        torch.testing.assert_close(split["state_dict"][key], value, rtol=0, atol=0)
