@@ -97,10 +97,13 @@ def test_objective_is_the_tested_checkpoints_validation_metric(tmp_path):
     assert _objective(str(tmp_path), "mae", "min", "last") == (0.4, 3)
     assert _objective(str(tmp_path), "rocauc", "max", "best") == (0.8, 3)
     assert _objective(str(tmp_path), "rocauc", "max", "last") == (0.7, 3)
-    # What fit tests: the template regression tests last.ckpt (test_checkpoint: auto).
+    # What fit tests: the template tests soup.ckpt (test_checkpoint: soup), scored as its best
+    # epochs' best value; auto: last for regression, best for classification.
     template = ["--config", "csv/template", "--data.init_args.path", "x.csv"]
-    assert _probe(template)[1:4] == ("mae", "min", "last")
-    assert _probe([*template, "--data.init_args.task", "classification"])[1:4] == (
+    assert _probe(template)[1:4] == ("mae", "min", "soup")
+    auto = [*template, "--test_checkpoint", "auto"]
+    assert _probe(auto)[1:4] == ("mae", "min", "last")
+    assert _probe([*auto, "--data.init_args.task", "classification"])[1:4] == (
         "rocauc", "max", "best")
     assert _probe([*template, "--test_checkpoint", "best"])[3] == "best"
 

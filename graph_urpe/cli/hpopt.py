@@ -13,8 +13,9 @@ search_space`) and ``--test_after_fit false``: trials never touch the test split
 run folder ``<default_root_dir>/<name>-hpopt/version_<trial>``; its objective is the monitored
 validation metric (``val/mae``, ``val/rocauc``, ...) in its ``metrics.csv`` of the checkpoint
 that ``fit`` tests and the summary tells to predict with (``--test_checkpoint``,
-:func:`~graph_urpe.cli.run.tested_checkpoint`): the best value (``best.ckpt``), or the last
-validation's (``last.ckpt``; the CSV template's ``auto`` for regression), so the number tuned is
+:func:`~graph_urpe.cli.run.tested_checkpoint`): the best value (``best.ckpt``; also for
+``soup``, the CSV template's, whose epochs are the best ones), or the last validation's
+(``last.ckpt``; ``auto`` for regression), so the number tuned is
 that of the model used. After every validation the trial reports that metric to the study
 (:class:`~graph_urpe.models.pruning.TrialPruning`), and Optuna's median pruner stops trials worse
 than the median of the finished ones at the same epoch.
@@ -77,8 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
         "run folder, never tested), bad trials pruned by the validation metric, the best "
         "configuration written as a file that `graph-urpe fit --config` takes.",
         epilog="Options after `--` are passed to every `graph-urpe fit`. A trial's objective is "
-        "the validation metric of the checkpoint fit tests (--test_checkpoint: best, or the last "
-        "validation for last; the CSV template tests last for regression). The epochs parameter "
+        "the validation metric of the checkpoint fit tests (--test_checkpoint: best, also for "
+        "soup, the CSV template's, or the last validation for last). The epochs parameter "
         "of the search space sets --trainer.max_epochs in every trial (10 to 50 by default), in "
         "place of the configuration's; --trainer.max_epochs N after `--` caps the range at N.",
     )

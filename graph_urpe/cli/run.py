@@ -302,9 +302,9 @@ def task_of(model: Any) -> str | None:
 
 def tested_checkpoint(choice: str | None, task: str | None) -> str:
     """The checkpoint ``fit`` tests after training, and the summary tells to predict with:
-    ``"best"`` or ``"last"``, from ``--test_checkpoint`` (:obj:`None`: ``"best"``; ``"auto"``:
-    ``"last"`` for regression, ``"best"`` otherwise). ``graph-urpe hpopt`` scores a trial on
-    the same one."""
+    ``"best"``, ``"last"`` or ``"soup"`` (:class:`~graph_urpe.models.soup.EpochSoup`), from
+    ``--test_checkpoint`` (:obj:`None`: ``"best"``; ``"auto"``: ``"last"`` for regression,
+    ``"best"`` otherwise). ``graph-urpe hpopt`` scores a trial on the same one."""
     if choice == "auto":
         return "last" if task == "regression" else "best"
     return choice or "best"

@@ -1,20 +1,17 @@
 """The soup of a fit's best epochs: one network whose weights are the mean of the weights of the
 ``k`` epochs with the best validation metric (a uniform "model soup" of checkpoints: Wortsman et
-al., "Model soups", ICML 2022, Eq. (1) with uniform weights).
+al., "Model soups", ICML 2022: their uniform soup, here of one fit's epochs).
 
-WORK IN PROGRESS (branch ``soup-wip``, issue 41): the callback and its checks only; the fit does
-not test or write the soup yet. Measured offline in ``benchmarks/checkpoint_rules.py``
-(``benchmarks/README.md`` section 30c): on the CSV template the soup of the five best epochs,
-blended as the fit blends, beats what the template tests today on BACE pIC50 (MAE 0.811 ->
+``graph-urpe fit --test_checkpoint soup`` (the CSV template's default) adds :class:`EpochSoup`
+to the fit's callbacks; at the end of ``fit`` the averaged weights are written as
+``checkpoints/soup.ckpt`` (the fit's last state with the module's weights replaced), tested, and
+named in the summary for ``predict`` (:mod:`graph_urpe.cli.lightning_cli`). Measured in
+``benchmarks/checkpoint_rules.py`` (``benchmarks/README.md`` section 30c): on the CSV template
+the soup of the five best epochs, blended as the fit blends, beats what the template tested
+before (the last epoch for regression, the best for classification) on BACE pIC50 (MAE 0.811 ->
 0.736, 6 seeds), FreeSolv (1.412 -> 1.344, 10 seeds), BBBP and BACE, and is level on
-Lipophilicity and ClinTox.
-
-What is left (see the closing note of session 17): ``--test_checkpoint soup`` in
-:mod:`graph_urpe.cli.lightning_cli` (at the end of ``fit``: :meth:`EpochSoup.averaged` swapped
-into the module, ``trainer.save_checkpoint(<run>/checkpoints/soup.ckpt)``, swapped back, then
-tested), the summary line naming it, ``hpopt``'s trial score, ensembles, and the received-file
-size bound (``checkpoint_parts.check_tensor_bytes``: the state holds ``k`` copies of the
-weights).
+Lipophilicity and ClinTox. The kept weights are the callback's state (exact resume); the
+received-file size bound allows for them (:data:`graph_urpe.checkpoint_parts.SOUP_SIZE`).
 """
 
 from __future__ import annotations
@@ -117,6 +114,8 @@ class EpochSoup(Callback):
         return out
 
     def state_dict(self) -> dict[str, Any]:
+        """The kept epochs as plain data: ``size``, ``scores`` (floats), ``epochs`` (ints) and
+        ``weights`` (CPU ``state_dict`` copies), best first."""
         return {"size": self.size, "scores": [e[0] for e in self.entries],
                 "epochs": [e[1] for e in self.entries],
                 "weights": [e[2] for e in self.entries]}
