@@ -9,6 +9,8 @@ from torch import nn
 
 from graph_urpe.models.soup import EpochSoup
 
+_FIT = SimpleNamespace(fn="fit")
+
 
 class _Module(nn.Module):
     metric_name, metric_mode = "mae", "min"
@@ -24,7 +26,7 @@ def _validate(soup, module, epoch, score, value):
         module.lin.weight.fill_(value)
         module.lin.bias.fill_(-value)
         module.count.fill_(epoch)
-    trainer = SimpleNamespace(sanity_checking=False, current_epoch=epoch,
+    trainer = SimpleNamespace(sanity_checking=False, current_epoch=epoch, state=_FIT,
                               callback_metrics={"val/mae": torch.tensor(score)})
     soup.on_validation_end(trainer, module)
 
@@ -51,7 +53,7 @@ def test_max_mode_and_sanity_check():
     module, soup = _Module(), EpochSoup(2)
     module.metric_mode = "max"
     soup.setup(None, module, "fit")
-    trainer = SimpleNamespace(sanity_checking=True, current_epoch=0,
+    trainer = SimpleNamespace(sanity_checking=True, current_epoch=0, state=_FIT,
                               callback_metrics={"val/mae": torch.tensor(1.0)})
     soup.on_validation_end(trainer, module)
     assert soup.epochs == []
@@ -101,19 +103,30 @@ def test_fit_tests_the_soup_of_its_best_epochs(tmp_path, capsys):
     folder = runs / "version_0" / "checkpoints"
     soup_path = folder / "soup.ckpt"
     assert f"Soup checkpoint: {soup_path}  (the best epochs' weights averaged, tested)" in out
-    # The soup's weights are the mean of the kept epochs' weights that last.ckpt holds.
+    # The soup's network weights are the mean of the kept epochs' weights that last.ckpt holds
+    # (its calibration is fitted again on its own validation predictions, checked below).
     last = torch.load(folder / "last.ckpt", weights_only=True)
     kept = last["callbacks"]["EpochSoup"]
     assert 1 <= len(kept["epochs"]) <= 4
     soup = torch.load(soup_path, weights_only=True)["state_dict"]
-    for key, value in soup.items():
+    network = [k for k in soup if k.startswith("model.")]
+    assert len(network) > 10
+    for key in network:
+        value = soup[key]
         if value.is_floating_point():
             mean = sum(w[key].double() for w in kept["weights"]) / len(kept["weights"])
             assert torch.allclose(value.double(), mean, atol=1e-6), key
-    # A received-file check passes and predict reads it.
+    # A received-file check passes, and predict with it writes what the fit's test scored
+    # (the soup's own calibration and blend, fitted on its validation predictions).
+    import pandas as pd
+
+    tested = pd.read_csv(runs / "version_0" / "test_predictions.csv").sort_values("smiles")
     pred = tmp_path / "pred.csv"
-    main(["predict", "--ckpt_path", str(soup_path), "--smiles", "CCO", "--output", str(pred)])
-    assert pred.is_file()
+    main(["predict", "--ckpt_path", str(soup_path), "--smiles", *tested["smiles"],
+          "--output", str(pred)])
+    again = pd.read_csv(pred).sort_values("smiles")
+    for column in ("target_pred", "target_network", "target_lower", "target_upper"):
+        assert again[column].to_numpy() == pytest.approx(tested[column].to_numpy(), abs=1e-5)
 
 
 def test_an_interrupted_fit_resumes_to_the_same_soup(tmp_path, capsys):

@@ -241,7 +241,7 @@ class GraphURPECLI(CheckpointParsingCLI):
             return
         choice = tested_checkpoint(self.config["fit"].get("test_checkpoint"),
                                    task_of(model))
-        tested = self._best_checkpoint() if choice == "best" else self._write_soup(model) \
+        tested = self._best_checkpoint() if choice == "best" else self._write_soup(model, datamodule) \
             if choice == "soup" else osp.join(self.run_dir, "checkpoints", "last.ckpt")
         results = self.trainer.test(model, datamodule=datamodule, ckpt_path=tested or None,
                                     verbose=False)
@@ -280,7 +280,7 @@ class GraphURPECLI(CheckpointParsingCLI):
         return shlex.join(["graph-urpe", *args, "--name", name, "--version", version,
                            "--ckpt_path", "last"])
 
-    def _write_soup(self, model: LightningModule) -> str:
+    def _write_soup(self, model: LightningModule, datamodule: LightningDataModule) -> str:
         """Write ``checkpoints/soup.ckpt``: the fit's last state with the module's weights
         replaced by :meth:`~graph_urpe.models.soup.EpochSoup.averaged` (the module keeps its own
         weights); its path, or the last checkpoint's when no epoch was kept."""
@@ -292,6 +292,11 @@ class GraphURPECLI(CheckpointParsingCLI):
         own = {k: v.detach().clone() for k, v in model.state_dict().items()}
         model.load_state_dict(soup.averaged())
         try:
+            # Validate the soup, as every epoch is validated before its checkpoint is written:
+            # its calibration and the blend's weights and interval are then fitted on its own
+            # validation predictions (not averaged, not the last epoch's), so predict with
+            # soup.ckpt writes what the test of soup.ckpt scores.
+            self.trainer.validate(model, datamodule=datamodule, verbose=False)
             self.trainer.save_checkpoint(path)
         finally:
             model.load_state_dict(own)

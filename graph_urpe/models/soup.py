@@ -66,8 +66,8 @@ class EpochSoup(Callback):
 
     def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
         """Keep this epoch's weights if its metric is among the best (class docstring)."""
-        if trainer.sanity_checking or self.monitor is None:
-            return
+        if trainer.sanity_checking or self.monitor is None or trainer.state.fn != "fit":
+            return  # fit's epochs only (not the soup's own validation, nor `validate`)
         value = trainer.callback_metrics.get(self.monitor)
         score = float(value) if value is not None else math.nan
         if not math.isfinite(score):
