@@ -13,9 +13,10 @@ search_space`) and ``--test_after_fit false``: trials never touch the test split
 run folder ``<default_root_dir>/<name>-hpopt/version_<trial>``; its objective is the monitored
 validation metric (``val/mae``, ``val/rocauc``, ...) in its ``metrics.csv`` of the checkpoint
 that ``fit`` tests and the summary tells to predict with (``--test_checkpoint``,
-:func:`~graph_urpe.cli.run.tested_checkpoint`): the best value (``best.ckpt``; also for
-``soup``, the CSV template's, whose epochs are the best ones), or the last validation's
-(``last.ckpt``; ``auto`` for regression), so the number tuned is
+:func:`~graph_urpe.cli.run.tested_checkpoint`): the best value (``best.ckpt``; for ``soup``,
+the CSV template's, too, as a proxy: a trial is not tested, and the soup is validated only at the
+end of a tested fit), or the last validation's (``last.ckpt``; ``auto`` for regression), so the
+number tuned is
 that of the model used. After every validation the trial reports that metric to the study
 (:class:`~graph_urpe.models.pruning.TrialPruning`), and Optuna's median pruner stops trials worse
 than the median of the finished ones at the same epoch.
