@@ -43,7 +43,7 @@ def _tutorial_example() -> str:
 
 def test_tutorial_example_equals_graph_urpe_predict(checkpoint, capsys):
     ckpt, tmp = checkpoint
-    code = _tutorial_example().replace("runs/my-csv/version_0/checkpoints/last.ckpt", ckpt)
+    code = _tutorial_example().replace("runs/my-csv/version_0/checkpoints/soup.ckpt", ckpt)
     scope: dict = {}
     exec(code, scope)  # noqa: S102  (the tutorial's example, as written there)
     table = scope["table"]
