@@ -1,5 +1,6 @@
-"""EpochSoup (work in progress, branch soup-wip): which epochs it keeps, the average against a
-hand computation, and its state's checks."""
+"""EpochSoup and ``--test_checkpoint soup``: which epochs it keeps, the average against a hand
+computation, its state's checks, the fit's soup.ckpt (predict writes what its test scored) and
+an exact resume."""
 
 from types import SimpleNamespace
 
