@@ -103,11 +103,13 @@ def test_fit_tests_the_soup_of_its_best_epochs(tmp_path, capsys):
     out = capsys.readouterr().out
     folder = runs / "version_0" / "checkpoints"
     soup_path = folder / "soup.ckpt"
-    assert f"Soup checkpoint: {soup_path}  (the best epochs' weights averaged, tested)" in out
     # The soup's network weights are the mean of the kept epochs' weights that last.ckpt holds
     # (its calibration is fitted again on its own validation predictions, checked below).
     last = torch.load(folder / "last.ckpt", weights_only=True)
     kept = last["callbacks"]["EpochSoup"]
+    epochs = ", ".join(str(e) for e in sorted(kept["epochs"]))
+    assert (f"Soup checkpoint: {soup_path}  (the mean of the weights of epochs {epochs} by "
+            "val/mae, tested)") in out
     assert 1 <= len(kept["epochs"]) <= 4
     soup = torch.load(soup_path, weights_only=True)["state_dict"]
     network = [k for k in soup if k.startswith("model.")]

@@ -41,6 +41,7 @@ from graph_urpe.models.classical_baseline import (
     ClassicalBaseline,
 )
 from graph_urpe.models.metrics import METRICS
+from graph_urpe.models.soup import EpochSoup
 
 SMALL_TEST_SPLIT = 20
 """Below this many test graphs the end-of-fit summary warns that the test metrics say little."""
@@ -319,7 +320,10 @@ def print_fit_summary(trainer: Trainer, metrics: dict[str, float] | None, run_di
     soup = osp.join(run_dir, "checkpoints", "soup.ckpt")
     if osp.isfile(soup):
         mark = ", tested" if soup == tested_ckpt else ""
-        lines.append(f"Soup checkpoint: {soup}  (the best epochs' weights averaged{mark})")
+        kept = next((cb for cb in trainer.callbacks if isinstance(cb, EpochSoup)), None)
+        which = (f"epochs {', '.join(str(e) for e in sorted(kept.epochs))} by {kept.monitor}"
+                 if kept is not None and kept.epochs else "the best epochs")
+        lines.append(f"Soup checkpoint: {soup}  (the mean of the weights of {which}{mark})")
     last = osp.join(run_dir, "checkpoints", "last.ckpt")
     if osp.isfile(last):
         mark = "tested; " if last == tested_ckpt else ""
