@@ -8,6 +8,7 @@ ratios and verdicts against numbers worked by hand.
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import json
 import os
@@ -103,6 +104,15 @@ def test_fifth_is_a_fifth_of_the_template_budget():
     assert bench.ours_args("default", template) == []
     with pytest.raises(ValueError, match="variant must be"):
         bench.ours_args("tiny", template)
+
+
+def test_epochs_variant_sets_max_epochs_only():
+    template = {"trainer": {"max_epochs": 50}}
+    assert bench.ours_args("epochs30", template) == ["--trainer.max_epochs", "30"]
+    assert bench.variant_name("epochs30") == "epochs30"
+    for bad in ("epochs0", "epochs", "epochs-3", "tiny"):
+        with pytest.raises(argparse.ArgumentTypeError, match="epochsN"):
+            bench.variant_name(bad)
 
 
 def _classical():

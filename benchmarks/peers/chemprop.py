@@ -24,7 +24,9 @@ ClinTox ``C_1478_CLINTOX_2.csv`` (clinical-trial toxicity), binary classificatio
    as it is in this tree, with only the data path, the label column, the task, the split column,
    the seed and the run / cache folders set): variant ``default``; ``scratch``: the template's
    from-scratch option (:data:`SCRATCH_ARGS`); ``fifth``: the default cut to a fifth of its
-   ``max_epochs`` and ``max_steps`` (the shortened run of ``benchmarks/README.md`` section 9). Each
+   ``max_epochs`` and ``max_steps`` (the shortened run of ``benchmarks/README.md`` section 9);
+   ``epochsN`` (e.g. ``epochs30``): the default with ``--trainer.max_epochs N`` (its learning-rate
+   schedule spans the N epochs, as it spans the template's 50). Each
    run featurizes its molecules itself (a fresh cache folder), as Chemprop does. Scored from the
    run's ``test_predictions.csv`` (rows by source row); its ``splits.csv`` is checked against the
    split file.
@@ -382,7 +384,18 @@ def ours_args(variant: str, template: dict) -> list[str]:
         if int(trainer.get("max_steps", -1) or -1) > 0:
             args += ["--trainer.max_steps", str(max(1, round(int(trainer["max_steps"]) / 5)))]
         return args
-    raise ValueError(f"variant must be default, scratch or fifth, got {variant!r}")
+    found = re.fullmatch(r"epochs([1-9][0-9]*)", variant)
+    if found:
+        return ["--trainer.max_epochs", found.group(1)]
+    raise ValueError(f"variant must be default, scratch, fifth or epochsN, got {variant!r}")
+
+
+def variant_name(text: str) -> str:
+    """``--variants``' type: ``default``, ``scratch``, ``fifth`` or ``epochsN`` (N >= 1)."""
+    if text in ("default", "scratch", "fifth") or re.fullmatch(r"epochs[1-9][0-9]*", text):
+        return text
+    raise argparse.ArgumentTypeError(
+        f"{text!r}: a variant is default, scratch, fifth or epochsN (e.g. epochs30)")
 
 
 def run_ours(folder: Path, task: str, metric: str, seed: int, variant: str, runs: Path,
@@ -489,9 +502,10 @@ def main() -> None:
     parser.add_argument("--tools", nargs="+", choices=["chemprop", "ours", "classical"],
                         default=["chemprop", "ours", "classical"], help="classical: SVR "
                         "(Tanimoto kernel) and a random forest on ECFP4, in this process")
-    parser.add_argument("--variants", nargs="+", choices=["default", "scratch", "fifth"],
-                        default=["default", "scratch"], help="graph-urpe runs (default: "
-                        "default scratch; 'fifth' is the shortened run)")
+    parser.add_argument("--variants", nargs="+", type=variant_name,
+                        default=["default", "scratch"], help="graph-urpe runs: default, scratch, "
+                        "fifth (the shortened run) or epochsN (the default at N epochs) "
+                        "(default: default scratch)")
     parser.add_argument("--venv", type=Path, default=Path(os.environ.get(
         "CHEMPROP_VENV", Path.home() / ".cache" / "graph-urpe" / "chemprop-venv")),
         help="Chemprop's virtual environment, outside the repository (default: $CHEMPROP_VENV "
