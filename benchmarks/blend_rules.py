@@ -1,19 +1,26 @@
-"""How should the blend weight be chosen? Rules compared offline on the run folders of
+"""How should the blend weights be chosen? Rules compared offline on the run folders of
 ``peers/chemprop.py`` (issue 41 item 2): the tested checkpoint of each template run predicts its
 validation and test rows with :class:`graph_urpe.Predictor` (the network's ``<target>_network``,
 ``<target>_pred`` in checkpoints written before the blend became the prediction, and the in-fit
-classical model's ``<target>_ecfp_svm``), each rule chooses the network's weight ``w``
-from the validation rows only, and the test metric of ``w x network + (1 - w) x SVM`` is reported.
+classical model's members: ``<target>_ecfp_svm`` and, for classification since section 29,
+``<target>_ecfp_rf``), each rule chooses the weights ``(w_0, w_1, ...)`` of the network and the
+members from the validation rows only, and the test metric of the blend is reported with the mean
+network weight ``w_0``.
 
-Rules:
+Rules (``prior``: the network 0.5 and the members sharing the rest equally,
+:data:`graph_urpe.models.blend.NO_EVIDENCE_WEIGHT`; with the SVM as the one member, 0.5 / 0.5):
 
-* ``network``: ``w = 1``; ``svm``: ``w = 0``; ``half``: ``w = 0.5``;
+* ``network``: ``w_0 = 1``; ``svm``: the SVM alone; ``half``: the prior;
 * ``val``: the validation minimiser ``w_val`` alone (:func:`graph_urpe.models.blend.validation_weight`);
-* ``shrunk``: the first default (6651ec6), ``(n w_val + n0 w0) / (n + n0)`` with ``w0 = 0.5``,
-  ``n0 = 100`` pseudo-rows;
+* ``shrunk``: the first default (6651ec6), ``(n w_val + n0 prior) / (n + n0)``, ``n0 = 100``
+  pseudo-rows;
 * ``bagged``: the mean of ``w_val`` over bootstrap resamples of the validation rows (200, seeded;
   :func:`graph_urpe.models.blend.bagged_weight`, the default since): it moves away from the
-  middle only as far as resampled validation sets agree.
+  middle only as far as resampled validation sets agree;
+* ``effective``: the bagged weights shrunk to the prior by what the rows are worth,
+  ``(m w_bagged + n0 prior) / (m + n0)`` with ``n0 = --prior-rows`` and ``m`` the validation rows'
+  effective size: ``n`` for regression, ``2 n_1 n_0 / n`` for classification (the harmonic mean
+  of the two classes' counts: 148 ClinTox rows with 6 toxic ones are worth about 11).
 
     python benchmarks/blend_rules.py --out /work/scratch/b41/out --sets bace bace_pic50 freesolv lipophilicity
 """
@@ -25,31 +32,53 @@ import re
 import statistics
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 from _common import markdown_table
 
-RULES = ("network", "svm", "half", "val", "shrunk", "bagged")
+RULES = ("network", "svm", "half", "val", "shrunk", "bagged", "effective")
+MEMBER_COLUMNS = ("target_ecfp_svm", "target_ecfp_rf")
 
 
-def rule_weight(rule: str, network, classical, target, task) -> float:
-    """The network's weight under ``rule`` from validation predictions and labels."""
-    from graph_urpe.models.blend import bagged_weight, validation_weight
+def effective_rows(target: np.ndarray, task: str) -> float:
+    """What ``n`` validation labels are worth: ``n`` for regression; for classification the
+    harmonic mean of the class counts, ``2 n_1 n_0 / n`` (``n / 2`` when balanced, about the
+    minority count when rare)."""
+    if task == "regression":
+        return float(len(target))
+    positives = float(np.sum(target == 1))
+    return 2.0 * positives * (len(target) - positives) / max(len(target), 1)
 
-    if rule in ("network", "svm", "half"):
-        return {"network": 1.0, "svm": 0.0, "half": 0.5}[rule]
-    w_val = float(validation_weight(network, classical, target, task)[0])
-    if rule == "val":
-        return w_val
-    if rule == "shrunk":
+
+def rule_weight(rule: str, network, classical, target, task, prior_rows: float = 20.0
+                ) -> np.ndarray:
+    """The weights ``[1 + K]`` (the network's first) under ``rule`` from validation predictions
+    (``classical`` ``[n, K]``) and labels."""
+    from graph_urpe.models.blend import NO_EVIDENCE_WEIGHT, bagged_weight, validation_weight
+
+    k = classical.shape[1]
+    prior = np.array([NO_EVIDENCE_WEIGHT] + [(1 - NO_EVIDENCE_WEIGHT) / k] * k)
+    if rule == "network":
+        return np.eye(1, 1 + k).ravel()
+    if rule == "svm":
+        return np.eye(1, 1 + k, 1).ravel()
+    if rule == "half":
+        return prior
+    if rule in ("val", "shrunk"):
+        w_val = validation_weight(network, classical, target, task)
         n = len(target)
-        return (n * w_val + 100 * 0.5) / (n + 100)
-    return float(bagged_weight(network, classical, target, task)[0])
+        return w_val if rule == "val" else (n * w_val + 100 * prior) / (n + 100)
+    bagged = bagged_weight(network, classical, target, task)
+    if rule == "bagged":
+        return bagged
+    m = effective_rows(target, task)
+    return (m * bagged + prior_rows * prior) / (m + prior_rows)
 
 
 def tested_checkpoint(log: Path) -> Path:
     """The checkpoint the fit tested, from its summary (``... (metric, tested)``)."""
     for line in log.read_text().splitlines():
-        found = re.match(r"^(?:Best|Last) checkpoint: (\S+)\s+\(.*tested", line)
+        found = re.match(r"^(?:Best|Last|Soup) checkpoint: (\S+)\s+\(.*tested", line)
         if found:
             return Path(found.group(1))
     raise SystemExit(f"{log}: no tested checkpoint in the summary")
@@ -74,12 +103,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True, help="peers/chemprop.py's --out")
     parser.add_argument("--sets", nargs="+", required=True)
+    parser.add_argument("--runs", default="ours-default-seed*.log",
+                        help="the runs' logs in OUT/runs/<set>/ (default: %(default)s)")
+    parser.add_argument("--prior-rows", type=float, default=20.0,
+                        help="n0 of the effective rule (default: %(default)s)")
     args = parser.parse_args()
     from graph_urpe import Predictor
 
     rows = []
     for name in args.sets:
-        data, task, logs = set_runs(args.out, name)
+        data, task, logs = set_runs(args.out, name, args.runs)
         metric = "rocauc" if task == "classification" else "mae"
         per_rule: dict[str, list[float]] = {r: [] for r in RULES}
         weights: dict[str, list[float]] = {r: [] for r in RULES}
@@ -91,14 +124,15 @@ def main() -> None:
                 table = model.predict(frame["smiles"].tolist())
                 ok = table["error"].astype(str) == ""
                 network = "target_network" if "target_network" in table else "target_pred"
+                members = [c for c in MEMBER_COLUMNS if c in table]
                 parts[split] = (table.loc[ok, network].to_numpy(float),
-                                table.loc[ok, "target_ecfp_svm"].to_numpy(float),
+                                table.loc[ok, members].to_numpy(float),
                                 frame["target"].to_numpy(float)[ok.to_numpy()])
             for rule in RULES:
-                w = rule_weight(rule, *parts["valid"], task)
-                net, svm, y = parts["test"]
-                per_rule[rule].append(score(metric, y, w * net + (1 - w) * svm))
-                weights[rule].append(w)
+                w = rule_weight(rule, *parts["valid"], task, args.prior_rows)
+                net, members, y = parts["test"]
+                per_rule[rule].append(score(metric, y, w[0] * net + members @ w[1:]))
+                weights[rule].append(float(w[0]))
         rows.append([name, "MAE" if metric == "mae" else "ROC-AUC", str(len(per_rule["val"]))] + [
             f"{statistics.fmean(per_rule[r]):.3f} (w {statistics.fmean(weights[r]):.2f})"
             for r in RULES])

@@ -242,35 +242,42 @@ def test_regression_blend_recomputed_from_the_written_predictions(tmp_path, caps
                                w * test["target_network"] + (1 - w) * svm, rtol=1e-6)
 
 
-def test_classification_blends_probabilities(tmp_path, capsys, monkeypatch):
-    from sklearn.metrics import log_loss, roc_auc_score
+def test_classification_pools_standardised_logits(tmp_path, capsys, monkeypatch):
+    from sklearn.metrics import roc_auc_score
+
+    from graph_urpe.models.logit_pool import fit_pool
 
     monkeypatch.chdir(tmp_path)
     run, frame = _fit(tmp_path, "classification", "--model.init_args.objective.platt_scaling", "true")
     out = capsys.readouterr().out
     _, shown = _summary_weights(out, "ROC-AUC")
     best = str(run / "checkpoints" / "best.ckpt")
-    stored = torch.load(best, weights_only=True)["callbacks"]["ClassicalBaseline"][
-        "blend_weight"]
+    state = torch.load(best, weights_only=True)["callbacks"]["ClassicalBaseline"]
     valid = frame[frame["split"] == "valid"]
     predictor = Predictor.from_checkpoint(best)
     table = predictor.predict(valid["smiles"].tolist())
     members = ("target_ecfp_svm", "target_ecfp_rf")
-    w = _by_hand_weight(table["target_network"].to_numpy(),
-                        [table[m].to_numpy() for m in members], valid["target"].to_numpy(),
-                        lambda y, p: log_loss(y, p, labels=[0, 1]))
-    assert stored.shape == (1, 3)
-    np.testing.assert_allclose(stored[0].numpy(), w, atol=1e-9)
-    assert shown == [round(x, 2) for x in w]
-    assert "blend_calibration" not in torch.load(best, weights_only=True)["callbacks"][
-        "ClassicalBaseline"]  # a probability has no interval
+    # the stored pool is the one the checkpoint's own validation predictions give
+    weight, factors = fit_pool(table[["target_network"]].to_numpy(),
+                               table[list(members)].to_numpy()[:, None, :],
+                               valid[["target"]].to_numpy(np.float64))
+    assert state["blend_weight"].shape == (1, 3) and state["blend_calibration"].shape == (8, 1)
+    np.testing.assert_allclose(state["blend_weight"].numpy(), weight, atol=1e-6)
+    np.testing.assert_allclose(state["blend_calibration"].numpy()[:6], factors[:6], rtol=1e-4)
+    # Platt's a, b: L-BFGS from predictions equal to float32 rounding, to its tolerance
+    np.testing.assert_allclose(state["blend_calibration"].numpy()[6:], factors[6:], atol=2e-3)
+    assert shown == [round(x, 2) for x in weight[0]]
     test = pd.read_csv(run / "test_predictions.csv")
     table = predictor.predict(test["smiles"].tolist())
     np.testing.assert_allclose(table["target_network"], test["target_network"], rtol=1e-5)
     np.testing.assert_allclose(table["target_pred"], test["target_pred"], rtol=1e-5)
+    # predict's probability by hand: Platt's sigmoid of the weighted standardised logits
+    f = state["blend_calibration"][:, 0].numpy()
+    p = np.clip(table[["target_network", *members]].to_numpy(), 1e-12, 1 - 1e-12)
+    z = (np.log(p / (1 - p)) - f[:3]) / f[3:6]
     mixed = table["target_pred"].to_numpy()
-    np.testing.assert_allclose(mixed, w[0] * table["target_network"] + w[1] * table[
-        "target_ecfp_svm"] + w[2] * table["target_ecfp_rf"], rtol=1e-6)
+    np.testing.assert_allclose(mixed, 1 / (1 + np.exp(-(f[6] * z @ state["blend_weight"][
+        0].numpy() + f[7]))), rtol=1e-9)
     assert ((mixed >= 0) & (mixed <= 1)).all()
     rocauc = pd.read_csv(run / "metrics.csv")["test/rocauc_blend"].dropna()
     assert rocauc.tolist() == [pytest.approx(roc_auc_score(test["target"], mixed), rel=1e-5)]

@@ -43,10 +43,11 @@ CSV fit trains one on the same training rows and reports it beside the network
   target mean / std and the C chosen; the forests' arrays (``forests``, classification); the
   applicability threshold; the blend's weights per column (``blend_weight`` ``[T, 1 + K]``,
   :mod:`graph_urpe.models.blend`; ``[T]`` in a state written before the forest, the network's
-  weight beside the SVM's; absent in a state written before the blend existed: no blend) and,
-  for regression, the blend's uncertainty
-  factors (``blend_calibration``; absent before they existed: the network's widths around the
-  blend). Predictions from these arrays
+  weight beside the SVM's; absent in a state written before the blend existed: no blend) and
+  its factors (``blend_calibration``): for regression the blend's uncertainty (absent before
+  they existed: the network's widths around the blend), for classification the pool of
+  standardised logits (:mod:`graph_urpe.models.logit_pool`; absent before it: a linear average
+  of probabilities). Predictions from these arrays
   equal scikit-learn's ``predict`` / ``predict_proba`` (tests/test_classical.py).
   :meth:`ClassicalModel.from_state` checks a received state (keys, dtypes, shapes, ranges,
   finiteness: :func:`~graph_urpe.models.classical_state.state_problem`) before anything is
@@ -196,10 +197,12 @@ class ClassicalModel:
         blend_weight (numpy.ndarray, optional): ``[T, 1 + K]`` float64 in ``[0, 1]``, each
             column's weights in the blend (:mod:`graph_urpe.models.blend`: the network's, then
             each member's; rows sum to 1); :obj:`None`: none.
-        blend_calibration (numpy.ndarray, optional): ``[2, T]`` float64, the blend's z-scaling
-            and conformal factors per column
+        blend_calibration (numpy.ndarray, optional): regression: ``[2, T]`` float64, the
+            blend's z-scaling and conformal factors per column
             (:func:`~graph_urpe.models.blend.fit_blend_calibration`; NaN: no validation label);
-            :obj:`None`: none (classification, or a checkpoint written before them).
+            classification: ``[2 (1 + K) + 2, T]``, the factors of the pool of standardised
+            logits (:func:`~graph_urpe.models.logit_pool.fit_pool`); :obj:`None`: none (a
+            checkpoint written before them: a linear blend).
         forests (list, optional): one :class:`~graph_urpe.models.forest.Forest` (or
             :obj:`None` for a column without a model) per label column; :obj:`None`: no
             forest member (regression, or a checkpoint written before it).

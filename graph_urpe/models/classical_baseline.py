@@ -19,8 +19,10 @@ similarity to the nearest training molecule, chosen on the validation rows at ``
 (:func:`~graph_urpe.models.applicability.similarity_threshold`); ``predict`` warns for the
 molecules below it (:func:`~graph_urpe.models.classical_columns.classical_columns`).
 
-**Blend** (:mod:`graph_urpe.models.blend`): the network's weight per column and, for
-regression, the blend's uncertainty factors, from the validation predictions of each checkpoint
+**Blend** (:mod:`graph_urpe.models.blend`; for classification a pool of standardised logits,
+:mod:`graph_urpe.models.logit_pool`): the weights per column and the blend's factors (regression:
+its uncertainty's; classification: the pool's scales and Platt sigmoid), from the validation
+predictions of each checkpoint
 (captured at the end of each validation, before the checkpoint is written: its
 ``blend_weight`` and ``blend_calibration``), and at ``test`` again from the tested checkpoint's
 validation predictions (the module's ``predict_step`` over the validation loader). Logged as
@@ -49,6 +51,7 @@ from lightning.pytorch.utilities import rank_zero_info
 
 from graph_urpe.data.fingerprints import ecfp4
 from graph_urpe.models import blend as mix
+from graph_urpe.models import logit_pool as pool
 from graph_urpe.models.applicability import (
     ERROR_RATIO,
     count_outside_domain,
@@ -254,12 +257,15 @@ class ClassicalBaseline(Callback):
 
     def _fit_blend(self, network: dict[str, np.ndarray], members: np.ndarray,
                    target: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
-        """``(weight [T, 1 + K], calibration [2, T] or None)`` from validation outputs (the
-        members' predictions ``[N, T, K]``)."""
+        """``(weight [T, 1 + K], calibration)`` from validation outputs (the members'
+        predictions ``[N, T, K]``): regression's linear blend and its uncertainty factors ``[2,
+        T]``, classification's pool of standardised logits and its factors
+        (:func:`~graph_urpe.models.logit_pool.fit_pool`)."""
+        if self.model.task == "classification":
+            return pool.fit_pool(network["prediction"], members, target,
+                                 self._modelled(self.model))
         weight = mix.blend_weights(network["prediction"], members, target, self.model.task,
                                    self._modelled(self.model))
-        if self.model.task != "regression":
-            return weight, None
         return weight, mix.fit_blend_calibration(mix.blend(network["prediction"], members, weight),
                                                  network, target)
 
@@ -279,8 +285,8 @@ class ClassicalBaseline(Callback):
         network = mix.network_predictions(trainer, pl_module,
                                           trainer.datamodule.val_dataloader(), len(target))
         weight, calibration = self._fit_blend(network, members, target)
-        self._blend_scores = {"val": _scores(
-            self.model, mix.blend(network["prediction"], members, weight), target)}
+        self._blend_scores = {"val": _scores(self.model, pool.checkpoint_outputs(
+            self.model.task, network, members, weight, calibration)["prediction"], target)}
         self._stored = dataclasses.replace(self.model, blend_weight=weight,
                                            blend_calibration=calibration)
 
@@ -291,9 +297,9 @@ class ClassicalBaseline(Callback):
         members' (``[N, T, K]``) test outputs and the blend of the tested checkpoint
         (:obj:`tested`)."""
         weight, calibration = tested.blend_weight, tested.blend_calibration
-        blended = mix.blended_outputs(network, members, weight, calibration)
+        blended = pool.checkpoint_outputs(self.model.task, network, members, weight, calibration)
         scores = _scores(self.model, blended["prediction"], target)
-        if calibration is not None:
+        if self.model.task == "regression" and calibration is not None:
             scores.update(_interval_scores(blended, mix.blend_std(network, calibration), target,
                                            "std" in network))
         self._blend_scores["test"] = scores

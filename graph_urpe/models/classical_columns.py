@@ -1,6 +1,6 @@
 """The columns ``predict`` writes from a checkpoint's classical model
 (:class:`~graph_urpe.models.classical.ClassicalModel`) beside the network's: the blend as
-``<target>_pred`` (:mod:`graph_urpe.models.blend`) and the network's own prediction as
+``<target>_pred`` (:mod:`graph_urpe.models.blend`, :mod:`graph_urpe.models.logit_pool`) and the network's own prediction as
 ``<target>_network``, each member's prediction (``<target>_ecfp_svm``, and for classification
 ``<target>_ecfp_rf``), the nearest training molecule, and the applicability-domain note
 (:mod:`graph_urpe.models.applicability`).
@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from graph_urpe.data.fingerprints import ecfp4
-from graph_urpe.models import blend as mix
+from graph_urpe.models import logit_pool as pool
 from graph_urpe.models.applicability import domain_warning
 from graph_urpe.models.classical import ClassicalModel
 
@@ -33,7 +33,7 @@ def classical_columns(table: pd.DataFrame, smiles: list[str], model: ClassicalMo
     """``predict``'s table with the classical model's columns, before ``error``.
 
     With a blend (the checkpoint's ``blend_weight``): ``<target>_pred`` becomes the blend
-    (:func:`graph_urpe.models.blend.blended_outputs`; ``<target>_std``, ``<target>_lower``,
+    (:func:`graph_urpe.models.logit_pool.checkpoint_outputs`; ``<target>_std``, ``<target>_lower``,
     ``<target>_upper`` its uncertainty) and ``<target>_network`` keeps the network's own
     prediction. Then ``<target>_ecfp_svm`` (the SVM's prediction), ``<target>_ecfp_rf`` (the
     forest's, for a classical model with one),
@@ -82,7 +82,8 @@ def classical_columns(table: pd.DataFrame, smiles: list[str], model: ClassicalMo
                    for key in ("pred", "std", "lower", "upper")
                    if f"{targets[0]}_{key}" in table.columns}
         network["prediction"] = network.pop("pred")
-        blended = mix.blended_outputs(network, pred, model.blend_weight, model.blend_calibration)
+        blended = pool.checkpoint_outputs(model.task, network, pred, model.blend_weight,
+                                          model.blend_calibration)
         for key, value in blended.items():
             out[[f"{t}_{'pred' if key == 'prediction' else key}" for t in targets]] = value
         values = [*network["prediction"].T, *values]

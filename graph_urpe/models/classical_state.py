@@ -149,7 +149,10 @@ def stored_blend_problem(state: Mapping[str, Any], num_tasks: int, members: int 
     writes, or :obj:`None`: ``blend_weight`` a float64 tensor ``[T, 1 + K]`` of finite values
     in ``[0, 1]``, each row summing to 1 (or ``[T]``, the network's weight beside one member, as
     versions before the forest wrote it); ``blend_calibration`` (only with a weight) a float64
-    tensor ``[2, T]`` of values >= 0 or NaN. A state with neither (no blend) has no problem.
+    tensor: for regression ``[2, T]`` of values >= 0 or NaN; for classification the pool's
+    factors ``[2 (1 + K) + 2, T]`` (:func:`~graph_urpe.models.logit_pool.fit_pool`: centres,
+    scales > 0, Platt's a > 0 and b; finite or NaN). A state with neither (no blend) has no
+    problem.
 
     Args:
         state (Mapping[str, Any]): the state read from a received checkpoint.
@@ -161,8 +164,6 @@ def stored_blend_problem(state: Mapping[str, Any], num_tasks: int, members: int 
     """
     if "blend_calibration" in state and "blend_weight" not in state:
         return "blend_calibration without blend_weight"
-    if "blend_calibration" in state and state.get("task") == "classification":
-        return "blend_calibration in a classification model (a probability has no interval)"
     for name, dims, values_problem in (("blend_weight", (2, 1), _weight_values_problem),
                                        ("blend_calibration", (2,), _calibration_values_problem)):
         if name not in state:
@@ -174,7 +175,8 @@ def stored_blend_problem(state: Mapping[str, Any], num_tasks: int, members: int 
             kind = f"a {value.dtype} tensor of {value.dim()} dims" if isinstance(
                 value, torch.Tensor) else type(value).__name__
             return f"{name} is {kind}, this version writes a torch.float64 tensor of {dims[0]} dims"
-        problem = values_problem(value, num_tasks, members)
+        problem = values_problem(value, num_tasks, members) if name == "blend_weight" or state.get(
+            "task") == "regression" else _pool_values_problem(value, num_tasks, members)
         if problem:
             return problem
     return None
@@ -205,4 +207,18 @@ def _calibration_values_problem(value: torch.Tensor, num_tasks: int, members: in
     finite = value[~torch.isnan(value)]
     if not bool(torch.isfinite(finite).all()) or bool((finite < 0).any()):
         return "blend_calibration holds values that are not NaN or finite numbers >= 0"
+    return None
+
+
+def _pool_values_problem(value: torch.Tensor, num_tasks: int, members: int) -> str | None:
+    """One line if a float64 classification ``blend_calibration`` is not the pool's factors
+    ``[2 (1 + K) + 2, T]``: finite or NaN, the scales and Platt's a > 0."""
+    rows = 2 * (1 + members) + 2
+    if tuple(value.shape) != (rows, num_tasks):
+        return f"blend_calibration has shape {list(value.shape)}, not [{rows}, {num_tasks}]"
+    if bool(torch.isinf(value).any()):
+        return "blend_calibration holds values that are not NaN or finite"
+    positive = value[1 + members:2 + 2 * members + 1]  # the scales and Platt's a
+    if bool((positive <= 0).any()):
+        return "blend_calibration has a scale or Platt slope that is not > 0"
     return None

@@ -1,0 +1,286 @@
+r"""The classification blend (issue 41): a pool of standardised logits, its weights chosen by
+the validation ROC-AUC as far as the validation rows' effective size supports.
+
+The network's and each classical member's probability of class 1, :math:`p_k`, become logits
+:math:`\ell_k = \log(p_k / (1 - p_k))` (probabilities clipped to :math:`[\epsilon, 1 -
+\epsilon]`, :data:`EPS`), standardised with the mean :math:`\mu_k` and standard deviation
+:math:`\sigma_k` of that predictor's logits on the validation rows, :math:`z_k = (\ell_k - \mu_k)
+/ \sigma_k`, and pooled, :math:`s = \sum_k w_k z_k` with :math:`w \ge 0` summing to 1 (the
+network's first, as in :mod:`graph_urpe.models.blend`); the probability is Platt's sigmoid of
+the pooled score, :math:`p = \sigma(a s + b)`, with :math:`a > 0, b` fitted on the same validation
+rows (:func:`~graph_urpe.models.calibration.fit_platt`). Standardising puts every predictor on one
+scale: a fine-tuned network's probabilities span 1e-28 to 0.99 where a Platt-scaled SVM's span
+0.01 to 0.9, so a linear average of probabilities is ranked by the network alone wherever it is
+confident, right or wrong (ClinTox, ``benchmarks/README.md`` section 31).
+
+The weights (:func:`pool_weight`): the point of the simplex grid
+(:func:`~graph_urpe.models.blend.simplex_grid`) with the highest validation ROC-AUC of :math:`s`
+(the metric a classification fit monitors; ties go to the point nearest the prior), found again on
+:data:`~graph_urpe.models.blend.BOOTSTRAP_DRAWS` bootstrap resamples of the validation rows
+(seeded) and averaged; then shrunk towards the prior :math:`w^0` (the network 0.5, the members
+sharing the rest, :data:`~graph_urpe.models.blend.NO_EVIDENCE_WEIGHT`) by what the rows are
+worth: :math:`w = (m\,w_\text{bagged} + n_0 w^0) / (m + n_0)`, :math:`n_0 =`
+:data:`PRIOR_ROWS` pseudo-rows, :math:`m = 2 n_1 n_0' / n` the harmonic mean of the two classes'
+counts (:func:`effective_rows`): 148 ClinTox validation rows with 6 toxic molecules are worth
+about 11, and there a network chosen on those rows looks far better than it is (validation
+ROC-AUC 0.98, test 0.81-0.86).
+
+A checkpoint stores the weights as ``blend_weight`` ``[T, 1 + K]`` and the pool's factors as
+``blend_calibration`` ``[2 (1 + K) + 2, T]`` (:func:`fit_pool`: the centres :math:`\mu_k`,
+the scales :math:`\sigma_k`, then :math:`a, b`); checkpoints written before the pool keep the
+linear average of probabilities (:func:`~graph_urpe.models.blend.blend`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from graph_urpe.models.blend import (
+    BOOTSTRAP_DRAWS,
+    NO_EVIDENCE_WEIGHT,
+    blend,
+    blended_outputs,
+    simplex_grid,
+)
+
+__all__ = ["EPS", "PRIOR_ROWS", "checkpoint_outputs", "effective_rows", "factor_rows",
+           "fit_pool", "logits", "pool_weight", "pooled", "pooled_std", "prior_weight",
+           "roc_auc_draws"]
+
+EPS = 1e-12
+"""Probabilities are clipped to ``[EPS, 1 - EPS]`` before their logits (``|logit| <= 27.6``)."""
+
+PRIOR_ROWS = 20.0
+""":math:`n_0`: the prior's worth in validation rows (10 and 40 measured the same on the three
+public classification sets, ``benchmarks/README.md`` section 31)."""
+
+_GRID_CHUNK = 32
+
+
+def prior_weight(members: int) -> np.ndarray:
+    """``[1 + K]``: the network :data:`~graph_urpe.models.blend.NO_EVIDENCE_WEIGHT`, the
+    ``K`` members sharing the rest equally."""
+    return np.array([NO_EVIDENCE_WEIGHT] + [(1 - NO_EVIDENCE_WEIGHT) / members] * members)
+
+
+def factor_rows(members: int) -> int:
+    """The rows of a column's pool factors: a centre and a scale for the network and each of the
+    ``K`` members, then Platt's :math:`a, b`: ``2 (1 + K) + 2``."""
+    return 2 * (1 + members) + 2
+
+
+def logits(p: np.ndarray) -> np.ndarray:
+    """``log(p / (1 - p))`` of probabilities clipped to ``[EPS, 1 - EPS]`` (float64, any shape;
+    NaN stays NaN)."""
+    p = np.clip(np.asarray(p, np.float64), EPS, 1.0 - EPS)
+    return np.log(p) - np.log1p(-p)
+
+
+def effective_rows(target: np.ndarray) -> float:
+    """What ``n`` labelled validation rows of a binary column are worth: the harmonic mean of
+    the class counts, ``2 n_1 n_0 / n`` (``n / 2`` when balanced, about twice the minority count
+    when it is rare; 0 when a class is absent).
+
+    Args:
+        target (numpy.ndarray): ``[n]`` labels 0 / 1.
+    """
+    target = np.asarray(target, np.float64)
+    n = len(target)
+    ones = float(np.sum(target == 1))
+    return 0.0 if n == 0 else 2.0 * ones * (n - ones) / n
+
+
+def roc_auc_draws(scores: np.ndarray, target: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """ROC-AUC of each row of ``scores`` under each row of ``counts`` (rows weighted by how often
+    a bootstrap resample drew them), ties counted half (the Mann-Whitney statistic, as
+    scikit-learn's :func:`~sklearn.metrics.roc_auc_score` with ``sample_weight``).
+
+    Args:
+        scores (numpy.ndarray): ``[G, n]`` float64 scores (one row per grid point).
+        target (numpy.ndarray): ``[n]`` labels 0 / 1.
+        counts (numpy.ndarray): ``[D, n]`` row weights (non-negative).
+
+    Returns:
+        numpy.ndarray: ``[D, G]`` float64; NaN for a draw without both classes.
+    """
+    g, n = scores.shape
+    order = np.argsort(scores, axis=1, kind="stable")
+    ranked = np.take_along_axis(scores, order, 1)
+    y = np.asarray(target, np.float64)[order]  # [G, n]
+    start = np.ones((g, n), bool)
+    start[:, 1:] = ranked[:, 1:] != ranked[:, :-1]
+    index = np.broadcast_to(np.arange(n), (g, n))
+    first = np.maximum.accumulate(np.where(start, index, 0), axis=1)
+    end = np.ones((g, n), bool)
+    end[:, :-1] = start[:, 1:]
+    last = np.minimum.accumulate(np.where(end, index, n)[:, ::-1], axis=1)[:, ::-1]
+    weight = counts[:, order]  # [D, G, n]
+    neg, pos = weight * (1.0 - y), weight * y
+    below = np.cumsum(neg, -1)
+    tied_end = np.take_along_axis(below, np.broadcast_to(last, below.shape), -1)
+    before = np.take_along_axis(below - neg, np.broadcast_to(first, below.shape), -1)
+    wins = (pos * (before + 0.5 * (tied_end - before))).sum(-1)
+    pairs = pos.sum(-1) * neg.sum(-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(pairs > 0, wins / pairs, np.nan)
+
+
+def pool_weight(z: np.ndarray, target: np.ndarray, draws: int = BOOTSTRAP_DRAWS,
+                seed: int = 0, prior_rows: float = PRIOR_ROWS) -> np.ndarray:
+    """The pool's weights of one column (module docstring): bagged validation ROC-AUC choices
+    on the simplex grid, shrunk towards :func:`prior_weight` by :func:`effective_rows`.
+
+    Args:
+        z (numpy.ndarray): ``[n, 1 + K]`` standardised logits of the labelled validation rows
+            (the network's first).
+        target (numpy.ndarray): ``[n]`` their labels 0 / 1.
+        draws (int, optional): bootstrap resamples. (default:
+            :data:`~graph_urpe.models.blend.BOOTSTRAP_DRAWS`)
+        seed (int, optional): the resampling seed. (default: :obj:`0`)
+        prior_rows (float, optional): :math:`n_0`. (default: :data:`PRIOR_ROWS`)
+
+    Returns:
+        numpy.ndarray: ``[1 + K]`` float64 weights summing to 1; the prior when the rows do not
+        hold both classes.
+    """
+    n, k = z.shape[0], z.shape[1] - 1
+    prior = prior_weight(k)
+    m = effective_rows(target)
+    if m == 0:
+        return prior
+    grid = simplex_grid(k)
+    counts = np.zeros((draws, n))
+    idx = np.random.default_rng(seed).integers(0, n, size=(draws, n))
+    np.add.at(counts, (np.arange(draws)[:, None], idx), 1.0)
+    auc = np.concatenate([roc_auc_draws(grid[c:c + _GRID_CHUNK] @ z.T, target, counts)
+                          for c in range(0, len(grid), _GRID_CHUNK)], axis=1)  # [D, G]
+    valid = ~np.isnan(auc).any(1)
+    if not valid.any():
+        return prior
+    auc = auc[valid]
+    distance = np.abs(grid - prior).sum(1)
+    best = auc >= auc.max(1, keepdims=True) - 1e-12
+    picks = grid[np.argmin(np.where(best, distance[None], math.inf), axis=1)]
+    bagged = picks.mean(0)
+    return (m * bagged + prior_rows * prior) / (m + prior_rows)
+
+
+def fit_pool(network: np.ndarray, classical: np.ndarray, target: np.ndarray,
+             modelled: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The pool of every column from validation rows (the rows where the label, the network's
+    and every member's probabilities are finite): its weights (:func:`pool_weight`) and factors:
+    the centres and scales of the network's and the members' validation logits, then Platt's
+    :math:`a, b` of the pooled score under those weights
+    (:func:`~graph_urpe.models.calibration.fit_platt`). A column without a classical model keeps
+    the network alone (weights ``(1, 0, ...)``); one without validation rows of both classes the
+    prior's weights; the factors of both are NaN.
+
+    Args:
+        network (numpy.ndarray): ``[N, T]`` the network's validation probabilities.
+        classical (numpy.ndarray): ``[N, T, K]`` the members', NaN = no model.
+        target (numpy.ndarray): ``[N, T]`` labels 0 / 1, NaN = missing.
+        modelled (numpy.ndarray, optional): ``[T]`` bool, the columns with a classical model.
+            (default: :obj:`None`: those with a prediction that is not NaN)
+
+    Returns:
+        tuple[numpy.ndarray, numpy.ndarray]: ``weight [T, 1 + K]`` and ``factors
+        [2 (1 + K) + 2, T]`` (:func:`factor_rows`), float64.
+    """
+    from graph_urpe.models.calibration import fit_platt
+
+    network, classical, target = (np.asarray(a, np.float64) for a in (network, classical, target))
+    t_count, k = target.shape[1], classical.shape[2]
+    weight = np.tile(np.eye(1, 1 + k).ravel(), (t_count, 1))
+    factors = np.full((factor_rows(k), t_count), math.nan)
+    modelled = (~np.isnan(classical)).any((0, 2)) if modelled is None else modelled
+    for t in np.flatnonzero(modelled):
+        keep = np.isfinite(network[:, t]) & np.isfinite(classical[:, t]).all(1) & np.isfinite(
+            target[:, t])
+        y = target[keep, t]
+        if effective_rows(y) == 0:
+            weight[t] = prior_weight(k)
+            continue
+        raw = logits(np.column_stack([network[keep, t], classical[keep, t]]))
+        centre, scale = raw.mean(0), raw.std(0)
+        scale = np.where(scale > 0, scale, 1.0)
+        z = (raw - centre) / scale
+        weight[t] = pool_weight(z, y)
+        a, b = fit_platt(torch.from_numpy(z @ weight[t])[:, None], torch.from_numpy(y)[:, None])
+        factors[:, t] = np.concatenate([centre, scale, [float(a[0]), float(b[0])]])
+    return weight, factors
+
+
+def pooled(network: np.ndarray, classical: np.ndarray, weight: np.ndarray,
+           factors: np.ndarray) -> np.ndarray:
+    """The pool's probabilities ``[N, T]``: :math:`\\sigma(a \\sum_k w_k z_k + b)` per column; a
+    column with ``w_0 = 1`` is the network's; one whose factors are NaN (no validation rows of
+    both classes) the linear average ``w_0 p_0 + sum_k w_k p_k``.
+
+    Args:
+        network (numpy.ndarray): ``[N, T]`` the network's probabilities.
+        classical (numpy.ndarray): ``[N, T, K]`` the members', NaN = no model.
+        weight (numpy.ndarray): ``[T, 1 + K]``.
+        factors (numpy.ndarray): ``[2 (1 + K) + 2, T]`` (:func:`fit_pool`).
+    """
+    network = np.asarray(network, np.float64)
+    classical, weight = np.asarray(classical, np.float64), np.asarray(weight, np.float64)
+    k = classical.shape[2]
+    centre, scale, (a, b) = factors[:1 + k].T, factors[1 + k:2 + 2 * k].T, factors[2 + 2 * k:]
+    z = (logits(np.concatenate([network[..., None], classical], -1)) - centre) / scale
+    with np.errstate(invalid="ignore", over="ignore"):
+        pool = 1.0 / (1.0 + np.exp(-(a * (z * weight).sum(-1) + b)))
+    return np.where(np.isnan(a), blend(network, classical, weight), np.where(
+        weight[:, 0] == 1.0, network, pool))
+
+
+def pooled_std(network: dict[str, np.ndarray], pool: np.ndarray, weight: np.ndarray,
+               factors: np.ndarray) -> np.ndarray:
+    """``[N, T]`` the pool's std from an ensemble's std of the network's probability by the
+    delta method: :math:`|\\partial p / \\partial p_0|\\,\\text{std}_0 = p (1 - p)\\,a\\,w_0 /
+    (\\sigma_0\\,p_0 (1 - p_0))\\,\\text{std}_0` (the members' probabilities are single numbers);
+    ``w_0 std_0`` where the factors are NaN, ``std_0`` where ``w_0 = 1``.
+
+    Args:
+        network (dict[str, numpy.ndarray]): ``prediction`` and ``std`` ``[N, T]``.
+        pool (numpy.ndarray): ``[N, T]`` :func:`pooled`.
+        weight (numpy.ndarray): ``[T, 1 + K]``.
+        factors (numpy.ndarray): ``[2 (1 + K) + 2, T]``.
+    """
+    k = weight.shape[1] - 1
+    p0 = np.clip(np.asarray(network["prediction"], np.float64), EPS, 1.0 - EPS)
+    std = np.asarray(network["std"], np.float64)
+    a, scale = factors[2 + 2 * k], factors[1 + k]
+    slope = pool * (1.0 - pool) * a * weight[:, 0] / (scale * p0 * (1.0 - p0))
+    return np.where(weight[:, 0] == 1.0, std, np.where(np.isnan(a), weight[:, 0] * std,
+                                                       np.abs(slope) * std))
+
+
+def checkpoint_outputs(task: str, network: dict[str, np.ndarray], classical: np.ndarray,
+                       weight: np.ndarray, calibration: np.ndarray | None
+                       ) -> dict[str, np.ndarray]:
+    """What ``predict`` and ``test`` write for a checkpoint's blend: for classification with the
+    pool's factors :func:`pooled` (and with an ensemble's ``std`` :func:`pooled_std`); otherwise
+    (regression, or a classification checkpoint written before the pool)
+    :func:`~graph_urpe.models.blend.blended_outputs`.
+
+    Args:
+        task (str): ``"regression"`` or ``"classification"``.
+        network (dict[str, numpy.ndarray]): the network's outputs ``[N, T]`` (``prediction``,
+            optionally ``std``, ``lower``, ``upper``).
+        classical (numpy.ndarray): ``[N, T, K]`` the members' predictions, NaN = none.
+        weight (numpy.ndarray): ``[T, 1 + K]``.
+        calibration (numpy.ndarray, optional): the checkpoint's ``blend_calibration``.
+
+    Returns:
+        dict[str, numpy.ndarray]: the same keys as :obj:`network`, ``[N, T]`` float64.
+    """
+    if task != "classification" or calibration is None:
+        return blended_outputs(network, classical, weight, calibration)
+    weight = np.asarray(weight, np.float64)
+    out = {"prediction": pooled(network["prediction"], classical, weight, calibration)}
+    if "std" in network:
+        out["std"] = pooled_std(network, out["prediction"], weight, calibration)
+    return out
