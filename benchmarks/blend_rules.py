@@ -17,6 +17,8 @@ Rules (``prior``: the network 0.5 and the members sharing the rest equally,
 * ``bagged``: the mean of ``w_val`` over bootstrap resamples of the validation rows (200, seeded;
   :func:`graph_urpe.models.blend.bagged_weight`, the default since): it moves away from the
   middle only as far as resampled validation sets agree;
+* ``pool`` (classification only; the fit's rule since ``benchmarks/README.md`` section 31):
+  the pool of standardised logits, :mod:`graph_urpe.models.logit_pool` (its ``w_0`` shown);
 * ``effective``: the bagged weights shrunk to the prior by what the rows are worth,
   ``(m w_bagged + n0 prior) / (m + n0)`` with ``n0 = --prior-rows`` and ``m`` the validation rows'
   effective size: ``n`` for regression, ``2 n_1 n_0 / n`` for classification (the harmonic mean
@@ -36,7 +38,7 @@ import numpy as np
 import pandas as pd
 from _common import markdown_table
 
-RULES = ("network", "svm", "half", "val", "shrunk", "bagged", "effective")
+RULES = ("network", "svm", "half", "val", "shrunk", "bagged", "effective", "pool")
 MEMBER_COLUMNS = ("target_ecfp_svm", "target_ecfp_rf")
 
 
@@ -109,6 +111,7 @@ def main() -> None:
                         help="n0 of the effective rule (default: %(default)s)")
     args = parser.parse_args()
     from graph_urpe import Predictor
+    from graph_urpe.models.logit_pool import fit_pool, pooled
 
     rows = []
     for name in args.sets:
@@ -129,13 +132,21 @@ def main() -> None:
                                 table.loc[ok, members].to_numpy(float),
                                 frame["target"].to_numpy(float)[ok.to_numpy()])
             for rule in RULES:
-                w = rule_weight(rule, *parts["valid"], task, args.prior_rows)
                 net, members, y = parts["test"]
-                per_rule[rule].append(score(metric, y, w[0] * net + members @ w[1:]))
+                if rule == "pool" and task == "classification":
+                    w, factors = fit_pool(*(a[:, None] for a in parts["valid"]))
+                    mixed = pooled(net[:, None], members[:, None], w, factors)[:, 0]
+                    w = w[0]
+                elif rule == "pool":
+                    continue
+                else:
+                    w = rule_weight(rule, *parts["valid"], task, args.prior_rows)
+                    mixed = w[0] * net + members @ w[1:]
+                per_rule[rule].append(score(metric, y, mixed))
                 weights[rule].append(float(w[0]))
         rows.append([name, "MAE" if metric == "mae" else "ROC-AUC", str(len(per_rule["val"]))] + [
             f"{statistics.fmean(per_rule[r]):.3f} (w {statistics.fmean(weights[r]):.2f})"
-            for r in RULES])
+            if per_rule[r] else "-" for r in RULES])
     print(markdown_table(["set", "metric", "runs"] + list(RULES), rows))
 
 

@@ -21,8 +21,11 @@ SVM and forest), and for each epoch's weights the network predicts the validatio
 
 For each rule the network's test metric and that of the blend (for regression also the blend's
 test RMSE) (the weights of network, SVM and
-forest chosen on the validation rows by the fit's rule, :func:`graph_urpe.models.blend.
-blend_weights`, with those weights' validation predictions) are reported, means over seeds.
+forest chosen on the validation rows by the fit's rule with those weights' validation
+predictions: :func:`graph_urpe.models.blend.blend_weights` for regression, the pool of
+standardised logits for classification, :func:`graph_urpe.models.logit_pool.fit_pool`, since
+section 31; section 30c's classification columns used the linear blend of probabilities) are
+reported, means over seeds.
 
 Usage::
 
@@ -108,6 +111,7 @@ def analyse(run_dir: Path, folder: Path, task: str, metric: str) -> dict:
 
     from graph_urpe import Predictor
     from graph_urpe.models.blend import blend, blend_weights
+    from graph_urpe.models.logit_pool import fit_pool, pooled
 
     data, rows = bench.read_split(folder)
     smiles = {s: data["smiles"].iloc[rows[s]].tolist() for s in ("valid", "test")}
@@ -158,9 +162,14 @@ def analyse(run_dir: Path, folder: Path, task: str, metric: str) -> dict:
     out = {"best_epoch": best, "top5": top}
     for rule in RULES:
         p = preds[rule]
-        w = blend_weights(p["valid"][:, None], members["valid"][:, None, :], y["valid"][:, None],
-                          task)
-        mixed = blend(p["test"][:, None], members["test"][:, None, :], w)[:, 0]
+        if task == "classification":  # the pool of standardised logits
+            w, factors = fit_pool(p["valid"][:, None], members["valid"][:, None, :],
+                                  y["valid"][:, None])
+            mixed = pooled(p["test"][:, None], members["test"][:, None, :], w, factors)[:, 0]
+        else:
+            w = blend_weights(p["valid"][:, None], members["valid"][:, None, :],
+                              y["valid"][:, None], task)
+            mixed = blend(p["test"][:, None], members["test"][:, None, :], w)[:, 0]
         out[rule] = bench.score(metric, y["test"], p["test"])
         out[f"{rule}+blend"] = bench.score(metric, y["test"], mixed)
         out[f"{rule} val"] = bench.score(metric, y["valid"], p["valid"])
