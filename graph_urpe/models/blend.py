@@ -1,4 +1,7 @@
-r"""The blend of the network and the classical model's members in a CSV fit (issue 41, item 2):
+r"""The blend of the network and the classical model's members in a CSV fit (issue 41, item 2;
+a classification fit since ``benchmarks/README.md`` section 31 pools standardised logits
+instead, :mod:`graph_urpe.models.logit_pool`, and the linear average of probabilities here is
+what a classification checkpoint written before the pool predicts):
 per label column :math:`w_0 \cdot \text{network} + \sum_k w_k \cdot \text{member}_k` with
 weights :math:`w \ge 0` summing to 1 (labels' units for regression, probabilities of class 1 for
 classification). The members are those of
