@@ -57,7 +57,8 @@ PRIOR_ROWS = 20.0
 """:math:`n_0`: the prior's worth in validation rows (10 and 40 measured the same on the three
 public classification sets, ``benchmarks/README.md`` section 31)."""
 
-_GRID_CHUNK = 32
+_PAIR_BUDGET = 1 << 22
+"""Grid points x (positive, negative) pairs held at once by :func:`roc_auc_draws` (32 MiB)."""
 
 
 def prior_weight(members: int) -> np.ndarray:
@@ -96,7 +97,10 @@ def effective_rows(target: np.ndarray) -> float:
 def roc_auc_draws(scores: np.ndarray, target: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """ROC-AUC of each row of ``scores`` under each row of ``counts`` (rows weighted by how often
     a bootstrap resample drew them), ties counted half (the Mann-Whitney statistic, as
-    scikit-learn's :func:`~sklearn.metrics.roc_auc_score` with ``sample_weight``).
+    scikit-learn's :func:`~sklearn.metrics.roc_auc_score` with ``sample_weight``): the weighted
+    sum of :math:`H_{ij} = [s_i > s_j] + [s_i = s_j] / 2` over (positive, negative) pairs,
+    a matrix product per grid point (memory ``G x n_1 x n_0`` float64 in chunks of
+    :data:`_PAIR_BUDGET`).
 
     Args:
         scores (numpy.ndarray): ``[G, n]`` float64 scores (one row per grid point).
@@ -106,26 +110,17 @@ def roc_auc_draws(scores: np.ndarray, target: np.ndarray, counts: np.ndarray) ->
     Returns:
         numpy.ndarray: ``[D, G]`` float64; NaN for a draw without both classes.
     """
-    g, n = scores.shape
-    order = np.argsort(scores, axis=1, kind="stable")
-    ranked = np.take_along_axis(scores, order, 1)
-    y = np.asarray(target, np.float64)[order]  # [G, n]
-    start = np.ones((g, n), bool)
-    start[:, 1:] = ranked[:, 1:] != ranked[:, :-1]
-    index = np.broadcast_to(np.arange(n), (g, n))
-    first = np.maximum.accumulate(np.where(start, index, 0), axis=1)
-    end = np.ones((g, n), bool)
-    end[:, :-1] = start[:, 1:]
-    last = np.minimum.accumulate(np.where(end, index, n)[:, ::-1], axis=1)[:, ::-1]
-    weight = counts[:, order]  # [D, G, n]
-    neg, pos = weight * (1.0 - y), weight * y
-    below = np.cumsum(neg, -1)
-    tied_end = np.take_along_axis(below, np.broadcast_to(last, below.shape), -1)
-    before = np.take_along_axis(below - neg, np.broadcast_to(first, below.shape), -1)
-    wins = (pos * (before + 0.5 * (tied_end - before))).sum(-1)
-    pairs = pos.sum(-1) * neg.sum(-1)
+    positive = np.asarray(target) == 1
+    cp, cn = counts[:, positive], counts[:, ~positive]
+    step = max(1, _PAIR_BUDGET // max(cp.shape[1] * cn.shape[1], 1))
+    wins = np.empty((counts.shape[0], scores.shape[0]))
+    for c in range(0, scores.shape[0], step):
+        sp, sn = scores[c:c + step, positive][:, :, None], scores[c:c + step, ~positive][:, None]
+        pairs = (sp > sn) + 0.5 * (sp == sn)  # [g, n_1, n_0]
+        wins[:, c:c + step] = (np.tensordot(cp, pairs, axes=(1, 1)) * cn[:, None]).sum(-1)
+    total = (cp.sum(1) * cn.sum(1))[:, None]
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(pairs > 0, wins / pairs, np.nan)
+        return np.where(total > 0, wins / np.where(total > 0, total, 1.0), np.nan)
 
 
 def pool_weight(z: np.ndarray, target: np.ndarray, draws: int = BOOTSTRAP_DRAWS,
@@ -155,8 +150,7 @@ def pool_weight(z: np.ndarray, target: np.ndarray, draws: int = BOOTSTRAP_DRAWS,
     counts = np.zeros((draws, n))
     idx = np.random.default_rng(seed).integers(0, n, size=(draws, n))
     np.add.at(counts, (np.arange(draws)[:, None], idx), 1.0)
-    auc = np.concatenate([roc_auc_draws(grid[c:c + _GRID_CHUNK] @ z.T, target, counts)
-                          for c in range(0, len(grid), _GRID_CHUNK)], axis=1)  # [D, G]
+    auc = roc_auc_draws(grid @ z.T, target, counts)  # [D, G]
     valid = ~np.isnan(auc).any(1)
     if not valid.any():
         return prior
