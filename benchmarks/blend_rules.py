@@ -19,6 +19,9 @@ Rules (``prior``: the network 0.5 and the members sharing the rest equally,
   middle only as far as resampled validation sets agree;
 * ``pool`` (classification only; the fit's rule since ``benchmarks/README.md`` section 31):
   the pool of standardised logits, :mod:`graph_urpe.models.logit_pool` (its ``w_0`` shown);
+* ``pool_prior``: that pool with the prior's weights (Platt's sigmoid still fitted);
+* ``ranks`` (classification only): the mean of the network's and the SVM's ranks, a ROC-AUC
+  reference (not a probability);
 * ``effective``: the bagged weights shrunk to the prior by what the rows are worth,
   ``(m w_bagged + n0 prior) / (m + n0)`` with ``n0 = --prior-rows`` and ``m`` the validation rows'
   effective size: ``n`` for regression, ``2 n_1 n_0 / n`` for classification (the harmonic mean
@@ -38,7 +41,8 @@ import numpy as np
 import pandas as pd
 from _common import markdown_table
 
-RULES = ("network", "svm", "half", "val", "shrunk", "bagged", "effective", "pool")
+RULES = ("network", "svm", "half", "val", "shrunk", "bagged", "effective", "pool", "pool_prior",
+         "ranks")
 MEMBER_COLUMNS = ("target_ecfp_svm", "target_ecfp_rf")
 
 
@@ -77,6 +81,22 @@ def rule_weight(rule: str, network, classical, target, task, prior_rows: float =
     return (m * bagged + prior_rows * prior) / (m + prior_rows)
 
 
+def refit_platt(valid, weight: np.ndarray, factors: np.ndarray) -> np.ndarray:
+    """The pool's factors ``[2 (1 + K) + 2, 1]`` with Platt's sigmoid refitted for other
+    ``weight`` ``[1, 1 + K]`` on the validation rows ``(network, members, target)``."""
+    import torch
+
+    from graph_urpe.models.calibration import fit_platt
+    from graph_urpe.models.logit_pool import logits
+
+    network, members, target = valid
+    k = members.shape[1]
+    z = (logits(np.column_stack([network, members])) - factors[:1 + k, 0]) / factors[
+        1 + k:2 + 2 * k, 0]
+    a, b = fit_platt(torch.from_numpy(z @ weight[0])[:, None], torch.from_numpy(target)[:, None])
+    return np.concatenate([factors[:2 + 2 * k, 0], [float(a[0]), float(b[0])]])[:, None]
+
+
 def tested_checkpoint(log: Path) -> Path:
     """The checkpoint the fit tested, from its summary (``... (metric, tested)``)."""
     for line in log.read_text().splitlines():
@@ -110,8 +130,10 @@ def main() -> None:
     parser.add_argument("--prior-rows", type=float, default=20.0,
                         help="n0 of the effective rule (default: %(default)s)")
     args = parser.parse_args()
+    from scipy.stats import rankdata
+
     from graph_urpe import Predictor
-    from graph_urpe.models.logit_pool import fit_pool, pooled
+    from graph_urpe.models.logit_pool import fit_pool, pooled, prior_weight
 
     rows = []
     for name in args.sets:
@@ -133,12 +155,18 @@ def main() -> None:
                                 frame["target"].to_numpy(float)[ok.to_numpy()])
             for rule in RULES:
                 net, members, y = parts["test"]
-                if rule == "pool" and task == "classification":
+                if rule in ("pool", "pool_prior", "ranks") and task != "classification":
+                    continue
+                if rule in ("pool", "pool_prior"):
                     w, factors = fit_pool(*(a[:, None] for a in parts["valid"]))
+                    if rule == "pool_prior":
+                        w = prior_weight(members.shape[1])[None]
+                        factors = refit_platt(parts["valid"], w, factors)
                     mixed = pooled(net[:, None], members[:, None], w, factors)[:, 0]
                     w = w[0]
-                elif rule == "pool":
-                    continue
+                elif rule == "ranks":
+                    w = np.array([0.5])
+                    mixed = rankdata(net) + rankdata(members[:, 0])
                 else:
                     w = rule_weight(rule, *parts["valid"], task, args.prior_rows)
                     mixed = w[0] * net + members @ w[1:]
