@@ -155,3 +155,13 @@ def test_a_received_pool_is_checked():
                                                            1, 2)
     nan = torch.full((8, 1), math.nan, dtype=torch.float64)
     assert stored_blend_problem({**state, "blend_calibration": nan}, 1, 2) is None
+
+
+def test_a_classification_checkpoint_written_before_the_pool_predicts_as_it_did():
+    rng = np.random.default_rng(4)
+    net, members = rng.uniform(size=(5, 1)), rng.uniform(size=(5, 1, 2))
+    weight = np.array([[0.2, 0.3, 0.5]])
+    got = pool.checkpoint_outputs("classification", {"prediction": net, "std": net / 10},
+                                  members, weight, None)
+    np.testing.assert_allclose(got["prediction"][:, 0], 0.2 * net[:, 0] + members[:, 0] @ [0.3, 0.5])
+    np.testing.assert_allclose(got["std"], 0.2 * net / 10)  # the network's weight times its std
