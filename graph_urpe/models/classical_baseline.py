@@ -11,8 +11,8 @@ network's own metric functions (:func:`~graph_urpe.models.metrics.epoch_metrics`
 ``test/<metric>_classical``, and the forest's as ``val|test/<metric>_forest``
 (:data:`MEMBER_METRICS`; ``metrics.csv``; the fit summary shows them beside the network's,
 named by :data:`METHOD_NAMES` and :data:`FOREST_NAME`). Above :data:`MAX_TRAIN_MOLECULES`
-training molecules it is skipped with one line (its Gram matrix grows as N²). Its state (plain arrays) is checked when a checkpoint
-is restored (:meth:`ClassicalBaseline.state_difference`).
+training molecules it is skipped with one line (its Gram matrix grows as N²). Its state (plain
+arrays) is checked on restore (:meth:`ClassicalBaseline.state_difference`).
 
 **Applicability domain** (:mod:`graph_urpe.models.applicability`): the threshold on the
 similarity to the nearest training molecule, chosen on the validation rows at ``on_fit_start``
@@ -20,21 +20,17 @@ similarity to the nearest training molecule, chosen on the validation rows at ``
 molecules below it (:func:`~graph_urpe.models.classical_columns.classical_columns`).
 
 **Blend** (:mod:`graph_urpe.models.blend`; for classification a pool of standardised logits,
-:mod:`graph_urpe.models.logit_pool`): the weights per column and the blend's factors (regression:
-its uncertainty's; classification: the pool's scales and Platt sigmoid), from the validation
-predictions of each checkpoint
-(captured at the end of each validation, before the checkpoint is written: its
-``blend_weight`` and ``blend_calibration``), and at ``test`` again from the tested checkpoint's
-validation predictions (the module's ``predict_step`` over the validation loader). Logged as
-``val/<metric>_blend`` and ``test/<metric>_blend`` (every label column: one without a classical
-model is the network's; regression also ``test/coverage95_blend``, ``test/nll_blend``). The
-blend is the prediction: ``predict`` writes it as ``<target>_pred`` with its interval, and the
-network's own as ``<target>_network`` (benchmarks/README.md section 25a: on six public sets,
-3 seeds, the blend is at least as good as the network on test, and the validation rows rank
-them the same way). Under several processes (DDP) the test uses the blend the tested
-checkpoint stored at its validation and the test rows gathered from every rank, so
-``test_predictions.csv`` is what ``predict`` writes with that checkpoint (the validation scores
-of the blend are then not logged again at test).
+:mod:`graph_urpe.models.logit_pool`): the weights and factors per column (regression: the
+blend's uncertainty; classification: the pool's scales and Platt sigmoid) fitted on the
+validation predictions of each checkpoint at the end of its validation, before it is written
+(``blend_weight``, ``blend_calibration``). ``test`` uses the blend the tested checkpoint stored,
+so ``test_predictions.csv`` is what ``predict`` writes with it (fitted anew only without a
+checkpoint). Logged as ``val|test/<metric>_blend`` (a column without a classical model: the
+network's; regression also ``test/coverage95_blend``, ``test/nll_blend``). ``predict`` writes
+the blend as ``<target>_pred`` and the network's own as ``<target>_network`` (section 25a of
+benchmarks/README.md: on six public sets the blend is at least as good as the network on test).
+Under several processes (DDP) the test rows are gathered from every rank and the blend's
+validation scores are not logged again at test.
 """
 
 from __future__ import annotations
@@ -152,7 +148,7 @@ class ClassicalBaseline(Callback):
         self._blend_scores: dict[str, dict[str, float]] = {}  # stage -> metric -> value
         self.tested: ClassicalModel | None = None
         """The model with the tested checkpoint's blend (set at ``test``)."""
-        self._stored: ClassicalModel | None = None  # the tested checkpoint's, under DDP
+        self._stored: ClassicalModel | None = None  # the tested checkpoint's blend
         self.tested_outputs: tuple[torch.Tensor, torch.Tensor] | None = None
         """The blend's test predictions and labels ``[n, T]`` of the labelled test rows (set at
         ``test``; the summary's bootstrap interval is the blend's)."""
@@ -270,32 +266,36 @@ class ClassicalBaseline(Callback):
                                                  network, target)
 
     def on_test_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        """The tested checkpoint's blend (weights, uncertainty factors) from its validation
-        predictions, and its validation scores; under several processes the blend the checkpoint
-        stored. The test rows are scored at the test epoch's end (:meth:`on_test_epoch_end`)."""
+        """The blend the tested checkpoint stored at its validation (its weights and factors, so
+        that the test scores what ``predict`` writes with that checkpoint), fitted again from its
+        validation predictions only for weights without a stored blend (``test`` of the
+        module's current weights); and its validation scores (one process: under several,
+        each rank holds a part of the validation rows and they are not predicted again). The
+        test rows are scored at the test epoch's end (:meth:`on_test_epoch_end`)."""
         self._blend_scores, self.tested, self.tested_outputs = {}, None, None
         self._stored = None
         splits = self._splits(trainer)
         if self.model is None or len(splits.get("test") or ()) == 0:
             return
+        self._stored = self._stored_blend(trainer)
         if trainer.world_size > 1:
-            self._stored = self._stored_blend(trainer)
             return
         members, target = self._classical_val(trainer)
         network = mix.network_predictions(trainer, pl_module,
                                           trainer.datamodule.val_dataloader(), len(target))
-        weight, calibration = self._fit_blend(network, members, target)
+        if self._stored is None:
+            weight, calibration = self._fit_blend(network, members, target)
+            self._stored = dataclasses.replace(self.model, blend_weight=weight,
+                                               blend_calibration=calibration)
         self._blend_scores = {"val": _scores(self.model, pool.checkpoint_outputs(
-            self.model.task, network, members, weight, calibration)["prediction"], target)}
-        self._stored = dataclasses.replace(self.model, blend_weight=weight,
-                                           blend_calibration=calibration)
+            self.model.task, network, members, self._stored.blend_weight,
+            self._stored.blend_calibration)["prediction"], target)}
 
     def _score_test(self, network: dict[str, np.ndarray], members: np.ndarray,
                     target: np.ndarray, tested: ClassicalModel) -> None:
-        """The blend's test scores (with its interval's for regression), its test outputs for
-        the summary and the model :meth:`test_columns` writes with, from the network's and the
-        members' (``[N, T, K]``) test outputs and the blend of the tested checkpoint
-        (:obj:`tested`)."""
+        """The blend's test scores (regression: and its interval's), its test outputs for the
+        summary and :meth:`test_columns`, from the network's and the members' (``[N, T, K]``)
+        test outputs and the tested checkpoint's blend (:obj:`tested`)."""
         weight, calibration = tested.blend_weight, tested.blend_calibration
         blended = pool.checkpoint_outputs(self.model.task, network, members, weight, calibration)
         scores = _scores(self.model, blended["prediction"], target)
@@ -309,9 +309,7 @@ class ClassicalBaseline(Callback):
                                torch.from_numpy(target[labelled]))
 
     def _stored_blend(self, trainer: Trainer) -> ClassicalModel | None:
-        """The blend the tested checkpoint stored at its validation (under several processes,
-        where the validation rows are not predicted again: each rank holds a part), or
-        :obj:`None`."""
+        """The tested checkpoint's classical model with its blend, or :obj:`None`."""
         from graph_urpe.trust import read_checkpoint
 
         path = trainer.ckpt_path

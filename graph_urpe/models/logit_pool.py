@@ -5,7 +5,7 @@ The network's and each classical member's probability of class 1, :math:`p_k`, b
 :math:`\ell_k = \log(p_k / (1 - p_k))` (probabilities clipped to :math:`[\epsilon, 1 -
 \epsilon]`, :data:`EPS`), standardised with the mean :math:`\mu_k` and standard deviation
 :math:`\sigma_k` of that predictor's logits on the validation rows, :math:`z_k = (\ell_k - \mu_k)
-/ \sigma_k`, and pooled, :math:`s = \sum_k w_k z_k` with :math:`w \ge 0` summing to 1 (the
+/ \sigma_k` (:math:`\sigma_k` at least :data:`SCALE_FLOOR`), and pooled, :math:`s = \sum_k w_k z_k` with :math:`w \ge 0` summing to 1 (the
 network's first, as in :mod:`graph_urpe.models.blend`); the probability is Platt's sigmoid of
 the pooled score, :math:`p = \sigma(a s + b)`, with :math:`a > 0, b` fitted on the same validation
 rows (:func:`~graph_urpe.models.calibration.fit_platt`). Standardising puts every predictor on one
@@ -46,7 +46,7 @@ from graph_urpe.models.blend import (
     simplex_grid,
 )
 
-__all__ = ["EPS", "PRIOR_ROWS", "checkpoint_outputs", "effective_rows", "factor_rows",
+__all__ = ["EPS", "PRIOR_ROWS", "SCALE_FLOOR", "checkpoint_outputs", "effective_rows", "factor_rows",
            "fit_pool", "logits", "pool_weight", "pooled", "pooled_std", "prior_weight",
            "roc_auc_draws"]
 
@@ -56,6 +56,11 @@ EPS = 1e-12
 PRIOR_ROWS = 20.0
 """:math:`n_0`: the prior's worth in validation rows (10 and 40 measured the same on the three
 public classification sets, ``benchmarks/README.md`` section 31)."""
+
+SCALE_FLOOR = 1e-2
+"""The least scale of a predictor's validation logits: one that varies less (a network that has
+not learnt, in a short fit) is near constant, and dividing by its spread would blow its float32
+round-off up into ranks."""
 
 _PAIR_BUDGET = 1 << 22
 """Grid points x (positive, negative) pairs held at once by :func:`roc_auc_draws` (32 MiB)."""
@@ -198,8 +203,7 @@ def fit_pool(network: np.ndarray, classical: np.ndarray, target: np.ndarray,
             weight[t] = prior_weight(k)
             continue
         raw = logits(np.column_stack([network[keep, t], classical[keep, t]]))
-        centre, scale = raw.mean(0), raw.std(0)
-        scale = np.where(scale > 0, scale, 1.0)
+        centre, scale = raw.mean(0), np.maximum(raw.std(0), SCALE_FLOOR)
         z = (raw - centre) / scale
         weight[t] = pool_weight(z, y)
         a, b = fit_platt(torch.from_numpy(z @ weight[t])[:, None], torch.from_numpy(y)[:, None])
