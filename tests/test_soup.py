@@ -108,8 +108,8 @@ def test_fit_tests_the_soup_of_its_best_epochs(tmp_path, capsys):
     last = torch.load(folder / "last.ckpt", weights_only=True)
     kept = last["callbacks"]["EpochSoup"]
     epochs = ", ".join(str(e) for e in sorted(kept["epochs"]))
-    assert (f"Soup checkpoint: {soup_path}  (the mean of the weights of epochs {epochs} by "
-            "val/mae, tested)") in out
+    assert (f"Soup checkpoint: {soup_path}  (the mean of the weights of epochs {epochs} (from "
+            "0, as in metrics.csv) by val/mae, tested)") in out
     assert 1 <= len(kept["epochs"]) <= 4
     soup = torch.load(soup_path, weights_only=True)["state_dict"]
     network = [k for k in soup if k.startswith("model.")]

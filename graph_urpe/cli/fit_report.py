@@ -321,7 +321,8 @@ def print_fit_summary(trainer: Trainer, metrics: dict[str, float] | None, run_di
     if osp.isfile(soup):
         mark = ", tested" if soup == tested_ckpt else ""
         kept = next((cb for cb in trainer.callbacks if isinstance(cb, EpochSoup)), None)
-        which = (f"epochs {', '.join(str(e) for e in sorted(kept.epochs))} by {kept.monitor}"
+        which = (f"epochs {', '.join(str(e) for e in sorted(kept.epochs))} (from 0, as in "
+                 f"metrics.csv) by {kept.monitor}"
                  if kept is not None and kept.epochs else "the best epochs")
         lines.append(f"Soup checkpoint: {soup}  (the mean of the weights of {which}{mark})")
     last = osp.join(run_dir, "checkpoints", "last.ckpt")
