@@ -151,3 +151,30 @@ def test_an_interrupted_fit_resumes_to_the_same_soup(tmp_path, capsys):
     assert whole["callbacks"]["EpochSoup"]["epochs"] == split["callbacks"]["EpochSoup"]["epochs"]
     for key, value in whole["state_dict"].items():
         torch.testing.assert_close(split["state_dict"][key], value, rtol=0, atol=0)
+
+
+def test_a_validation_split_of_one_class_tests_last_and_says_why(tmp_path, capsys, monkeypatch):
+    import numpy as np
+    import pandas as pd
+    from test_classical import MOLECULES
+    from test_cli import write_config
+
+    from graph_urpe.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    config, runs = write_config(tmp_path, max_epochs=2, task="classification")
+    frame = pd.DataFrame({"smiles": MOLECULES})
+    frame["target"] = [float(len(s) > 4) for s in frame["smiles"]]
+    frame["split"] = ["train"] * 30 + ["valid"] * 6 + ["test"] * (len(frame) - 36)
+    frame.loc[30:35, "target"] = 0.0  # no positive among the validation rows: ROC-AUC is NaN
+    frame.loc[36:37, "target"] = 0.0  # the test rows hold both classes
+    assert frame.loc[frame["split"] == "test", "target"].nunique() == 2
+    frame.to_csv(tmp_path / "mols.csv", index=False)
+    with pytest.warns(UserWarning, match=r"no epoch had a finite val/rocauc \(a validation split "
+                      r"without both classes"):
+        main(["fit", "--config", config, "--test_checkpoint", "soup"])
+    out = capsys.readouterr().out
+    folder = runs / "version_0" / "checkpoints"
+    assert not (folder / "soup.ckpt").exists()
+    assert f"Last checkpoint: {folder / 'last.ckpt'}  (tested; " in out
+    assert np.isfinite(pd.read_csv(runs / "version_0" / "metrics.csv")["test/rocauc"].dropna()).all()

@@ -47,6 +47,7 @@ from lightning.pytorch.cli import (
     SaveConfigCallback,
 )
 from lightning.pytorch.loggers import TensorBoardLogger
+from lightning.pytorch.utilities import rank_zero_warn
 from lightning.pytorch.utilities.model_helpers import is_overridden
 
 from graph_urpe.cli.checkpoint_parsing import SUBCOMMANDS, CheckpointParsingCLI
@@ -283,10 +284,14 @@ class GraphURPECLI(CheckpointParsingCLI):
     def _write_soup(self, model: LightningModule, datamodule: LightningDataModule) -> str:
         """Write ``checkpoints/soup.ckpt``: the fit's last state with the module's weights
         replaced by :meth:`~graph_urpe.models.soup.EpochSoup.averaged` (the module keeps its own
-        weights); its path, or the last checkpoint's when no epoch was kept."""
+        weights); its path, or the last checkpoint's (with a warning) when no epoch was kept."""
         soup = next((cb for cb in self.trainer.callbacks if isinstance(cb, EpochSoup)), None)
         last = osp.join(self.run_dir, "checkpoints", "last.ckpt")
         if soup is None or not soup.entries:
+            rank_zero_warn(f"no epoch had a finite {soup.monitor if soup else 'validation metric'}"
+                           " (a validation split without both classes, or without labels): "
+                           "soup.ckpt is not written and last.ckpt is tested; use more data or "
+                           "--data.init_args.split random", category=UserWarning)
             return last
         path = osp.join(self.run_dir, "checkpoints", "soup.ckpt")
         own = {k: v.detach().clone() for k, v in model.state_dict().items()}
