@@ -313,11 +313,15 @@ def test_a_state_without_a_weight_still_predicts_without_the_blend(tmp_path, mon
                                table["target_upper"] - table["target_lower"], rtol=1e-6)
 
 
-def test_a_column_without_a_classical_model_keeps_the_network(tmp_path, capsys, monkeypatch):
-    from test_classical import MOLECULES
+def test_a_column_without_a_classical_model_keeps_the_network(tmp_path, capsys, monkeypatch,
+                                                              caplog):
+    import logging
+
+    from test_classical import MOLECULES, RANK_ZERO
     from test_cli import write_config
 
     monkeypatch.chdir(tmp_path)
+    caplog.set_level(logging.INFO, logger=RANK_ZERO)
     config, runs = write_config(tmp_path, max_epochs=1, task="classification")
     frame = pd.DataFrame({"smiles": MOLECULES})
     frame["a"] = [float(len(s) > 4) for s in frame["smiles"]]
@@ -329,6 +333,8 @@ def test_a_column_without_a_classical_model_keeps_the_network(tmp_path, capsys, 
     best = str(runs / "version_0" / "checkpoints" / "best.ckpt")
     state = torch.load(best, weights_only=True)["callbacks"]["ClassicalBaseline"]
     assert state["tasks"][1]["C"] == 0.0 and state["blend_weight"][1].tolist() == [1, 0, 0]
+    assert ("(C = 0.1, 0: 0 is no model, a column whose training labels are all alike)"
+            in caplog.text)
     assert state["forests"][1] is None and state["forests"][0] is not None
     assert 0 < float(state["blend_weight"][0, 0]) < 1
     line = next(x for x in out.splitlines() if x.startswith("Test ROC-AUC:"))

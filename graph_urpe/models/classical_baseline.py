@@ -16,8 +16,7 @@ arrays) is checked on restore (:meth:`ClassicalBaseline.state_difference`).
 
 **Applicability domain** (:mod:`graph_urpe.models.applicability`): the threshold on the
 similarity to the nearest training molecule, chosen on the validation rows at ``on_fit_start``
-(:func:`~graph_urpe.models.applicability.similarity_threshold`); ``predict`` warns for the
-molecules below it (:func:`~graph_urpe.models.classical_columns.classical_columns`).
+(:func:`~graph_urpe.models.applicability.similarity_threshold`); ``predict`` warns below it.
 
 **Blend** (:mod:`graph_urpe.models.blend`; for classification a pool of standardised logits,
 :mod:`graph_urpe.models.logit_pool`): the weights and factors per column (regression: the
@@ -184,7 +183,8 @@ class ClassicalBaseline(Callback):
         model.blend_weight = mix.blend_weights(pred[:0, :, 0], pred[:0], target[:0], task,
                                                self._modelled(model))
         self.model, self.cpu_seconds = model, time.process_time() - start
-        chosen = ", ".join(f"{e['C']:g}" for e in model.tasks)
+        chosen = ", ".join(f"{e['C']:g}" for e in model.tasks) + (": 0 is no model, a column "
+            "whose training labels are all alike" if any(e["C"] == 0 for e in model.tasks) else "")
         trees = "" if model.forests is None else " and a random forest of " + ", ".join(
             str(f.num_trees if f else 0) for f in model.forests) + " trees"
         rank_zero_info(f"Classical model ({METHOD_NAMES[task]}{trees}) fitted on {len(rows)} "
