@@ -47,13 +47,11 @@ MEMBER_COLUMNS = ("target_ecfp_svm", "target_ecfp_rf")
 
 
 def effective_rows(target: np.ndarray, task: str) -> float:
-    """What ``n`` validation labels are worth: ``n`` for regression; for classification the
-    harmonic mean of the class counts, ``2 n_1 n_0 / n`` (``n / 2`` when balanced, about the
-    minority count when rare)."""
-    if task == "regression":
-        return float(len(target))
-    positives = float(np.sum(target == 1))
-    return 2.0 * positives * (len(target) - positives) / max(len(target), 1)
+    """What ``n`` validation labels are worth: ``n`` for regression; for classification
+    :func:`graph_urpe.models.logit_pool.effective_rows` (``2 n_1 n_0 / n``)."""
+    from graph_urpe.models.logit_pool import effective_rows as classification_rows
+
+    return float(len(target)) if task == "regression" else classification_rows(target)
 
 
 def rule_weight(rule: str, network, classical, target, task, prior_rows: float = 20.0

@@ -163,5 +163,6 @@ def test_a_classification_checkpoint_written_before_the_pool_predicts_as_it_did(
     weight = np.array([[0.2, 0.3, 0.5]])
     got = pool.checkpoint_outputs("classification", {"prediction": net, "std": net / 10},
                                   members, weight, None)
-    np.testing.assert_allclose(got["prediction"][:, 0], 0.2 * net[:, 0] + members[:, 0] @ [0.3, 0.5])
+    np.testing.assert_allclose(got["prediction"][:, 0],
+                               0.2 * net[:, 0] + members[:, 0] @ [0.3, 0.5])
     np.testing.assert_allclose(got["std"], 0.2 * net / 10)  # the network's weight times its std

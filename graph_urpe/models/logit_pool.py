@@ -5,8 +5,9 @@ The network's and each classical member's probability of class 1, :math:`p_k`, b
 :math:`\ell_k = \log(p_k / (1 - p_k))` (probabilities clipped to :math:`[\epsilon, 1 -
 \epsilon]`, :data:`EPS`), standardised with the mean :math:`\mu_k` and standard deviation
 :math:`\sigma_k` of that predictor's logits on the validation rows, :math:`z_k = (\ell_k - \mu_k)
-/ \sigma_k` (:math:`\sigma_k` at least :data:`SCALE_FLOOR`), and pooled, :math:`s = \sum_k w_k z_k` with :math:`w \ge 0` summing to 1 (the
-network's first, as in :mod:`graph_urpe.models.blend`); the probability is Platt's sigmoid of
+/ \sigma_k` (:math:`\sigma_k` at least :data:`SCALE_FLOOR`), and pooled, :math:`s = \sum_k w_k
+z_k` with :math:`w \ge 0` summing to 1 (the network's first, as in
+:mod:`graph_urpe.models.blend`); the probability is Platt's sigmoid of
 the pooled score, :math:`p = \sigma(a s + b)`, with :math:`a > 0, b` fitted on the same validation
 rows (:func:`~graph_urpe.models.calibration.fit_platt`). Standardising puts every predictor on one
 scale: a fine-tuned network's probabilities span 1e-28 to 0.99 where a Platt-scaled SVM's span
@@ -46,9 +47,9 @@ from graph_urpe.models.blend import (
     simplex_grid,
 )
 
-__all__ = ["EPS", "PRIOR_ROWS", "SCALE_FLOOR", "checkpoint_outputs", "effective_rows", "factor_rows",
-           "fit_pool", "logits", "pool_weight", "pooled", "pooled_std", "prior_weight",
-           "roc_auc_draws"]
+__all__ = ["EPS", "PRIOR_ROWS", "SCALE_FLOOR", "checkpoint_outputs", "effective_rows",
+           "factor_rows", "fit_pool", "logits", "pool_weight", "pooled", "pooled_std",
+           "prior_weight", "roc_auc_draws"]
 
 EPS = 1e-12
 """Probabilities are clipped to ``[EPS, 1 - EPS]`` before their logits (``|logit| <= 27.6``)."""
