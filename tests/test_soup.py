@@ -108,8 +108,14 @@ def test_fit_tests_the_soup_of_its_best_epochs(tmp_path, capsys):
     last = torch.load(folder / "last.ckpt", weights_only=True)
     kept = last["callbacks"]["EpochSoup"]
     epochs = ", ".join(str(e) for e in sorted(kept["epochs"]))
+    # its own validation score beside the best epoch's: the last and the least val/mae rows of
+    # metrics.csv (the soup's validation is logged after the fit's epochs)
+    import pandas as pd
+
+    val = pd.read_csv(runs / "version_0" / "metrics.csv")["val/mae"].dropna()
     assert (f"Soup checkpoint: {soup_path}  (the mean of the weights of epochs {epochs} (from "
-            "0, as in metrics.csv) by val/mae, tested)") in out
+            f"0, as in metrics.csv) by val/mae; its val/mae {val.iloc[-1]:.4f}, the best epoch's "
+            f"{val.iloc[:-1].min():.4f}, tested)") in out
     assert 1 <= len(kept["epochs"]) <= 4
     soup = torch.load(soup_path, weights_only=True)["state_dict"]
     network = [k for k in soup if k.startswith("model.")]
@@ -121,8 +127,6 @@ def test_fit_tests_the_soup_of_its_best_epochs(tmp_path, capsys):
             assert torch.allclose(value.double(), mean, atol=1e-6), key
     # A received-file check passes, and predict with it writes what the fit's test scored
     # (the soup's own calibration and blend, fitted on its validation predictions).
-    import pandas as pd
-
     tested = pd.read_csv(runs / "version_0" / "test_predictions.csv").sort_values("smiles")
     pred = tmp_path / "pred.csv"
     main(["predict", "--ckpt_path", str(soup_path), "--smiles", *tested["smiles"],

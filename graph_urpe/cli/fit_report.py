@@ -324,6 +324,9 @@ def print_fit_summary(trainer: Trainer, metrics: dict[str, float] | None, run_di
         which = (f"epochs {', '.join(str(e) for e in sorted(kept.epochs))} (from 0, as in "
                  f"metrics.csv) by {kept.monitor}"
                  if kept is not None and kept.epochs else "the best epochs")
+        if kept is not None and kept.entries and kept.validated is not None:
+            which += (f"; its {kept.monitor} {kept.validated:.4f}, the best epoch's "
+                      f"{kept.entries[0][0]:.4f}")
         lines.append(f"Soup checkpoint: {soup}  (the mean of the weights of {which}{mark})")
     last = osp.join(run_dir, "checkpoints", "last.ckpt")
     if osp.isfile(last):

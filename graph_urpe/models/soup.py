@@ -51,6 +51,9 @@ class EpochSoup(Callback):
         self.monitor: str | None = None
         self.mode = "min"
         self.entries: list[tuple[float, int, dict[str, Tensor]]] = []
+        self.validated: float | None = None
+        """The monitored metric of the last ``validate`` (the soup's own, in a fit that writes
+        ``soup.ckpt``); not part of the state."""
         self._layout: dict[str, tuple[tuple[int, ...], torch.dtype]] | None = None
 
     def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
@@ -66,10 +69,14 @@ class EpochSoup(Callback):
 
     def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
         """Keep this epoch's weights if its metric is among the best (class docstring)."""
-        if trainer.sanity_checking or self.monitor is None or trainer.state.fn != "fit":
-            return  # fit's epochs only (not the soup's own validation, nor `validate`)
+        if trainer.sanity_checking or self.monitor is None:
+            return
         value = trainer.callback_metrics.get(self.monitor)
         score = float(value) if value is not None else math.nan
+        if trainer.state.fn == "validate":  # the soup's own validation: its score, for the summary
+            self.validated = score
+        if trainer.state.fn != "fit":
+            return  # fit's epochs only
         if not math.isfinite(score):
             return
         epoch = int(trainer.current_epoch)
