@@ -1,7 +1,5 @@
-r"""The blend of the network and the classical model's members in a CSV fit (issue 41, item 2;
-a classification fit since ``benchmarks/README.md`` section 31 pools standardised logits
-instead, :mod:`graph_urpe.models.logit_pool`, and the linear average of probabilities here is
-what a classification checkpoint written before the pool predicts):
+r"""The blend of the network and the classical model's members in a CSV fit (issue 41 item 2;
+classification pools standardised logits instead, :mod:`graph_urpe.models.logit_pool`):
 per label column :math:`w_0 \cdot \text{network} + \sum_k w_k \cdot \text{member}_k` with
 weights :math:`w \ge 0` summing to 1 (labels' units for regression, probabilities of class 1 for
 classification). The members are those of
@@ -48,7 +46,8 @@ import numpy as np
 import torch
 
 __all__ = ["BOOTSTRAP_DRAWS", "GRID_STEPS", "NO_EVIDENCE_WEIGHT", "SUFFIX", "bagged_weight",
-           "blend", "blend_std", "blend_weights", "blended_outputs", "fit_blend_calibration",
+           "blend", "blend_std", "blend_weights", "blended_outputs", "column_rows",
+           "fit_blend_calibration",
            "network_predictions", "simplex_grid", "upgrade_weight", "validation_weight"]
 
 NO_EVIDENCE_WEIGHT = 0.5
@@ -235,15 +234,34 @@ def blend_weights(network: np.ndarray, classical: np.ndarray, target: np.ndarray
     Returns:
         numpy.ndarray: ``[T, 1 + K]`` float64, each row summing to 1 (the network's first).
     """
+    k = np.shape(classical)[2]
+    out = np.tile(_network_alone(k), (np.shape(target)[1], 1))
+    for t, net, members, y in column_rows(network, classical, target, modelled):
+        out[t] = bagged_weight(net, members, y, task)
+    return out
+
+
+def column_rows(network: np.ndarray, classical: np.ndarray, target: np.ndarray,
+                modelled: np.ndarray | None = None):
+    """Each column with a classical model and the rows where its label, the network's and every
+    member's predictions are finite (what the column's blend is fitted on).
+
+    Args:
+        network (numpy.ndarray): ``[N, T]`` the network's validation predictions.
+        classical (numpy.ndarray): ``[N, T, K]`` the members', NaN = no model.
+        target (numpy.ndarray): ``[N, T]`` labels, NaN = missing.
+        modelled (numpy.ndarray, optional): ``[T]`` bool, the columns with a classical model.
+            (default: :obj:`None`: those with a prediction that is not NaN)
+
+    Yields:
+        tuple: ``(t, network [n], members [n, K], target [n])``, float64.
+    """
     network, classical, target = (np.asarray(a, np.float64) for a in (network, classical, target))
-    k = classical.shape[2]
-    out = np.tile(_network_alone(k), (target.shape[1], 1))
     modelled = (~np.isnan(classical)).any((0, 2)) if modelled is None else modelled
     for t in np.flatnonzero(modelled):
         keep = np.isfinite(network[:, t]) & np.isfinite(classical[:, t]).all(1) & np.isfinite(
             target[:, t])
-        out[t] = bagged_weight(network[keep, t], classical[keep, t], target[keep, t], task)
-    return out
+        yield int(t), network[keep, t], classical[keep, t], target[keep, t]
 
 
 def upgrade_weight(weight: np.ndarray) -> np.ndarray:

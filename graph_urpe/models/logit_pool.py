@@ -44,6 +44,7 @@ from graph_urpe.models.blend import (
     NO_EVIDENCE_WEIGHT,
     blend,
     blended_outputs,
+    column_rows,
     simplex_grid,
 )
 
@@ -191,19 +192,14 @@ def fit_pool(network: np.ndarray, classical: np.ndarray, target: np.ndarray,
     """
     from graph_urpe.models.calibration import fit_platt
 
-    network, classical, target = (np.asarray(a, np.float64) for a in (network, classical, target))
-    t_count, k = target.shape[1], classical.shape[2]
+    t_count, k = np.shape(target)[1], np.shape(classical)[2]
     weight = np.tile(np.eye(1, 1 + k).ravel(), (t_count, 1))
     factors = np.full((factor_rows(k), t_count), math.nan)
-    modelled = (~np.isnan(classical)).any((0, 2)) if modelled is None else modelled
-    for t in np.flatnonzero(modelled):
-        keep = np.isfinite(network[:, t]) & np.isfinite(classical[:, t]).all(1) & np.isfinite(
-            target[:, t])
-        y = target[keep, t]
+    for t, net, members, y in column_rows(network, classical, target, modelled):
         if effective_rows(y) == 0:
             weight[t] = prior_weight(k)
             continue
-        raw = logits(np.column_stack([network[keep, t], classical[keep, t]]))
+        raw = logits(np.column_stack([net, members]))
         centre, scale = raw.mean(0), np.maximum(raw.std(0), SCALE_FLOOR)
         z = (raw - centre) / scale
         weight[t] = pool_weight(z, y)
@@ -223,6 +219,9 @@ def pooled(network: np.ndarray, classical: np.ndarray, weight: np.ndarray,
         classical (numpy.ndarray): ``[N, T, K]`` the members', NaN = no model.
         weight (numpy.ndarray): ``[T, 1 + K]``.
         factors (numpy.ndarray): ``[2 (1 + K) + 2, T]`` (:func:`fit_pool`).
+
+    Returns:
+        numpy.ndarray: ``[N, T]`` float64 probabilities of class 1.
     """
     network = np.asarray(network, np.float64)
     classical, weight = np.asarray(classical, np.float64), np.asarray(weight, np.float64)
@@ -247,6 +246,9 @@ def pooled_std(network: dict[str, np.ndarray], pool: np.ndarray, weight: np.ndar
         pool (numpy.ndarray): ``[N, T]`` :func:`pooled`.
         weight (numpy.ndarray): ``[T, 1 + K]``.
         factors (numpy.ndarray): ``[2 (1 + K) + 2, T]``.
+
+    Returns:
+        numpy.ndarray: ``[N, T]`` float64, in probability units.
     """
     k = weight.shape[1] - 1
     p0 = np.clip(np.asarray(network["prediction"], np.float64), EPS, 1.0 - EPS)
