@@ -39,6 +39,29 @@ def test_weighted_roc_auc_with_ties_equals_scikit_learn():
     assert np.isnan(no_positive).all()
 
 
+def test_ranks_and_pairs_give_the_same_wins_to_the_bit():
+    rng = np.random.default_rng(2)
+    y = (rng.random(300) < 0.5)
+    scores = np.round(rng.normal(size=(6, 300)), 1)  # many ties
+    scores[5] = 1.0
+    counts = rng.integers(0, 4, size=(9, 300)).astype(float)
+    assert np.array_equal(pool._wins_by_ranks(scores, y, counts),
+                          pool._wins_by_pairs(scores, y, counts))
+
+
+def test_a_large_balanced_split_is_ranked_and_equals_scikit_learn(monkeypatch):
+    rng = np.random.default_rng(3)
+    y = np.r_[np.ones(500), np.zeros(500)]  # 250,000 pairs > 200 x 1,000 rows: ranks
+    scores = np.round(rng.normal(size=(3, 1000)) + y, 2)
+    counts = rng.integers(0, 3, size=(4, 1000)).astype(float)
+    used = []
+    monkeypatch.setattr(pool, "_wins_by_pairs", lambda *a: used.append("pairs"))
+    got = pool.roc_auc_draws(scores, y, counts)
+    assert not used
+    want = [[roc_auc_score(y, s, sample_weight=c) for s in scores] for c in counts]
+    np.testing.assert_allclose(got, want, atol=1e-12)
+
+
 def _naive_weight(z, y, draws, prior_rows):
     """The rule as the module docstring states it, one draw and one grid point at a time."""
     grid, n = simplex_grid(z.shape[1] - 1), len(y)
