@@ -179,12 +179,19 @@ def apply_rules(run: dict) -> dict[str, tuple[float, np.ndarray]]:
     return res
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def run_arguments(description: str) -> argparse.ArgumentParser:
+    """``--out`` (of peers/chemprop.py), ``--sets`` and ``--cache`` (this script's per-run
+    predictions, default ``OUT/oof-cache``), shared with ``svm_c_folds.py``."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--out", type=Path, required=True, help="--out of peers/chemprop.py")
     parser.add_argument("--sets", nargs="+", required=True)
     parser.add_argument("--cache", type=Path, default=None,
                         help="per-run predictions (default: OUT/oof-cache)")
+    return parser
+
+
+def main() -> None:
+    parser = run_arguments(__doc__.splitlines()[0])
     parser.add_argument("--table", type=Path, default=None,
                         help="also write the tables here (markdown)")
     args = parser.parse_args()

@@ -10,12 +10,11 @@ fit_pool`) with that SVC, on the runs cached by ``blend_oof.py`` (issue 41;
 
 from __future__ import annotations
 
-import argparse
 import re
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from blend_oof import run_arguments
 from blend_rules import set_runs
 
 FOLDS = ("plain", "repeated", "scaffold", "scaffold-sorted")
@@ -76,12 +75,7 @@ def run(data: pd.DataFrame, cached: dict, seed: int, how: str) -> tuple[float, f
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, required=True, help="--out of peers/chemprop.py")
-    parser.add_argument("--sets", nargs="+", required=True)
-    parser.add_argument("--cache", type=Path, default=None,
-                        help="blend_oof.py's cache (default: OUT/oof-cache)")
-    args = parser.parse_args()
+    args = run_arguments(__doc__.splitlines()[0]).parse_args()
     cache = args.cache or args.out / "oof-cache"
     print("| set | folds | C per seed | SVC test ROC-AUC | pool test ROC-AUC (per seed) |")
     print("|---|---|---|---|---|")
