@@ -15,6 +15,7 @@ import torch
 
 from graph_urpe.data.fingerprints import ECFP4_BITS
 from graph_urpe.models.forest import NODE_BUDGET, forest_problem
+from graph_urpe.models.logit_pool import factor_rows
 
 __all__ = ["STATE_FORMAT", "TASK_KEYS", "state_problem", "stored_blend_problem"]
 
@@ -213,7 +214,7 @@ def _calibration_values_problem(value: torch.Tensor, num_tasks: int, members: in
 def _pool_values_problem(value: torch.Tensor, num_tasks: int, members: int) -> str | None:
     """One line if a float64 classification ``blend_calibration`` is not the pool's factors
     ``[2 (1 + K) + 2, T]``: finite or NaN, the scales and Platt's a > 0."""
-    rows = 2 * (1 + members) + 2
+    rows = factor_rows(members)
     if tuple(value.shape) != (rows, num_tasks):
         return f"blend_calibration has shape {list(value.shape)}, not [{rows}, {num_tasks}]"
     if bool(torch.isinf(value).any()):

@@ -73,20 +73,41 @@ round-off up into ranks."""
 
 
 def prior_weight(members: int) -> np.ndarray:
-    """``[1 + K]``: the network :data:`~graph_urpe.models.blend.NO_EVIDENCE_WEIGHT`, the
-    ``K`` members sharing the rest equally."""
+    """The pool's prior weights: the network :data:`~graph_urpe.models.blend.NO_EVIDENCE_WEIGHT`,
+    the members sharing the rest equally.
+
+    Args:
+        members (int): ``K >= 1``, the classical members.
+
+    Returns:
+        numpy.ndarray: ``[1 + K]`` float64 summing to 1 (the network's first).
+    """
     return np.array([NO_EVIDENCE_WEIGHT] + [(1 - NO_EVIDENCE_WEIGHT) / members] * members)
 
 
 def factor_rows(members: int) -> int:
-    """The rows of a column's pool factors: a centre and a scale for the network and each of the
-    ``K`` members, then Platt's :math:`a, b`: ``2 (1 + K) + 2``."""
+    """The rows of a column's pool factors (``blend_calibration`` of a classification
+    checkpoint): a centre and a scale for the network and each member, then Platt's :math:`a, b`.
+
+    Args:
+        members (int): ``K``, the classical members.
+
+    Returns:
+        int: ``2 (1 + K) + 2``.
+    """
     return 2 * (1 + members) + 2
 
 
 def logits(p: np.ndarray) -> np.ndarray:
-    """``log(p / (1 - p))`` of probabilities clipped to ``[EPS, 1 - EPS]`` (float64, any shape;
-    NaN stays NaN)."""
+    """The log-odds of probabilities clipped to ``[EPS, 1 - EPS]``.
+
+    Args:
+        p (numpy.ndarray): probabilities of class 1, any shape.
+
+    Returns:
+        numpy.ndarray: ``log(p / (1 - p))``, the shape of ``p``, float64 in ``[-27.7, 27.7]``;
+        NaN stays NaN.
+    """
     p = np.clip(np.asarray(p, np.float64), EPS, 1.0 - EPS)
     return np.log(p) - np.log1p(-p)
 
@@ -98,6 +119,9 @@ def effective_rows(target: np.ndarray) -> float:
 
     Args:
         target (numpy.ndarray): ``[n]`` labels 0 / 1.
+
+    Returns:
+        float: ``m`` in rows (``>= 0``).
     """
     target = np.asarray(target, np.float64)
     n = len(target)
@@ -114,11 +138,11 @@ def roc_auc_draws(scores: np.ndarray, target: np.ndarray, counts: np.ndarray) ->
 
     Two evaluations of the same sums, the cheaper for the classes' counts ``n_1``, ``n_0``: where
     the smaller class is small (``n_1 n_0 <=`` :data:`_PAIRS_PER_ROW` ``x n``), a matrix product
-    over the (positive, negative) pairs per grid point (``D x G x n_1 x n_0``; 0.03 CPU s for
-    BACE's 151 validation rows, 3.7 s for 140 positives among 4,100); else ranks: each grid
+    over the (positive, negative) pairs per grid point (``D x G x n_1 x n_0``; 0.04 CPU s for
+    150 validation rows, 3.5 s for 140 positives among 4,100, :func:`pool_weight`'s 200 x 231); else ranks: each grid
     point's scores sorted once, tied scores grouped, the negatives' weight below each group a
-    cumulative sum for all draws at once (``G`` sorts, ``O(G x D x n)``; 3 s for a balanced
-    2,500, where the pairs take 11 s). With integer weights (resample counts) every sum is exact
+    cumulative sum for all draws at once (``G`` sorts, ``O(G x D x n)``; 3.0 s for a balanced
+    2,500, where the pairs take 10.7 s). With integer weights (resample counts) every sum is exact
     in float64, so both give the same values to the bit.
 
     Args:
